@@ -1,0 +1,130 @@
+// Package admin serves the operators' listener: configuration version and
+// reload, counters, and health. It binds to loopback by default and every
+// request that changes something needs the bearer token.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+// Deps is what the admin API reads and drives.
+type Deps struct {
+	Token    string
+	Snapshot func() *config.Snapshot
+	// Reload re-reads the configuration and swaps it in; it returns the new
+	// snapshot or why nothing changed.
+	Reload func() (*config.Snapshot, error)
+	// Stats returns a JSON-encodable view of the gateway's counters.
+	Stats func() any
+}
+
+// Server is the admin HTTP listener.
+type Server struct {
+	deps Deps
+	http *http.Server
+}
+
+// New builds the admin server; Serve starts it.
+func New(d Deps) *Server {
+	s := &Server{deps: d}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /admin/config", s.config)
+	mux.HandleFunc("POST /admin/reload", s.auth(s.reload))
+	mux.HandleFunc("GET /admin/stats", s.stats)
+	mux.HandleFunc("GET /debug/goroutines", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(strconv.Itoa(runtime.NumGoroutine()) + "\n"))
+	})
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
+	return s
+}
+
+// Serve serves on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops the listener gracefully.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"code": status, "message": msg})
+}
+
+// auth guards changing endpoints: without a configured token they are off,
+// since a loopback listener is not a reason to let any local process drive
+// the gateway.
+func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.deps.Token == "" {
+			fail(w, http.StatusForbidden, "admin token not configured (admin.token or TOLLGATE_ADMIN_TOKEN)")
+			return
+		}
+		const prefix = "Bearer "
+		got := r.Header.Get("Authorization")
+		if len(got) <= len(prefix) || got[:len(prefix)] != prefix ||
+			subtle.ConstantTimeCompare([]byte(got[len(prefix):]), []byte(s.deps.Token)) != 1 {
+			fail(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		next(w, r)
+	}
+}
+
+func snapshotView(s *config.Snapshot) map[string]any {
+	routes := make([]string, 0, len(s.Routes))
+	for _, r := range s.Routes {
+		routes = append(routes, r.Name)
+	}
+	services := make([]string, 0, len(s.Services))
+	for name := range s.Services {
+		services = append(services, name)
+	}
+	return map[string]any{
+		"version":  s.Version,
+		"source":   s.Source,
+		"loaded":   s.Loaded.UTC().Format(time.RFC3339Nano),
+		"node_id":  s.File.NodeID,
+		"routes":   routes,
+		"services": services,
+	}
+}
+
+func (s *Server) config(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, snapshotView(s.deps.Snapshot()))
+}
+
+func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
+	snap, err := s.deps.Reload()
+	if err != nil {
+		cur := s.deps.Snapshot()
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
+			"code": http.StatusUnprocessableEntity, "message": "reload refused: " + err.Error(), "version": cur.Version,
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, snapshotView(snap))
+}
+
+func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.deps.Stats())
+}

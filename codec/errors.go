@@ -1,0 +1,70 @@
+package codec
+
+import (
+	"errors"
+	"net"
+
+	"github.com/valyala/fasthttp"
+)
+
+// framingErrors are the syntax errors answered 400 with their own message.
+var framingErrors = []error{ErrObsFold, ErrBadHeaderName, ErrBadHeaderValue, ErrBareCR, ErrBadContentLength,
+	ErrDupContentLength, ErrCLAndTE, ErrBadTE, ErrTEInHTTP10, ErrBadMethod, ErrBadVersion, ErrBadTarget, ErrMissingHost}
+
+// Errors lists every error of the package, for callers that prebuild one
+// answer per error.
+var Errors = append([]error{ErrHeaderTooLarge, ErrURITooLong, ErrBodyTooLarge, ErrMethodNotAllowed,
+	errTimeoutExample}, framingErrors...)
+
+// errTimeoutExample stands for the read timeouts Status maps to 408.
+var errTimeoutExample error = timeoutError{}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "codec: timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// Status maps a parse or limit error (the package's own, or fasthttp's) to
+// the status the client gets. Anything not recognised is a malformed
+// request.
+func Status(err error) int {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.Is(err, ErrHeaderTooLarge), errors.As(err, &small):
+		return fasthttp.StatusRequestHeaderFieldsTooLarge
+	case errors.Is(err, ErrURITooLong):
+		return fasthttp.StatusRequestURITooLong
+	case errors.Is(err, ErrBodyTooLarge), errors.Is(err, fasthttp.ErrBodyTooLarge):
+		return fasthttp.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrMethodNotAllowed):
+		return fasthttp.StatusMethodNotAllowed
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return fasthttp.StatusRequestTimeout
+	}
+	return fasthttp.StatusBadRequest
+}
+
+// Message is the client-facing text for a parse or limit error; it names the
+// rule without echoing the client's bytes.
+func Message(err error) string {
+	switch Status(err) {
+	case fasthttp.StatusRequestHeaderFieldsTooLarge:
+		return "request header fields too large"
+	case fasthttp.StatusRequestURITooLong:
+		return "request URI too long"
+	case fasthttp.StatusRequestEntityTooLarge:
+		return "request body too large"
+	case fasthttp.StatusMethodNotAllowed:
+		return "method not allowed"
+	case fasthttp.StatusRequestTimeout:
+		return "request header not received in time"
+	}
+	for _, e := range framingErrors {
+		if errors.Is(err, e) {
+			return "malformed request: " + e.Error()[len("codec: "):]
+		}
+	}
+	return "malformed request"
+}

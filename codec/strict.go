@@ -1,0 +1,258 @@
+// Package codec holds the HTTP/1.1 rules the gateway applies at the edge on
+// top of fasthttp's parser: strict RFC 9112 framing checks (so that one
+// client request is exactly one upstream request), the client size limits,
+// and the hop-by-hop and forwarding headers.
+package codec
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Framing and syntax errors. Each one is answered 400 and the connection is
+// closed: after any of them the gateway can no longer be sure where the next
+// request on the connection starts.
+var (
+	ErrObsFold          = errors.New("codec: obsolete line folding in header")
+	ErrBadHeaderName    = errors.New("codec: invalid header field name")
+	ErrBadHeaderValue   = errors.New("codec: invalid character in header field value")
+	ErrBareCR           = errors.New("codec: bare CR in header section")
+	ErrBadContentLength = errors.New("codec: invalid Content-Length")
+	ErrDupContentLength = errors.New("codec: conflicting Content-Length headers")
+	ErrCLAndTE          = errors.New("codec: both Content-Length and Transfer-Encoding")
+	ErrBadTE            = errors.New("codec: Transfer-Encoding other than chunked")
+	ErrTEInHTTP10       = errors.New("codec: Transfer-Encoding in an HTTP/1.0 request")
+	ErrBadMethod        = errors.New("codec: invalid method")
+	ErrBadVersion       = errors.New("codec: unsupported HTTP version")
+	ErrBadTarget        = errors.New("codec: invalid request target")
+	ErrMissingHost      = errors.New("codec: missing or repeated Host header")
+	ErrMethodNotAllowed = errors.New("codec: method not allowed at the edge")
+
+	ErrHeaderTooLarge = errors.New("codec: header section too large")
+	ErrURITooLong     = errors.New("codec: request target too long")
+	ErrBodyTooLarge   = errors.New("codec: body too large")
+)
+
+// Limits is what a client may send. Zero fields mean "no limit".
+type Limits struct {
+	MaxHeaderBytes int
+	MaxURIBytes    int
+	MaxBodyBytes   int64
+}
+
+// tokenChars marks the bytes allowed in an RFC 9110 token (methods, field
+// names, transfer codings).
+var tokenChars = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// valueChars marks bytes allowed in a field value: VCHAR, obs-text, SP and
+// HTAB. Every other control character, NUL included, is refused.
+var valueChars = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	for c := 0x80; c <= 0xff; c++ {
+		t[c] = true
+	}
+	t['\t'] = true
+	return t
+}()
+
+// targetChars marks bytes allowed in a request target: visible ASCII only.
+var targetChars = func() (t [256]bool) {
+	for c := 0x21; c < 0x7f; c++ {
+		t[c] = true
+	}
+	return t
+}()
+
+var (
+	strContentLength    = []byte("Content-Length")
+	strTransferEncoding = []byte("Transfer-Encoding")
+	strHost             = []byte("Host")
+	strChunked          = []byte("chunked")
+	strHTTP11           = []byte("HTTP/1.1")
+	strHTTP10           = []byte("HTTP/1.0")
+	strOPTIONS          = []byte("OPTIONS")
+)
+
+// Check applies the edge's parsing rules to a request whose header fasthttp
+// has parsed (with raw headers kept). It returns nil or one of the package's
+// errors; it allocates nothing.
+//
+// fasthttp already refuses some of these cases; Check repeats them so the
+// rules hold whatever the parser version, and adds the ones it lets through
+// (Content-Length with Transfer-Encoding, codings other than chunked,
+// obs-fold, control bytes in values).
+func Check(h *fasthttp.RequestHeader, lim *Limits) error {
+	if err := checkRequestLine(h, lim); err != nil {
+		return err
+	}
+	raw := h.RawHeaders()
+	if lim.MaxHeaderBytes > 0 && len(raw) > lim.MaxHeaderBytes {
+		return ErrHeaderTooLarge
+	}
+	var (
+		clSeen, teSeen, hostSeen bool
+		hosts                    int
+	)
+	for len(raw) > 0 {
+		end := bytes.IndexByte(raw, '\n')
+		var line []byte
+		if end < 0 {
+			line, raw = raw, nil
+		} else {
+			line, raw = raw[:end], raw[end+1:]
+		}
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		if len(line) == 0 {
+			continue // the blank line ending the section, if kept
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return ErrObsFold
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return ErrBadHeaderName
+		}
+		name := line[:colon]
+		for _, b := range name {
+			if !tokenChars[b] {
+				return ErrBadHeaderName
+			}
+		}
+		value := line[colon+1:]
+		for _, b := range value {
+			if !valueChars[b] {
+				if b == '\r' {
+					return ErrBareCR
+				}
+				return ErrBadHeaderValue
+			}
+		}
+		value = trimOWS(value)
+		switch {
+		case bytes.EqualFold(name, strContentLength):
+			if clSeen {
+				return ErrDupContentLength
+			}
+			clSeen = true
+			if !isDigits(value) || len(value) > 18 {
+				return ErrBadContentLength
+			}
+		case bytes.EqualFold(name, strTransferEncoding):
+			if teSeen || !bytes.EqualFold(value, strChunked) {
+				return ErrBadTE
+			}
+			teSeen = true
+		case bytes.EqualFold(name, strHost):
+			hostSeen = true
+			hosts++
+		}
+	}
+	if clSeen && teSeen {
+		return ErrCLAndTE
+	}
+	http11 := bytes.Equal(h.Protocol(), strHTTP11)
+	if teSeen && !http11 {
+		return ErrTEInHTTP10
+	}
+	if hosts > 1 || (http11 && !hostSeen) {
+		return ErrMissingHost
+	}
+	if lim.MaxBodyBytes > 0 && int64(h.ContentLength()) > lim.MaxBodyBytes {
+		return ErrBodyTooLarge
+	}
+	return nil
+}
+
+func checkRequestLine(h *fasthttp.RequestHeader, lim *Limits) error {
+	m := h.Method()
+	if len(m) == 0 || len(m) > 16 {
+		return ErrBadMethod
+	}
+	for _, b := range m {
+		if !tokenChars[b] {
+			return ErrBadMethod
+		}
+	}
+	if !methodAllowed(m) {
+		return ErrMethodNotAllowed
+	}
+	p := h.Protocol()
+	if !bytes.Equal(p, strHTTP11) && !bytes.Equal(p, strHTTP10) {
+		return ErrBadVersion
+	}
+	uri := h.RequestURI()
+	if lim.MaxURIBytes > 0 && len(uri) > lim.MaxURIBytes {
+		return ErrURITooLong
+	}
+	if len(uri) == 0 {
+		return ErrBadTarget
+	}
+	for _, b := range uri {
+		if !targetChars[b] {
+			return ErrBadTarget
+		}
+	}
+	switch {
+	case uri[0] == '/':
+	case len(uri) == 1 && uri[0] == '*' && bytes.Equal(m, strOPTIONS):
+	case hasPrefixFold(uri, "http://") || hasPrefixFold(uri, "https://"):
+	default:
+		return ErrBadTarget
+	}
+	return nil
+}
+
+// methodAllowed lists what an API gateway forwards. CONNECT would open a
+// tunnel and TRACE reflects headers (cross-site tracing); neither belongs at
+// the edge of an API.
+func methodAllowed(m []byte) bool {
+	switch string(m) {
+	case "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS":
+		return true
+	}
+	return false
+}
+
+func isDigits(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && bytes.EqualFold(b[:len(prefix)], []byte(prefix))
+}

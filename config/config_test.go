@@ -1,0 +1,191 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+const good = `listen: "127.0.0.1:8080"
+client:
+  max_header_bytes: 4096
+  trusted_proxies: ["10.0.0.0/8"]
+services:
+  order-v1:
+    instances:
+      - {addr: "127.0.0.1:9001", weight: 3}
+      - {addr: "127.0.0.1:9002"}
+    balance: least_conn
+    timeouts: {connect: 500ms, read: 2s, total: 4s}
+    retry: 0
+routes:
+  - name: order
+    priority: 10
+    match: {host: api.example.com, prefix: /api/order/, methods: [GET, POST]}
+    service: order-v1
+  - name: exact
+    match: {path: /health}
+    service: order-v1
+default_service: order-v1
+`
+
+func compile(t *testing.T, src string, lookup func(string) (string, bool)) (*Snapshot, error) {
+	t.Helper()
+	f, err := Parse("test.yaml", []byte(src), lookup)
+	if err != nil {
+		return nil, err
+	}
+	if err := ApplyEnv(f, lookup); err != nil {
+		return nil, err
+	}
+	f.Defaults()
+	return NewCompiler().Compile(f, "test.yaml")
+}
+
+func TestCompileGood(t *testing.T) {
+	s, err := compile(t, good, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Version != 1 || len(s.Routes) != 2 || s.Default == nil {
+		t.Fatalf("snapshot: version %d routes %d default %v", s.Version, len(s.Routes), s.Default != nil)
+	}
+	f := s.File
+	if f.Client.MaxHeaderBytes != 4096 || f.Client.MaxBodyBytes != 8<<20 || f.Client.HeaderTimeout.D() != 5*time.Second {
+		t.Fatalf("client settings/defaults wrong: %+v", f.Client)
+	}
+	svc := f.Services["order-v1"]
+	if svc.Timeouts.Connect.D() != 500*time.Millisecond || *svc.Retry != 0 || svc.Instances[1].Weight != 1 {
+		t.Fatalf("service settings wrong: %+v", svc)
+	}
+	if !s.Edge.Trusted.Contains(mustAddr("10.1.2.3")) || s.Edge.Trusted.Contains(mustAddr("11.1.2.3")) {
+		t.Fatal("trusted proxies not compiled")
+	}
+}
+
+func TestEnvOverridesFile(t *testing.T) {
+	s, err := compile(t, good, env(map[string]string{
+		"TOLLGATE_LISTEN": "127.0.0.1:9999", "TOLLGATE_MAX_BODY_BYTES": "1024", "TOLLGATE_HEADER_TIMEOUT": "2s",
+		"TOLLGATE_TRANSPORT": "fasthttp", "TOLLGATE_TRUSTED_PROXIES": "192.168.0.0/16, 10.0.0.1",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.File
+	if f.Listen != "127.0.0.1:9999" || f.Client.MaxBodyBytes != 1024 || f.Client.HeaderTimeout.D() != 2*time.Second ||
+		f.Transport != "fasthttp" || len(f.Client.TrustedProxies) != 2 {
+		t.Fatalf("env not applied: %+v", f)
+	}
+	if _, err := compile(t, good, env(map[string]string{"TOLLGATE_IDLE_TIMEOUT": "soon"})); err == nil ||
+		!strings.Contains(err.Error(), "TOLLGATE_IDLE_TIMEOUT") {
+		t.Fatalf("bad env value: %v", err)
+	}
+}
+
+func TestExpandsEnvReferences(t *testing.T) {
+	src := strings.Replace(good, `"127.0.0.1:9001"`, `"${UP}"`, 1)
+	s, err := compile(t, src, env(map[string]string{"UP": "127.0.0.1:7777"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Services["order-v1"].Instances[0].Addr != "127.0.0.1:7777" {
+		t.Fatal("${UP} not expanded")
+	}
+}
+
+func TestErrorsNameTheLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		line      int
+		msg       string
+	}{
+		{"typo", "listen: \":1\"\nroutes:\n  - name: a\n    priorty: 3\n", 4, `unknown setting "routes[0].priorty"`},
+		{"not yet", "routes:\n  - name: a\n    match: {path: /}\n    auth: signature\n    service: s\n", 4, "not supported"},
+		{"bad duration", "client:\n  idle_timeout: forever\n", 2, "invalid duration"},
+		{"bad type", "client:\n  max_conns: lots\n", 2, "cannot unmarshal"},
+		{"unknown service", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /}\n    service: nope\n", 4, `service "nope" is not defined`},
+		{"path and prefix", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /, prefix: /x}\n    service: s\n", 4, "exactly one of path or prefix"},
+		{"bad addr", "services:\n  s:\n    instances: [{addr: \"nohost\"}]\n", 3, "host:port"},
+		{"timeouts", "services:\n  s:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    timeouts: {read: 9s, total: 5s}\n", 3, "must fit within total"},
+		{"syntax", "listen: [\n", 1, "did not find"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := compile(t, tc.src, noEnv)
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a *config.Error", err)
+			}
+			if ce.Line != tc.line || !strings.Contains(ce.Msg, tc.msg) {
+				t.Fatalf("got %q (line %d), want line %d containing %q", err, ce.Line, tc.line, tc.msg)
+			}
+			if !strings.HasPrefix(err.Error(), "test.yaml:") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+		})
+	}
+}
+
+func TestVersionsIncreaseAndFailuresUseNone(t *testing.T) {
+	c := NewCompiler()
+	load := func(src string) (*Snapshot, error) {
+		f, err := Parse("t", []byte(src), noEnv)
+		if err != nil {
+			return nil, err
+		}
+		f.Defaults()
+		return c.Compile(f, "t")
+	}
+	a, err := load(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(good + "routes: 3\n"); err == nil {
+		t.Fatal("bad config accepted")
+	}
+	b, err := load(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Version != 1 || b.Version != 2 {
+		t.Fatalf("versions %d, %d; want 1, 2", a.Version, b.Version)
+	}
+	// The same backend keeps its instance (and pool) across snapshots.
+	if a.Services["order-v1"].Instances[0] != b.Services["order-v1"].Instances[0] {
+		t.Fatal("instance not shared across reload")
+	}
+}
+
+func TestDemoCompiles(t *testing.T) {
+	s, err := NewCompiler().Load("", []byte(Demo), env(map[string]string{"TOLLGATE_DEMO_UPSTREAM": "127.0.0.1:1234"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Services["demo"].Instances[0].Addr != "127.0.0.1:1234" {
+		t.Fatal("demo upstream not substituted")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte(Demo))
+	f.Add([]byte("routes:\n  - name: a\n    priorty: 3\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		file, err := Parse("fuzz", src, noEnv)
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		file.Defaults()
+		_, _ = NewCompiler().Compile(file, "fuzz")
+	})
+}

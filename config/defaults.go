@@ -1,0 +1,180 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Defaults fills every zero setting with its documented default.
+func (f *File) Defaults() {
+	if f.Listen == "" {
+		f.Listen = ":8080"
+	}
+	if f.Transport == "" {
+		f.Transport = "netpoll"
+	}
+	if f.LogLevel == "" {
+		f.LogLevel = "info"
+	}
+	if f.ShutdownTimeout == 0 {
+		f.ShutdownTimeout = Duration(15 * time.Second)
+	}
+	if f.NodeID == "" {
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(f.Listen)
+		f.NodeID = host + ":" + port
+	}
+	c := &f.Client
+	setInt(&c.MaxHeaderBytes, 8192)
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 8 << 20
+	}
+	setInt(&c.MaxURIBytes, 8192)
+	setInt(&c.MaxConns, 100000)
+	setInt(&c.StreamBodyBytes, 1<<20)
+	setDur(&c.HeaderTimeout, 5*time.Second)
+	setDur(&c.IdleTimeout, 60*time.Second)
+	setDur(&c.WriteTimeout, 10*time.Second)
+	setDur(&c.BodyTimeout, 30*time.Second)
+	if c.InternalHeaderPrefixes == nil {
+		c.InternalHeaderPrefixes = &[]string{"X-Internal-"}
+	}
+	if c.InternalQueryPrefixes == nil {
+		c.InternalQueryPrefixes = &[]string{"internal_"}
+	}
+	u := &f.Upstream
+	setDur(&u.Timeouts.Connect, time.Second)
+	setDur(&u.Timeouts.Read, 3*time.Second)
+	setDur(&u.Timeouts.Total, 5*time.Second)
+	setDur(&u.IdleConn, 4*time.Second)
+	setInt(&u.MaxConns, 1024)
+	setInt(&u.MaxResponseBytes, 64<<20)
+	if f.Admin.Listen == "" {
+		f.Admin.Listen = "127.0.0.1:9901"
+	}
+	if f.AccessLog.Path == "" {
+		f.AccessLog.Path = "stdout"
+	}
+	setInt(&f.AccessLog.Buffer, 65536)
+	for _, s := range f.Services {
+		if s == nil {
+			continue
+		}
+		setDur(&s.Timeouts.Connect, u.Timeouts.Connect.D())
+		setDur(&s.Timeouts.Read, u.Timeouts.Read.D())
+		setDur(&s.Timeouts.Total, u.Timeouts.Total.D())
+		setDur(&s.IdleConn, u.IdleConn.D())
+		setInt(&s.MaxConns, u.MaxConns)
+		setInt(&s.MaxResponseBytes, u.MaxResponseBytes)
+		if s.Retry == nil {
+			one := 1
+			s.Retry = &one
+		}
+		for i := range s.Instances {
+			setInt(&s.Instances[i].Weight, 1)
+		}
+	}
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setDur(p *Duration, v time.Duration) {
+	if *p == 0 {
+		*p = Duration(v)
+	}
+}
+
+// Validate checks settings that do not depend on other parts of the file;
+// Compile checks the references between them. name is the file name for
+// messages.
+func (f *File) Validate(name string) error {
+	bad := func(line int, format string, a ...any) error {
+		return &Error{File: name, Line: line, Msg: fmt.Sprintf(format, a...)}
+	}
+	if _, _, err := net.SplitHostPort(f.Listen); err != nil {
+		return bad(0, "listen %q: %v", f.Listen, err)
+	}
+	switch f.Transport {
+	case "netpoll", "fasthttp":
+	default:
+		return bad(0, "transport %q: want netpoll or fasthttp", f.Transport)
+	}
+	switch f.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad(0, "log_level %q: want debug, info, warn or error", f.LogLevel)
+	}
+	if f.Workers < 0 {
+		return bad(0, "workers must not be negative")
+	}
+	c := f.Client
+	if c.MaxHeaderBytes < 1024 {
+		return bad(0, "client.max_header_bytes %d is below 1024", c.MaxHeaderBytes)
+	}
+	if c.MaxURIBytes < 256 {
+		return bad(0, "client.max_uri_bytes %d is below 256", c.MaxURIBytes)
+	}
+	if c.MaxBodyBytes < 0 || c.StreamBodyBytes < 0 || c.MaxConns < 0 {
+		return bad(0, "client limits must not be negative")
+	}
+	for name, s := range f.Services {
+		if s == nil {
+			return bad(0, "service %q is empty", name)
+		}
+		if len(s.Instances) == 0 {
+			return bad(s.Line, "service %q has no instances", name)
+		}
+		for _, in := range s.Instances {
+			host, port, err := net.SplitHostPort(in.Addr)
+			if err != nil || host == "" {
+				return bad(s.Line, "service %q: instance addr %q must be host:port", name, in.Addr)
+			}
+			if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+				return bad(s.Line, "service %q: instance addr %q has an invalid port", name, in.Addr)
+			}
+			if in.Weight < 1 || in.Weight > 10000 {
+				return bad(s.Line, "service %q: instance %s weight %d must be 1..10000", name, in.Addr, in.Weight)
+			}
+		}
+		t := s.Timeouts
+		if t.Connect.D() >= t.Total.D() || t.Read.D() > t.Total.D() {
+			return bad(s.Line, "service %q: connect (%s) and read (%s) timeouts must fit within total (%s)",
+				name, t.Connect.D(), t.Read.D(), t.Total.D())
+		}
+		if *s.Retry < 0 || *s.Retry > 1 {
+			return bad(s.Line, "service %q: retry must be 0 or 1", name)
+		}
+	}
+	if f.DefaultService != "" && f.Services[f.DefaultService] == nil {
+		return bad(0, "default_service %q is not a defined service", f.DefaultService)
+	}
+	for _, r := range f.Routes {
+		if r == nil {
+			return bad(0, "empty route")
+		}
+		if r.Name == "" {
+			return bad(r.Line, "route has no name")
+		}
+		m := r.Match
+		if (m.Path == "") == (m.Prefix == "") {
+			return bad(r.Line, "route %q: match needs exactly one of path or prefix", r.Name)
+		}
+		if r.Service == "" {
+			return bad(r.Line, "route %q has no service", r.Name)
+		}
+		if f.Services[r.Service] == nil {
+			return bad(r.Line, "route %q: service %q is not defined", r.Name, r.Service)
+		}
+	}
+	if nf := f.NotFound; nf != nil && (nf.Status < 100 || nf.Status > 999) {
+		return bad(0, "not_found.status %d is not an HTTP status", nf.Status)
+	}
+	return nil
+}

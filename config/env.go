@@ -1,0 +1,102 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvFlag is one TOLLGATE_* environment setting. Env overrides the file.
+type EnvFlag struct {
+	Name    string
+	Default string
+	Help    string
+	apply   func(f *File, v string) error
+}
+
+func intFlag(dst func(*File) *int) func(*File, string) error {
+	return func(f *File, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a non-negative integer, got %q", v)
+		}
+		*dst(f) = n
+		return nil
+	}
+}
+
+func durFlag(dst func(*File) *Duration) func(*File, string) error {
+	return func(f *File, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a duration such as 5s, got %q", v)
+		}
+		*dst(f) = Duration(d)
+		return nil
+	}
+}
+
+func strFlag(dst func(*File) *string) func(*File, string) error {
+	return func(f *File, v string) error { *dst(f) = v; return nil }
+}
+
+func listFlag(dst func(*File) *[]string) func(*File, string) error {
+	return func(f *File, v string) error {
+		var out []string
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		*dst(f) = out
+		return nil
+	}
+}
+
+// EnvFlags lists every environment setting, in the order --help shows them.
+// TOLLGATE_CONFIG (the file itself) is read by the command, not here.
+var EnvFlags = []EnvFlag{
+	{"TOLLGATE_LISTEN", ":8080", "address the gateway listens on", strFlag(func(f *File) *string { return &f.Listen })},
+	{"TOLLGATE_WORKERS", "0 (one per core)", "GOMAXPROCS for the gateway", intFlag(func(f *File) *int { return &f.Workers })},
+	{"TOLLGATE_TRANSPORT", "netpoll", "client-side transport: netpoll (epoll reactor) or fasthttp", strFlag(func(f *File) *string { return &f.Transport })},
+	{"TOLLGATE_NODE_ID", "hostname:port", "this node's name in logs and the cluster", strFlag(func(f *File) *string { return &f.NodeID })},
+	{"TOLLGATE_LOG_LEVEL", "info", "debug, info, warn or error", strFlag(func(f *File) *string { return &f.LogLevel })},
+	{"TOLLGATE_ACCESS_LOG", "stdout", "access log: stdout, stderr, off or a file path", strFlag(func(f *File) *string { return &f.AccessLog.Path })},
+	{"TOLLGATE_SHUTDOWN_TIMEOUT", "15s", "how long SIGTERM waits for in-flight requests", durFlag(func(f *File) *Duration { return &f.ShutdownTimeout })},
+	{"TOLLGATE_MAX_HEADER_BYTES", "8192", "largest request header section (else 431)", intFlag(func(f *File) *int { return &f.Client.MaxHeaderBytes })},
+	{"TOLLGATE_MAX_BODY_BYTES", "8388608", "largest request body (else 413)", func(f *File, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a non-negative integer, got %q", v)
+		}
+		f.Client.MaxBodyBytes = n
+		return nil
+	}},
+	{"TOLLGATE_MAX_URI_BYTES", "8192", "longest request target (else 414)", intFlag(func(f *File) *int { return &f.Client.MaxURIBytes })},
+	{"TOLLGATE_STREAM_BODY_BYTES", "1048576", "request bodies above this are streamed upstream, not buffered", intFlag(func(f *File) *int { return &f.Client.StreamBodyBytes })},
+	{"TOLLGATE_HEADER_TIMEOUT", "5s", "time a client has to send a request's headers (slowloris guard)", durFlag(func(f *File) *Duration { return &f.Client.HeaderTimeout })},
+	{"TOLLGATE_IDLE_TIMEOUT", "60s", "idle keep-alive connections are closed after this", durFlag(func(f *File) *Duration { return &f.Client.IdleTimeout })},
+	{"TOLLGATE_BODY_TIMEOUT", "30s", "time a client has to send a request body", durFlag(func(f *File) *Duration { return &f.Client.BodyTimeout })},
+	{"TOLLGATE_WRITE_TIMEOUT", "10s", "time allowed to write a response to the client", durFlag(func(f *File) *Duration { return &f.Client.WriteTimeout })},
+	{"TOLLGATE_MAX_CONNS", "100000", "concurrent client connections; more are refused", intFlag(func(f *File) *int { return &f.Client.MaxConns })},
+	{"TOLLGATE_TRUSTED_PROXIES", "(none)", "comma-separated CIDRs whose X-Forwarded-For is believed", listFlag(func(f *File) *[]string { return &f.Client.TrustedProxies })},
+	{"TOLLGATE_CONNECT_TIMEOUT", "1s", "default upstream connect timeout", durFlag(func(f *File) *Duration { return &f.Upstream.Timeouts.Connect })},
+	{"TOLLGATE_READ_TIMEOUT", "3s", "default upstream read timeout", durFlag(func(f *File) *Duration { return &f.Upstream.Timeouts.Read })},
+	{"TOLLGATE_TOTAL_TIMEOUT", "5s", "default upstream total timeout, retry included", durFlag(func(f *File) *Duration { return &f.Upstream.Timeouts.Total })},
+	{"TOLLGATE_UPSTREAM_MAX_CONNS", "1024", "default connections per upstream instance", intFlag(func(f *File) *int { return &f.Upstream.MaxConns })},
+	{"TOLLGATE_ADMIN_LISTEN", "127.0.0.1:9901", "admin listener address, or off", strFlag(func(f *File) *string { return &f.Admin.Listen })},
+	{"TOLLGATE_ADMIN_TOKEN", "(none)", "bearer token the admin API requires for changes", strFlag(func(f *File) *string { return &f.Admin.Token })},
+}
+
+// ApplyEnv overrides f with every TOLLGATE_* variable lookup finds.
+func ApplyEnv(f *File, lookup func(string) (string, bool)) error {
+	for _, fl := range EnvFlags {
+		if v, ok := lookup(fl.Name); ok && v != "" {
+			if err := fl.apply(f, v); err != nil {
+				return fmt.Errorf("%s: %w", fl.Name, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Error is a configuration problem at a place in the file.
+type Error struct {
+	File string
+	Line int
+	Col  int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Line > 0 && e.Col > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+	case e.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// lineError is raised while decoding and given its file name by Parse.
+type lineError struct {
+	line, col int
+	msg       string
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
+
+// LoadFile reads and parses the file at path; lookup resolves ${NAME}.
+func LoadFile(path string, lookup func(string) (string, bool)) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(path, data, lookup)
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// notYet lists configuration sections of the product that this build does
+// not enforce. Refusing them is safer than ignoring them: a route that asks
+// for signatures must never be served without them.
+var notYet = map[string]bool{
+	"cluster": true, "status": true, "tiers": true, "consumers": true, "jwt": true, "ip_acl": true,
+	"auth": true, "limits": true, "breaker": true, "degrade": true, "split": true, "rewrite": true,
+	"mock": true, "deprecated": true, "offline": true, "when": true, "regex": true, "health": true,
+	"waf": true, "record": true, "public": true,
+}
+
+// Parse parses a config document. name is used in error messages; lookup
+// resolves ${NAME} references (a missing variable expands to "").
+func Parse(name string, data []byte, lookup func(string) (string, bool)) (*File, error) {
+	data = envRef.ReplaceAllFunc(data, func(m []byte) []byte {
+		v, _ := lookup(string(m[2 : len(m)-1]))
+		return []byte(v)
+	})
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: name, Msg: "empty configuration"}
+		}
+		return nil, yamlError(name, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, &Error{File: name, Msg: "empty configuration"}
+	}
+	doc := root.Content[0]
+	if doc.Kind != yaml.MappingNode {
+		return nil, &Error{File: name, Line: doc.Line, Col: doc.Column, Msg: "the configuration must be a mapping of settings"}
+	}
+	if err := checkFields(name, doc, reflect.TypeOf(File{}), ""); err != nil {
+		return nil, err
+	}
+	f := &File{}
+	if err := doc.Decode(f); err != nil {
+		return nil, yamlError(name, err)
+	}
+	return f, nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)
+
+// yamlError turns yaml.v3's messages ("yaml: line 4: ...") into Errors.
+func yamlError(name string, err error) error {
+	var le *lineError
+	if errors.As(err, &le) {
+		return &Error{File: name, Line: le.line, Col: le.col, Msg: le.msg}
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		var line int
+		fmt.Sscanf(m[1], "%d", &line)
+		return &Error{File: name, Line: line, Msg: m[2]}
+	}
+	return &Error{File: name, Msg: msg}
+}
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+// checkFields walks the document against the schema and refuses keys the
+// schema does not have, naming the line and column of the key: a typo such
+// as "priorty" must not silently mean "priority 0".
+func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			if reflect.PointerTo(t).Implements(unmarshalerType) && !hasYAMLFields(t) {
+				return nil
+			}
+			return nil // a type mismatch is reported by Decode with its line
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft, ok := fieldByTag(t, k.Value)
+			where := path + k.Value
+			if !ok {
+				if notYet[k.Value] {
+					return &Error{File: name, Line: k.Line, Col: k.Column,
+						Msg: fmt.Sprintf("%q is not supported by this version of tollgate; remove it rather than run without it", where)}
+				}
+				return &Error{File: name, Line: k.Line, Col: k.Column, Msg: fmt.Sprintf("unknown setting %q", where)}
+			}
+			if err := checkFields(name, v, ft, where+"."); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if err := checkFields(name, n.Content[i+1], t.Elem(), path+n.Content[i].Value+"."); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Slice:
+		if n.Kind == yaml.SequenceNode {
+			for i, item := range n.Content {
+				if err := checkFields(name, item, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func hasYAMLFields(t reflect.Type) bool {
+	for i := 0; i < t.NumField(); i++ {
+		if tag := t.Field(i).Tag.Get("yaml"); tag != "" && tag != "-" {
+			return true
+		}
+	}
+	return false
+}
+
+func fieldByTag(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if tag == key && tag != "-" {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}

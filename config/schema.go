@@ -1,0 +1,173 @@
+// Package config reads the YAML file operators write, checks it (every error
+// names its line), applies TOLLGATE_* environment overrides, and compiles it
+// into an immutable, versioned Snapshot that the server swaps atomically.
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// File is the configuration as written. Zero values mean "use the default"
+// noted beside each field; Defaults fills them in.
+type File struct {
+	Listen    string `yaml:"listen"`    // default ":8080"
+	Workers   int    `yaml:"workers"`   // GOMAXPROCS; 0 = one per core
+	NodeID    string `yaml:"node_id"`   // default hostname:port
+	Transport string `yaml:"transport"` // netpoll (default) | fasthttp
+	LogLevel  string `yaml:"log_level"` // debug | info (default) | warn | error
+	// ShutdownTimeout bounds the drain on SIGTERM; default 15s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	Client    Client    `yaml:"client"`
+	Upstream  Upstream  `yaml:"upstream"`
+	Admin     Admin     `yaml:"admin"`
+	AccessLog AccessLog `yaml:"access_log"`
+
+	Services       map[string]*Service `yaml:"services"`
+	Routes         []*Route            `yaml:"routes"`
+	DefaultService string              `yaml:"default_service"`
+	NotFound       *Answer             `yaml:"not_found"`
+}
+
+// Client is what a client may send and how long the gateway waits for it.
+type Client struct {
+	MaxHeaderBytes int      `yaml:"max_header_bytes"` // default 8192 → 431
+	MaxBodyBytes   int64    `yaml:"max_body_bytes"`   // default 8 MiB → 413
+	MaxURIBytes    int      `yaml:"max_uri_bytes"`    // default 8192 → 414
+	HeaderTimeout  Duration `yaml:"header_timeout"`   // default 5s (slowloris guard)
+	IdleTimeout    Duration `yaml:"idle_timeout"`     // default 60s
+	WriteTimeout   Duration `yaml:"write_timeout"`    // default 10s
+	// BodyTimeout is the time a client has to send a request body once its
+	// headers arrived; default 30s.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	MaxConns    int      `yaml:"max_conns"` // default 100000
+	// StreamBodyBytes: request bodies larger than this are streamed to the
+	// upstream instead of buffered whole; default 1 MiB.
+	StreamBodyBytes int      `yaml:"stream_body_bytes"`
+	TrustedProxies  []string `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
+	// Internal prefixes stripped from client requests; default
+	// ["X-Internal-"] and ["internal_"]. Set to [] to strip nothing.
+	InternalHeaderPrefixes *[]string `yaml:"internal_header_prefixes"`
+	InternalQueryPrefixes  *[]string `yaml:"internal_query_prefixes"`
+}
+
+// Upstream holds the defaults every service inherits.
+type Upstream struct {
+	Timeouts         Timeouts `yaml:"timeouts"`
+	IdleConn         Duration `yaml:"idle_conn"`          // default 4s
+	MaxConns         int      `yaml:"max_conns"`          // per instance; default 1024
+	MaxResponseBytes int      `yaml:"max_response_bytes"` // default 64 MiB
+}
+
+// Timeouts for an upstream exchange.
+type Timeouts struct {
+	Connect Duration `yaml:"connect"` // default 1s
+	Read    Duration `yaml:"read"`    // default 3s
+	Total   Duration `yaml:"total"`   // default 5s, retry included
+}
+
+// Admin is the operators' listener.
+type Admin struct {
+	Listen string `yaml:"listen"` // default 127.0.0.1:9901; "off" disables
+	Token  string `yaml:"token"`  // bearer token; required for changes
+}
+
+// AccessLog says where request lines go.
+type AccessLog struct {
+	Path string `yaml:"path"` // stdout (default) | stderr | off | a file path
+	// Buffer is the number of lines queued for the writer before new ones are
+	// dropped (and counted); default 65536.
+	Buffer int `yaml:"buffer"`
+}
+
+// Service is a group of backend instances.
+type Service struct {
+	Instances        []Instance `yaml:"instances"`
+	Balance          string     `yaml:"balance"` // round_robin (default) | least_conn
+	Timeouts         Timeouts   `yaml:"timeouts"`
+	Retry            *int       `yaml:"retry"` // extra tries for idempotent requests; default 1
+	RetryPutDelete   bool       `yaml:"retry_put_delete"`
+	IdleConn         Duration   `yaml:"idle_conn"`
+	MaxConns         int        `yaml:"max_conns"`
+	MaxResponseBytes int        `yaml:"max_response_bytes"`
+	StreamResponse   bool       `yaml:"stream_response"`
+
+	Line int `yaml:"-"`
+}
+
+// Instance is one backend address.
+type Instance struct {
+	Addr   string `yaml:"addr"`
+	Weight int    `yaml:"weight"` // default 1
+}
+
+// Route is one routing rule.
+type Route struct {
+	Name     string `yaml:"name"`
+	Priority int    `yaml:"priority"`
+	Match    Match  `yaml:"match"`
+	Service  string `yaml:"service"`
+
+	Line int `yaml:"-"`
+}
+
+// Match says which requests a route takes.
+type Match struct {
+	Host    string   `yaml:"host"`   // exact, or *.suffix
+	Path    string   `yaml:"path"`   // exact path
+	Prefix  string   `yaml:"prefix"` // path prefix
+	Methods []string `yaml:"methods"`
+}
+
+// Answer is a fixed response.
+type Answer struct {
+	Status      int               `yaml:"status"`
+	Body        string            `yaml:"body"`
+	ContentType string            `yaml:"content_type"` // default application/json
+	Headers     map[string]string `yaml:"headers"`
+}
+
+// UnmarshalYAML records where the route was written, for error messages.
+func (r *Route) UnmarshalYAML(n *yaml.Node) error {
+	type plain Route
+	if err := n.Decode((*plain)(r)); err != nil {
+		return err
+	}
+	r.Line = n.Line
+	return nil
+}
+
+// UnmarshalYAML records where the service was written.
+func (s *Service) UnmarshalYAML(n *yaml.Node) error {
+	type plain Service
+	if err := n.Decode((*plain)(s)); err != nil {
+		return err
+	}
+	s.Line = n.Line
+	return nil
+}
+
+// Duration is a time.Duration written the Go way ("250ms", "5s").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &lineError{n.Line, n.Column, "expected a duration such as \"5s\""}
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return &lineError{n.Line, n.Column, fmt.Sprintf("invalid duration %q (want e.g. \"250ms\", \"5s\")", n.Value)}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration back in Go form.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }

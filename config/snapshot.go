@@ -1,0 +1,197 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/route"
+	"github.com/tollgate/tollgate/upstream"
+)
+
+// Snapshot is one compiled configuration. It is immutable: a request loads
+// the current snapshot once and runs on it to the end, even if a reload
+// swaps in a newer one meanwhile.
+type Snapshot struct {
+	Version uint64
+	Source  string
+	Loaded  time.Time
+	// File is the effective configuration (file + env + defaults).
+	File *File
+
+	Limits   codec.Limits
+	Router   route.Matcher
+	Routes   []*route.Route
+	Edge     *upstream.Edge
+	Services map[string]*upstream.Service
+	// Default runs when no route matches and default_service is set.
+	Default *pipeline.Chain
+	// NotFound answers when nothing matches and there is no default.
+	NotFound        *pipeline.Static
+	NotFoundDefault *pipeline.Canned
+}
+
+// Compiler turns Files into Snapshots with increasing versions, sharing
+// upstream instances between them through its registry.
+type Compiler struct {
+	Registry *upstream.Registry
+
+	mu      sync.Mutex
+	version uint64
+}
+
+// NewCompiler returns a compiler whose first snapshot is version 1.
+func NewCompiler() *Compiler { return &Compiler{Registry: upstream.NewRegistry()} }
+
+// Compile validates f (defaults must be applied) and builds a snapshot. A
+// failure changes nothing: no version is used up, no instance is dropped.
+func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
+	if err := f.Validate(source); err != nil {
+		return nil, err
+	}
+	trusted, err := codec.ParsePrefixes(f.Client.TrustedProxies)
+	if err != nil {
+		return nil, &Error{File: source, Msg: "client.trusted_proxies: " + err.Error()}
+	}
+	s := &Snapshot{
+		Source: source,
+		Loaded: time.Now(),
+		File:   f,
+		Limits: codec.Limits{
+			MaxHeaderBytes: f.Client.MaxHeaderBytes,
+			MaxURIBytes:    f.Client.MaxURIBytes,
+			MaxBodyBytes:   f.Client.MaxBodyBytes,
+		},
+		Edge: &upstream.Edge{
+			Trusted: trusted,
+			Internal: codec.Internal{
+				HeaderPrefixes: toBytes(*f.Client.InternalHeaderPrefixes),
+				QueryPrefixes:  toBytes(*f.Client.InternalQueryPrefixes),
+			},
+		},
+		Services:        map[string]*upstream.Service{},
+		NotFoundDefault: pipeline.NewCanned(404, "no route"),
+	}
+	if len(trusted) == 0 {
+		s.Edge.Trusted = nil
+	}
+	names := make([]string, 0, len(f.Services))
+	for name := range f.Services {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		sc := f.Services[name]
+		pool := upstream.Pool{
+			Connect:          sc.Timeouts.Connect.D(),
+			Read:             sc.Timeouts.Read.D(),
+			IdleConn:         sc.IdleConn.D(),
+			MaxConns:         sc.MaxConns,
+			MaxResponseBytes: sc.MaxResponseBytes,
+			StreamResponse:   sc.StreamResponse,
+		}
+		instances := make([]*upstream.Instance, 0, len(sc.Instances))
+		for _, in := range sc.Instances {
+			instances = append(instances, c.Registry.Instance(in.Addr, in.Weight, pool))
+		}
+		svc, err := upstream.NewService(upstream.ServiceConfig{
+			Name: name, Balance: sc.Balance, Total: sc.Timeouts.Total.D(),
+			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete,
+		}, instances)
+		if err != nil {
+			return nil, &Error{File: source, Line: sc.Line, Msg: err.Error()}
+		}
+		s.Services[name] = svc
+	}
+	proxy := func(name string) *pipeline.Chain {
+		return pipeline.NewChain(&upstream.Proxy{Service: s.Services[name], Edge: s.Edge})
+	}
+	for _, rc := range f.Routes {
+		r := &route.Route{
+			Name:     rc.Name,
+			Priority: rc.Priority,
+			Host:     rc.Match.Host,
+			Methods:  rc.Match.Methods,
+			Chain:    proxy(rc.Service),
+		}
+		if rc.Match.Path != "" {
+			r.Path = rc.Match.Path
+		} else {
+			r.Path, r.Prefix = rc.Match.Prefix, true
+		}
+		s.Routes = append(s.Routes, r)
+	}
+	table, err := route.NewTable(s.Routes)
+	if err != nil {
+		return nil, &Error{File: source, Msg: err.Error()}
+	}
+	s.Router = table
+	if f.DefaultService != "" {
+		s.Default = proxy(f.DefaultService)
+	}
+	if nf := f.NotFound; nf != nil {
+		ct := nf.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		st := &pipeline.Static{Status: nf.Status, ContentType: []byte(ct), Body: []byte(nf.Body)}
+		for k, v := range nf.Headers {
+			st.Headers = append(st.Headers, [2][]byte{[]byte(k), []byte(v)})
+		}
+		s.NotFound = st
+	}
+
+	c.mu.Lock()
+	c.version++
+	s.Version = c.version
+	c.mu.Unlock()
+	return s, nil
+}
+
+// Release tells the compiler that snap is now the live snapshot: upstream
+// instances no longer named by it stop being handed out and their idle
+// connections close.
+func (c *Compiler) Release(snap *Snapshot) {
+	keep := map[*upstream.Instance]bool{}
+	for _, svc := range snap.Services {
+		for _, in := range svc.Instances {
+			keep[in] = true
+		}
+	}
+	c.Registry.Retain(keep)
+}
+
+// Load reads path (or parses data when path is ""), applies env overrides
+// and defaults, and compiles it.
+func (c *Compiler) Load(path string, data []byte, lookup func(string) (string, bool)) (*Snapshot, error) {
+	var f *File
+	var err error
+	name := path
+	if path == "" {
+		name = "embedded demo config"
+		f, err = Parse(name, data, lookup)
+	} else {
+		f, err = LoadFile(path, lookup)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := ApplyEnv(f, lookup); err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	f.Defaults()
+	return c.Compile(f, name)
+}
+
+func toBytes(ss []string) [][]byte {
+	out := make([][]byte, 0, len(ss))
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, []byte(s))
+		}
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package pipeline
+
+import (
+	"strconv"
+	"strings"
+)
+
+var contentTypeJSON = []byte("application/json")
+
+// Canned is a gateway-made error answer in the shape every such answer has:
+// {"code":N,"message":"...","trace_id":"..."} with Content-Type
+// application/json. Everything but the trace id is rendered when the Canned
+// is built, so answering with it allocates nothing.
+type Canned struct {
+	Status  int
+	Message string
+	prefix  []byte // {"code":N,"message":"...","trace_id":"
+	suffix  []byte // "}
+}
+
+// NewCanned renders a canned answer for status with a human message. The
+// body's code is the status itself (the SPEC's rule for gateway errors).
+func NewCanned(status int, message string) *Canned {
+	var b strings.Builder
+	b.WriteString(`{"code":`)
+	b.WriteString(strconv.Itoa(status))
+	b.WriteString(`,"message":`)
+	b.WriteString(strconv.Quote(message))
+	b.WriteString(`,"trace_id":"`)
+	return &Canned{Status: status, Message: message, prefix: []byte(b.String()), suffix: []byte(`"}`)}
+}
+
+// WriteTo replaces c's response with this answer, stamped with c's trace id.
+func (e *Canned) WriteTo(c *Ctx) {
+	r := c.Resp
+	r.Reset()
+	r.SetStatusCode(e.Status)
+	r.Header.SetContentTypeBytes(contentTypeJSON)
+	r.AppendBody(e.prefix)
+	r.AppendBody(c.Trace.TraceHex[:])
+	r.AppendBody(e.suffix)
+	if c.Decision == "" {
+		c.Decision = e.Message
+	}
+}
+
+// Static is a fixed answer a route gives by itself (a degraded answer, a
+// configured not-found page). Unlike Canned it is written as configured.
+type Static struct {
+	Status      int
+	ContentType []byte
+	Body        []byte
+	Headers     [][2][]byte
+}
+
+// WriteTo replaces c's response with s.
+func (s *Static) WriteTo(c *Ctx) {
+	r := c.Resp
+	r.Reset()
+	r.SetStatusCode(s.Status)
+	if len(s.ContentType) > 0 {
+		r.Header.SetContentTypeBytes(s.ContentType)
+	}
+	for _, h := range s.Headers {
+		r.Header.SetBytesKV(h[0], h[1])
+	}
+	r.SetBodyRaw(s.Body)
+}

@@ -1,0 +1,158 @@
+package upstream
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
+)
+
+func serve(t *testing.T, svc *Service, method, uri string) (*pipeline.Ctx, *fasthttp.Response) {
+	t.Helper()
+	req := &fasthttp.Request{}
+	resp := &fasthttp.Response{}
+	req.Header.SetMethod(method)
+	req.SetRequestURI(uri)
+	req.Header.SetHost("api.example.com")
+	c := &pipeline.Ctx{Req: req, Resp: resp, Start: time.Now(),
+		Peer: netip.MustParseAddrPort("203.0.113.7:5555"), ClientIP: netip.MustParseAddr("203.0.113.7")}
+	c.Trace.FillHex()
+	c.Trace.SetRequestID([]byte("rid-1"))
+	(&Proxy{Service: svc, Edge: &Edge{Internal: defaultInternal()}}).Serve(c)
+	return c, resp
+}
+
+func defaultInternal() (in codec.Internal) {
+	in.HeaderPrefixes = [][]byte{[]byte("X-Internal-")}
+	in.QueryPrefixes = [][]byte{[]byte("internal_")}
+	return in
+}
+
+func newService(t *testing.T, cfg ServiceConfig, p Pool, addrs ...string) *Service {
+	t.Helper()
+	reg := NewRegistry()
+	var ins []*Instance
+	for _, a := range addrs {
+		ins = append(ins, reg.Instance(a, 1, p))
+	}
+	svc, err := NewService(cfg, ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func TestForwardHeaders(t *testing.T) {
+	up := testutil.StartUpstream(t, "one")
+	svc := newService(t, ServiceConfig{Name: "s"}, Pool{}, up.Addr)
+	req := &fasthttp.Request{}
+	resp := &fasthttp.Response{}
+	req.Header.DisableNormalizing()
+	req.Header.SetMethod("GET")
+	req.SetRequestURI("/a/b?x=1&internal_role=admin&y=2")
+	req.Header.SetHost("api.example.com")
+	req.Header.Set("Connection", "keep-alive, X-Hop")
+	req.Header.Set("X-Hop", "must go")
+	req.Header.Set("Keep-Alive", "timeout=5")
+	req.Header.Set("X-Internal-User", "root")
+	req.Header.Set("x-internal-token", "t")
+	req.Header.Set("X-Forwarded-For", "1.2.3.4")
+	req.Header.Set("X-Keep", "yes")
+	c := &pipeline.Ctx{Req: req, Resp: resp, Start: time.Now(),
+		Peer: netip.MustParseAddrPort("203.0.113.7:5555"), ClientIP: netip.MustParseAddr("203.0.113.7")}
+	c.Trace.TraceID = [16]byte{1}
+	c.Trace.SpanID = [8]byte{2}
+	c.Trace.FillHex()
+	c.Trace.SetRequestID([]byte("rid-1"))
+	(&Proxy{Service: svc, Edge: &Edge{Internal: defaultInternal()}}).Serve(c)
+	if resp.StatusCode() != 200 || string(resp.Body()) != "one" {
+		t.Fatalf("status %d body %q", resp.StatusCode(), resp.Body())
+	}
+	got := up.Last()
+	for _, k := range []string{"Connection", "X-Hop", "Keep-Alive", "X-Internal-User", "x-internal-token"} {
+		if v, ok := got.Headers[k]; ok {
+			t.Errorf("%s forwarded: %q", k, v)
+		}
+	}
+	want := map[string]string{
+		"X-Forwarded-For":   "203.0.113.7", // untrusted peer: its XFF is replaced
+		"X-Real-IP":         "203.0.113.7",
+		"X-Forwarded-Proto": "http",
+		"X-Forwarded-Host":  "api.example.com",
+		"X-Keep":            "yes",
+		"X-Request-Id":      "rid-1",
+		"traceparent":       "00-01000000000000000000000000000000-0200000000000000-00",
+	}
+	for k, v := range want {
+		if got.Headers[k] != v {
+			t.Errorf("%s = %q, want %q", k, got.Headers[k], v)
+		}
+	}
+	if got.URI != "/a/b?x=1&y=2" {
+		t.Errorf("upstream URI %q: internal_ parameter not stripped", got.URI)
+	}
+}
+
+func TestForwardRefusedRetriesGETElsewhere(t *testing.T) {
+	up := testutil.StartUpstream(t, "alive")
+	dead := testutil.FreeAddr(t)
+	svc := newService(t, ServiceConfig{Name: "s", Retry: 1}, Pool{}, dead, up.Addr)
+	for i := range 6 {
+		c, resp := serve(t, svc, "GET", "/x")
+		if resp.StatusCode() != 200 {
+			t.Fatalf("GET %d: status %d (%s), want 200 after retry", i, resp.StatusCode(), resp.Body())
+		}
+		if c.Upstream != up.Addr {
+			t.Fatalf("answered by %s", c.Upstream)
+		}
+	}
+}
+
+func TestForwardRefusedPOSTNotRetried(t *testing.T) {
+	up := testutil.StartUpstream(t, "alive")
+	dead := testutil.FreeAddr(t)
+	// Round robin starts at the dead instance.
+	svc := newService(t, ServiceConfig{Name: "s", Retry: 1}, Pool{}, dead, up.Addr)
+	c, resp := serve(t, svc, "POST", "/x")
+	if resp.StatusCode() != 502 || c.Attempts != 1 {
+		t.Fatalf("POST to refusing instance: status %d attempts %d, want 502 after 1", resp.StatusCode(), c.Attempts)
+	}
+	if up.Requests.Load() != 0 {
+		t.Fatal("POST was retried on another instance")
+	}
+}
+
+func TestForwardTimeout504(t *testing.T) {
+	up := testutil.StartUpstream(t, "slow")
+	up.Delay.Store(int64(2 * time.Second))
+	svc := newService(t, ServiceConfig{Name: "s", Total: 3 * time.Second, Retry: 1}, Pool{Read: 300 * time.Millisecond}, up.Addr)
+	start := time.Now()
+	c, resp := serve(t, svc, "GET", "/slow")
+	took := time.Since(start)
+	if resp.StatusCode() != 504 {
+		t.Fatalf("status %d, want 504", resp.StatusCode())
+	}
+	if took < 250*time.Millisecond || took > time.Second {
+		t.Fatalf("504 after %v, want about the 300ms read timeout", took)
+	}
+	if c.Attempts != 1 {
+		t.Fatalf("a timeout was retried (%d attempts)", c.Attempts)
+	}
+}
+
+func TestForwardNoInstance503(t *testing.T) {
+	in := &Instance{Addr: "127.0.0.1:1"}
+	in.SetDisabled(true)
+	svc, err := NewService(ServiceConfig{Name: "s"}, []*Instance{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, resp := serve(t, svc, "GET", "/")
+	if resp.StatusCode() != 503 {
+		t.Fatalf("status %d, want 503", resp.StatusCode())
+	}
+}

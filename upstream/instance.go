@@ -1,0 +1,153 @@
+// Package upstream owns the backends: services, their instances and pooled
+// keep-alive connections, the balancers that choose between instances, and
+// forwarding a request with timeouts and a retry.
+package upstream
+
+import (
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Pool is how an instance's connections are kept. Zero fields take the
+// defaults noted beside them.
+type Pool struct {
+	Connect time.Duration // dial timeout; default 1s
+	Read    time.Duration // whole-response read timeout; default 3s
+	Write   time.Duration // request write timeout; default = Read
+	// IdleConn is how long an idle pooled connection is kept; it must stay
+	// below the backend's own keep-alive timeout or the gateway reuses
+	// connections the backend is closing. Default 4s.
+	IdleConn time.Duration
+	// MaxConns bounds connections per instance; default 1024.
+	MaxConns int
+	// MaxConnWait is how long a request waits for a free connection when
+	// MaxConns is reached before it fails; default 20ms.
+	MaxConnWait time.Duration
+	// MaxResponseBytes bounds a buffered response body; default 64 MiB.
+	MaxResponseBytes int
+	// StreamResponse streams response bodies instead of buffering them.
+	StreamResponse bool
+}
+
+func (p Pool) withDefaults() Pool {
+	if p.Connect <= 0 {
+		p.Connect = time.Second
+	}
+	if p.Read <= 0 {
+		p.Read = 3 * time.Second
+	}
+	if p.Write <= 0 {
+		p.Write = p.Read
+	}
+	if p.IdleConn <= 0 {
+		p.IdleConn = 4 * time.Second
+	}
+	if p.MaxConns <= 0 {
+		p.MaxConns = 1024
+	}
+	if p.MaxConnWait <= 0 {
+		p.MaxConnWait = 20 * time.Millisecond
+	}
+	if p.MaxResponseBytes <= 0 {
+		p.MaxResponseBytes = 64 << 20
+	}
+	return p
+}
+
+// Instance is one backend address with its connection pool and the passive
+// health the gateway keeps for it. It is shared by every config snapshot
+// that names the same address and pool settings (see Registry), so its
+// pooled connections and counters survive a reload.
+type Instance struct {
+	Addr   string
+	Weight int
+
+	client *fasthttp.HostClient
+
+	inflight atomic.Int64
+	// downUntil (unix ns) is set when the instance refuses connections, so
+	// balancers skip it for a short cool-down instead of paying a failed dial
+	// per request.
+	downUntil atomic.Int64
+	// disabled is the operator's switch; a disabled instance gets nothing.
+	disabled atomic.Bool
+
+	// failures counts consecutive connection-level failures.
+	failures atomic.Int64
+	requests atomic.Uint64
+	errors   atomic.Uint64
+}
+
+// coolDown is how long a refusing instance is skipped.
+const coolDown = time.Second
+
+func newInstance(addr string, weight int, p Pool) *Instance {
+	p = p.withDefaults()
+	dialer := &fasthttp.TCPDialer{Concurrency: 0, DNSCacheDuration: time.Minute}
+	connect := p.Connect
+	return &Instance{
+		Addr:   addr,
+		Weight: weight,
+		client: &fasthttp.HostClient{
+			Addr: addr,
+			Dial: func(a string) (net.Conn, error) {
+				return dialer.DialTimeout(a, connect)
+			},
+			MaxConns:                  p.MaxConns,
+			MaxConnWaitTimeout:        p.MaxConnWait,
+			MaxIdleConnDuration:       p.IdleConn,
+			ReadTimeout:               p.Read,
+			WriteTimeout:              p.Write,
+			MaxResponseBodySize:       p.MaxResponseBytes,
+			StreamResponseBody:        p.StreamResponse,
+			MaxIdemponentCallAttempts: 1, // retries are ours: once, elsewhere
+			// The path goes upstream normalized, exactly as it was routed, so
+			// "/public/../admin" cannot reach a backend as something the
+			// route table never saw.
+			DisablePathNormalizing:        false,
+			DisableHeaderNamesNormalizing: true,
+			NoDefaultUserAgentHeader:      true,
+			ReadBufferSize:                8 << 10,
+			WriteBufferSize:               8 << 10,
+		},
+	}
+}
+
+// Available reports whether balancers should send new requests here.
+func (in *Instance) Available() bool {
+	if in.disabled.Load() {
+		return false
+	}
+	d := in.downUntil.Load()
+	return d == 0 || time.Now().UnixNano() >= d
+}
+
+// SetDisabled is the operator's switch for the instance.
+func (in *Instance) SetDisabled(v bool) { in.disabled.Store(v) }
+
+// InFlight reports requests currently sent to the instance.
+func (in *Instance) InFlight() int64 { return in.inflight.Load() }
+
+// Stats reports requests sent and connection-level errors seen.
+func (in *Instance) Stats() (requests, errors uint64) { return in.requests.Load(), in.errors.Load() }
+
+func (in *Instance) markRefused(now time.Time) {
+	in.failures.Add(1)
+	in.errors.Add(1)
+	in.downUntil.Store(now.Add(coolDown).UnixNano())
+}
+
+func (in *Instance) markOK() {
+	if in.failures.Load() != 0 {
+		in.failures.Store(0)
+	}
+	if in.downUntil.Load() != 0 {
+		in.downUntil.Store(0)
+	}
+}
+
+// close drops the instance's idle connections; in-flight requests finish.
+func (in *Instance) close() { in.client.CloseIdleConnections() }

@@ -1,0 +1,211 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
+)
+
+// Service is a named group of instances behind one balancer, with the
+// timeouts and retry policy requests to it follow. A Service is immutable
+// and belongs to one config snapshot; its instances may be shared.
+type Service struct {
+	Name      string
+	Instances []*Instance
+	balancer  Balancer
+
+	// Total bounds one client request's whole upstream exchange, retry
+	// included; default 5s.
+	Total time.Duration
+	// Retry is how many extra tries (0 or 1) an idempotent request gets on
+	// another instance after a connection-level failure.
+	Retry int
+	// RetryPutDelete extends retries to PUT and DELETE, which are idempotent
+	// by definition but not always by implementation.
+	RetryPutDelete bool
+}
+
+// ServiceConfig is what NewService needs.
+type ServiceConfig struct {
+	Name           string
+	Balance        string // round_robin (default) | least_conn
+	Total          time.Duration
+	Retry          int
+	RetryPutDelete bool
+}
+
+// Balance names the balancers a config may ask for.
+var Balance = []string{"round_robin", "least_conn"}
+
+// NewService builds a service over instances.
+func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
+	if len(instances) == 0 {
+		return nil, fmt.Errorf("service %q has no instances", cfg.Name)
+	}
+	s := &Service{Name: cfg.Name, Instances: instances, Total: cfg.Total, Retry: cfg.Retry, RetryPutDelete: cfg.RetryPutDelete}
+	if s.Total <= 0 {
+		s.Total = 5 * time.Second
+	}
+	if s.Retry < 0 || s.Retry > 1 {
+		return nil, fmt.Errorf("service %q: retry must be 0 or 1, got %d", cfg.Name, cfg.Retry)
+	}
+	switch cfg.Balance {
+	case "", "round_robin":
+		s.balancer = NewRoundRobin(instances)
+	case "least_conn":
+		s.balancer = NewLeastConn(instances)
+	default:
+		return nil, fmt.Errorf("service %q: unknown balance %q (want round_robin or least_conn)", cfg.Name, cfg.Balance)
+	}
+	return s, nil
+}
+
+// Gateway answers for upstream failures.
+var (
+	errBadGateway = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream refused or reset the connection")
+	errTimeout    = pipeline.NewCanned(fasthttp.StatusGatewayTimeout, "upstream timed out")
+	errNoInstance = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "no healthy upstream instance")
+	errBusy       = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "upstream connection limit reached")
+	errBodyTooBig = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream response too large")
+	errClientBody = pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge, "request body too large")
+)
+
+// failure classifies an upstream error.
+type failure uint8
+
+const (
+	failRefused failure = iota // nothing reached the backend: safe to retry
+	failReset                  // the connection broke mid-exchange
+	failTimeout
+	failBusy
+	failBodyTooBig
+	failClientBody
+)
+
+// ErrClientBodyTooLarge is returned by a request body stream that passed the
+// client's body limit while being forwarded.
+var ErrClientBodyTooLarge = errors.New("upstream: client body exceeds limit")
+
+func classify(err error) failure {
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, ErrClientBodyTooLarge):
+		return failClientBody
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		return failBusy
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		return failBodyTooBig
+	case errors.Is(err, fasthttp.ErrDialTimeout):
+		return failTimeout
+	case errors.Is(err, fasthttp.ErrTimeout):
+		return failTimeout
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return failRefused
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		if opErr.Timeout() {
+			return failTimeout
+		}
+		return failRefused
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return failTimeout
+	}
+	return failReset
+}
+
+// Serve forwards c.Req to one of the service's instances and leaves the
+// answer (or the gateway's error answer) in c.Resp. It implements
+// pipeline.Action.
+func (s *Service) Serve(c *pipeline.Ctx) {
+	deadline := c.Start.Add(s.Total)
+	if c.Start.IsZero() {
+		deadline = time.Now().Add(s.Total)
+	}
+	began := time.Now()
+	var tried *Instance
+	for attempt := 0; ; attempt++ {
+		in := s.balancer.Pick(tried)
+		if in == nil {
+			if tried == nil {
+				errNoInstance.WriteTo(c)
+			}
+			// After a failed first try with nowhere else to go, the first
+			// try's error answer stays.
+			break
+		}
+		c.Upstream = in.Addr
+		c.Attempts++
+		in.requests.Add(1)
+		in.inflight.Add(1)
+		err := in.client.DoDeadline(c.Req, c.Resp, deadline)
+		in.inflight.Add(-1)
+		if err == nil {
+			in.markOK()
+			StripResponse(c.Resp)
+			break
+		}
+		f := classify(err)
+		switch f {
+		case failRefused:
+			in.markRefused(time.Now())
+		case failReset, failTimeout:
+			in.errors.Add(1)
+		}
+		writeFailure(c, f)
+		if attempt >= s.Retry || !s.mayRetry(c, f) {
+			break
+		}
+		tried = in
+		c.Resp.Reset()
+	}
+	c.UpstreamTime = time.Since(began)
+}
+
+// mayRetry allows one more try only where the backend cannot have acted on
+// the request twice: an idempotent method, a body still in memory, and a
+// failure before or instead of an answer. A timeout is not retried: the
+// backend may still be working on it and the deadline is mostly spent.
+func (s *Service) mayRetry(c *pipeline.Ctx, f failure) bool {
+	if f != failRefused && f != failReset {
+		return false
+	}
+	if c.Req.IsBodyStream() {
+		return false
+	}
+	h := &c.Req.Header
+	switch {
+	case h.IsGet(), h.IsHead(), h.IsOptions():
+		return true
+	case h.IsPut(), h.IsDelete():
+		return s.RetryPutDelete
+	}
+	return false
+}
+
+func writeFailure(c *pipeline.Ctx, f failure) {
+	switch f {
+	case failTimeout:
+		errTimeout.WriteTo(c)
+	case failBusy:
+		errBusy.WriteTo(c)
+	case failBodyTooBig:
+		errBodyTooBig.WriteTo(c)
+	case failClientBody:
+		errClientBody.WriteTo(c)
+		c.CloseConn = true
+	default:
+		errBadGateway.WriteTo(c)
+	}
+}
+
+// StripResponse removes hop-by-hop fields from an upstream answer.
+func StripResponse(resp *fasthttp.Response) {
+	codec.StripResponseHopByHop(&resp.Header)
+}
