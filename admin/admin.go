@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"strconv"
 	"time"
@@ -42,6 +43,11 @@ func New(d Deps) *Server {
 	mux.HandleFunc("GET /admin/config", s.config)
 	mux.HandleFunc("POST /admin/reload", s.auth(s.reload))
 	mux.HandleFunc("GET /admin/stats", s.stats)
+	// Profiles are served on the admin listener only (loopback by default);
+	// with a token configured they need it, as they cost CPU to take.
+	mux.HandleFunc("GET /debug/pprof/", s.guardProfile(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/profile", s.guardProfile(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/trace", s.guardProfile(pprof.Trace))
 	mux.HandleFunc("GET /debug/goroutines", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(strconv.Itoa(runtime.NumGoroutine()) + "\n"))
 	})
@@ -88,6 +94,13 @@ func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+func (s *Server) guardProfile(next http.HandlerFunc) http.HandlerFunc {
+	if s.deps.Token == "" {
+		return next
+	}
+	return s.auth(next)
 }
 
 func snapshotView(s *config.Snapshot) map[string]any {

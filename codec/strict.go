@@ -29,6 +29,7 @@ var (
 	ErrBadTarget        = errors.New("codec: invalid request target")
 	ErrMissingHost      = errors.New("codec: missing or repeated Host header")
 	ErrMethodNotAllowed = errors.New("codec: method not allowed at the edge")
+	ErrBadChunk         = errors.New("codec: invalid chunked body")
 
 	ErrHeaderTooLarge = errors.New("codec: header section too large")
 	ErrURITooLong     = errors.New("codec: request target too long")
@@ -123,27 +124,9 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 		if len(line) == 0 {
 			continue // the blank line ending the section, if kept
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return ErrObsFold
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return ErrBadHeaderName
-		}
-		name := line[:colon]
-		for _, b := range name {
-			if !tokenChars[b] {
-				return ErrBadHeaderName
-			}
-		}
-		value := line[colon+1:]
-		for _, b := range value {
-			if !valueChars[b] {
-				if b == '\r' {
-					return ErrBareCR
-				}
-				return ErrBadHeaderValue
-			}
+		name, value, err := splitFieldLine(line)
+		if err != nil {
+			return err
 		}
 		value = trimOWS(value)
 		switch {
@@ -179,6 +162,39 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 		return ErrBodyTooLarge
 	}
 	return nil
+}
+
+// CheckFieldLine checks one "name: value" line (without its line ending)
+// of a header or trailer section.
+func CheckFieldLine(line []byte) error {
+	_, _, err := splitFieldLine(line)
+	return err
+}
+
+func splitFieldLine(line []byte) (name, value []byte, err error) {
+	if line[0] == ' ' || line[0] == '\t' {
+		return nil, nil, ErrObsFold
+	}
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		return nil, nil, ErrBadHeaderName
+	}
+	name = line[:colon]
+	for _, b := range name {
+		if !tokenChars[b] {
+			return nil, nil, ErrBadHeaderName
+		}
+	}
+	value = line[colon+1:]
+	for _, b := range value {
+		if !valueChars[b] {
+			if b == '\r' {
+				return nil, nil, ErrBareCR
+			}
+			return nil, nil, ErrBadHeaderValue
+		}
+	}
+	return name, value, nil
 }
 
 func checkRequestLine(h *fasthttp.RequestHeader, lim *Limits) error {

@@ -68,12 +68,13 @@ func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 
 // Gateway answers for upstream failures.
 var (
-	errBadGateway = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream refused or reset the connection")
-	errTimeout    = pipeline.NewCanned(fasthttp.StatusGatewayTimeout, "upstream timed out")
-	errNoInstance = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "no healthy upstream instance")
-	errBusy       = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "upstream connection limit reached")
-	errBodyTooBig = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream response too large")
-	errClientBody = pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge, "request body too large")
+	errBadGateway  = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream refused or reset the connection")
+	errTimeout     = pipeline.NewCanned(fasthttp.StatusGatewayTimeout, "upstream timed out")
+	errNoInstance  = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "no healthy upstream instance")
+	errBusy        = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "upstream connection limit reached")
+	errBodyTooBig  = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream response too large")
+	errClientBody  = pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge, "request body too large")
+	errClientChunk = pipeline.NewCanned(fasthttp.StatusBadRequest, "malformed request: invalid chunked body")
 )
 
 // failure classifies an upstream error.
@@ -85,18 +86,17 @@ const (
 	failTimeout
 	failBusy
 	failBodyTooBig
-	failClientBody
+	failClientBody    // a streamed client body passed the limit
+	failClientFraming // a streamed chunked client body broke its framing
 )
-
-// ErrClientBodyTooLarge is returned by a request body stream that passed the
-// client's body limit while being forwarded.
-var ErrClientBodyTooLarge = errors.New("upstream: client body exceeds limit")
 
 func classify(err error) failure {
 	var opErr *net.OpError
 	switch {
-	case errors.Is(err, ErrClientBodyTooLarge):
+	case errors.Is(err, codec.ErrBodyTooLarge):
 		return failClientBody
+	case errors.Is(err, codec.ErrBadChunk):
+		return failClientFraming
 	case errors.Is(err, fasthttp.ErrNoFreeConns):
 		return failBusy
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
@@ -199,6 +199,9 @@ func writeFailure(c *pipeline.Ctx, f failure) {
 		errBodyTooBig.WriteTo(c)
 	case failClientBody:
 		errClientBody.WriteTo(c)
+		c.CloseConn = true
+	case failClientFraming:
+		errClientChunk.WriteTo(c)
 		c.CloseConn = true
 	default:
 		errBadGateway.WriteTo(c)

@@ -146,3 +146,26 @@ func FreeAddr(t testing.TB) string {
 	ln.Close()
 	return addr
 }
+
+// StartQuietUpstream starts an upstream that only counts requests and
+// answers 200 with body, allocating nothing per request, for benchmarks and
+// allocation gates that run it in the same process.
+func StartQuietUpstream(t testing.TB, body string) *Upstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &Upstream{Addr: ln.Addr().String(), ln: ln}
+	b := []byte(body)
+	u.srv = &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			u.Requests.Add(1)
+			ctx.SetBody(b)
+		},
+		DisableHeaderNamesNormalizing: true,
+	}
+	go u.srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(u.Close)
+	return u
+}

@@ -1,0 +1,338 @@
+// Command loadgen is an open-loop (constant-rate) HTTP load generator.
+//
+// Request i is due at t0 + i/rate, whatever happened to earlier requests.
+// A fixed pool of workers takes the next index, sleeps until that request's
+// intended time, sends it and records two latencies:
+//
+//   - corrected: response time minus the INTENDED send time. When the server
+//     (or the generator) falls behind, requests go out late and the delay is
+//     charged to the server, so there is no coordinated omission;
+//   - service: response time minus the ACTUAL send time (what closed-loop
+//     generators such as wrk report).
+//
+// Quantiles are exact: every sample is kept and sorted. The worker pool is
+// fixed, so goroutines never grow without bound; if every worker is busy,
+// the next request simply goes out late and its lateness shows up in the
+// corrected latency. With -slack S a worker wakes up to S early to absorb
+// timer granularity; a request that goes out early is then timed from its
+// actual send, a late one still from its intended time.
+//
+// Output: one machine-readable line starting with "LOADGEN" (key=value
+// pairs, latencies in ms) followed by one human-readable line.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Outcome of one scheduled request.
+const (
+	stUnsent uint8 = iota // never sent (hard stop reached)
+	stOK                  // 2xx response
+	stNon2xx              // response with a non-2xx status
+	stError               // transport error or timeout
+)
+
+type config struct {
+	rawURL   string
+	rate     float64
+	duration time.Duration
+	warmup   time.Duration
+	conns    int
+	workers  int
+	timeout  time.Duration
+	grace    time.Duration
+	slack    time.Duration
+	label    string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.rawURL, "url", "http://127.0.0.1:8080/", "target URL (http only)")
+	flag.Float64Var(&c.rate, "rate", 13000, "offered load in requests per second")
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured duration")
+	flag.DurationVar(&c.warmup, "warmup", 2*time.Second, "warm-up at the same rate before measuring (samples discarded)")
+	flag.IntVar(&c.conns, "conns", 64, "maximum TCP connections")
+	flag.IntVar(&c.workers, "workers", 0, "worker goroutines (0 = 4 x conns)")
+	flag.DurationVar(&c.timeout, "timeout", 5*time.Second, "per-request timeout (includes waiting for a free connection)")
+	flag.DurationVar(&c.grace, "grace", 0, "after the schedule ends, stop sending new requests after this long (0 = timeout)")
+	flag.DurationVar(&c.slack, "slack", 0, "wake this much before the intended time to absorb timer granularity (see README)")
+	flag.StringVar(&c.label, "label", "", "label echoed in the output")
+	flag.Parse()
+
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
+	res, err := run(c)
+	if err != nil {
+		log.Fatalf("loadgen: %v", err)
+	}
+	res.print(os.Stdout, c)
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.rate <= 0:
+		return fmt.Errorf("-rate must be > 0")
+	case c.duration <= 0:
+		return fmt.Errorf("-duration must be > 0")
+	case c.warmup < 0:
+		return fmt.Errorf("-warmup must be >= 0")
+	case c.conns <= 0:
+		return fmt.Errorf("-conns must be > 0")
+	case c.timeout <= 0:
+		return fmt.Errorf("-timeout must be > 0")
+	case c.slack < 0:
+		return fmt.Errorf("-slack must be >= 0")
+	}
+	if c.workers <= 0 {
+		c.workers = 4 * c.conns
+	}
+	if c.grace <= 0 {
+		c.grace = c.timeout
+	}
+	total := c.rate * (c.warmup + c.duration).Seconds()
+	if total > 200e6 {
+		return fmt.Errorf("rate x duration is %.0f requests; refusing more than 200M samples", total)
+	}
+	return nil
+}
+
+type result struct {
+	scheduled  int           // requests in the measured window
+	ok         int           // 2xx
+	non2xx     int           // other statuses
+	errors     int           // transport errors and timeouts
+	unsent     int           // never sent before the hard stop
+	responses  int64         // responses received, warm-up included
+	window     time.Duration // first intended time to last completion
+	corrected  []int64       // ns, responses only (any status)
+	service    []int64       // ns, responses only
+	sendLag    []int64       // ns, actual send minus intended send (all sent)
+	firstError string
+}
+
+func run(c config) (*result, error) {
+	u, err := url.Parse(c.rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("bad -url: %w", err)
+	}
+	if u.Scheme != "http" {
+		return nil, fmt.Errorf("only http:// URLs are supported, got %q", u.Scheme)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr += ":80"
+	}
+
+	hc := &fasthttp.HostClient{
+		Addr:                      addr,
+		Name:                      "tollgate-loadgen",
+		MaxConns:                  c.conns,
+		MaxConnWaitTimeout:        c.timeout,
+		ReadTimeout:               c.timeout,
+		WriteTimeout:              c.timeout,
+		MaxIdemponentCallAttempts: 1,
+		MaxIdleConnDuration:       time.Minute,
+	}
+
+	warmN := int64(math.Round(c.rate * c.warmup.Seconds()))
+	measN := int64(math.Round(c.rate * c.duration.Seconds()))
+	if measN < 1 {
+		measN = 1
+	}
+	total := warmN + measN
+	nsPerReq := 1e9 / c.rate
+
+	// Per measured request: status and latencies. Each index is written by
+	// exactly one worker and read only after wg.Wait, so no locking.
+	status := make([]uint8, measN)
+	corr := make([]int64, measN)
+	svc := make([]int64, measN)
+	lag := make([]int64, measN)
+
+	var (
+		next      atomic.Int64
+		lastDone  atomic.Int64 // ns since t0 of the last measured completion
+		responses atomic.Int64 // responses received, warm-up included
+		errOnce   sync.Once
+		firstErr  string
+		wg        sync.WaitGroup
+		scheduled = time.Duration(float64(total) * nsPerReq)
+	)
+	t0 := time.Now().Add(20 * time.Millisecond)
+	hardStop := t0.Add(scheduled + c.grace)
+
+	for w := 0; w < c.workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := fasthttp.AcquireRequest()
+			resp := fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.SetRequestURI(c.rawURL)
+			req.Header.SetMethod(fasthttp.MethodGet)
+
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				intended := t0.Add(time.Duration(float64(i) * nsPerReq))
+				now := time.Now()
+				if now.After(hardStop) {
+					return // leave the rest unsent; counted below
+				}
+				if d := intended.Sub(now) - c.slack; d > 0 {
+					time.Sleep(d)
+				}
+				sent := time.Now()
+				// A request sent early (within -slack) is timed from its
+				// actual send; a late one from its intended time.
+				start := intended
+				if sent.Before(intended) {
+					start = sent
+				}
+				err := hc.DoTimeout(req, resp, c.timeout)
+				done := time.Now()
+				if err == nil {
+					responses.Add(1)
+				}
+				if i < warmN {
+					continue
+				}
+				j := i - warmN
+				lag[j] = int64(sent.Sub(intended))
+				if err != nil {
+					status[j] = stError
+					errOnce.Do(func() { firstErr = err.Error() })
+				} else {
+					if sc := resp.StatusCode(); sc >= 200 && sc < 300 {
+						status[j] = stOK
+					} else {
+						status[j] = stNon2xx
+					}
+					corr[j] = int64(done.Sub(start))
+					svc[j] = int64(done.Sub(sent))
+				}
+				d := int64(done.Sub(t0))
+				for {
+					old := lastDone.Load()
+					if d <= old || lastDone.CompareAndSwap(old, d) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	hc.CloseIdleConnections()
+
+	r := &result{scheduled: int(measN), firstError: firstErr, responses: responses.Load()}
+	r.corrected = make([]int64, 0, measN)
+	r.service = make([]int64, 0, measN)
+	r.sendLag = make([]int64, 0, measN)
+	for j := range status {
+		switch status[j] {
+		case stUnsent:
+			r.unsent++
+			continue
+		case stOK:
+			r.ok++
+		case stNon2xx:
+			r.non2xx++
+		case stError:
+			r.errors++
+			r.sendLag = append(r.sendLag, lag[j])
+			continue
+		}
+		r.corrected = append(r.corrected, corr[j])
+		r.service = append(r.service, svc[j])
+		r.sendLag = append(r.sendLag, lag[j])
+	}
+	measStart := time.Duration(float64(warmN) * nsPerReq)
+	r.window = time.Duration(lastDone.Load()) - measStart
+	slices.Sort(r.corrected)
+	slices.Sort(r.service)
+	slices.Sort(r.sendLag)
+	return r, nil
+}
+
+// quantile returns the exact q-quantile (nearest rank) of sorted ns samples, in ms.
+func quantile(sorted []int64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	k := int(math.Ceil(q*float64(len(sorted)))) - 1
+	k = max(0, min(k, len(sorted)-1))
+	return float64(sorted[k]) / 1e6
+}
+
+func maxMS(sorted []int64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	return float64(sorted[len(sorted)-1]) / 1e6
+}
+
+func (r *result) achieved() float64 {
+	if r.window <= 0 {
+		return 0
+	}
+	return float64(r.ok+r.non2xx) / r.window.Seconds()
+}
+
+func (r *result) print(w *os.File, c config) {
+	qs := []struct {
+		name string
+		q    float64
+	}{{"p50", 0.50}, {"p99", 0.99}, {"p999", 0.999}, {"p9999", 0.9999}}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "LOADGEN label=%s url=%s rate=%g duration_s=%g conns=%d workers=%d",
+		orDash(strings.ReplaceAll(c.label, " ", "_")), c.rawURL, c.rate, c.duration.Seconds(), c.conns, c.workers)
+	fmt.Fprintf(&b, " scheduled=%d achieved_rps=%.1f ok=%d non2xx=%d errors=%d unsent=%d",
+		r.scheduled, r.achieved(), r.ok, r.non2xx, r.errors, r.unsent)
+	for _, q := range qs {
+		fmt.Fprintf(&b, " c_%s_ms=%.3f", q.name, quantile(r.corrected, q.q))
+	}
+	fmt.Fprintf(&b, " c_max_ms=%.3f", maxMS(r.corrected))
+	for _, q := range qs {
+		fmt.Fprintf(&b, " s_%s_ms=%.3f", q.name, quantile(r.service, q.q))
+	}
+	fmt.Fprintf(&b, " s_max_ms=%.3f", maxMS(r.service))
+	fmt.Fprintf(&b, " lag_p50_ms=%.3f lag_p99_ms=%.3f responses_total=%d", quantile(r.sendLag, 0.5), quantile(r.sendLag, 0.99), r.responses)
+	fmt.Fprintln(w, b.String())
+
+	fmt.Fprintf(w, "%s: %.0f req/s offered, %.0f achieved over %.2fs; corrected p50/p99/p99.9/p99.99 = %.3f/%.3f/%.3f/%.3f ms; "+
+		"service = %.3f/%.3f/%.3f/%.3f ms; %d errors, %d non-2xx, %d unsent; send lag p99 %.3f ms\n",
+		orDash(c.label), c.rate, r.achieved(), r.window.Seconds(),
+		quantile(r.corrected, .5), quantile(r.corrected, .99), quantile(r.corrected, .999), quantile(r.corrected, .9999),
+		quantile(r.service, .5), quantile(r.service, .99), quantile(r.service, .999), quantile(r.service, .9999),
+		r.errors, r.non2xx, r.unsent, quantile(r.sendLag, 0.99))
+	if r.firstError != "" {
+		fmt.Fprintf(w, "%s: first error: %s\n", orDash(c.label), r.firstError)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,495 @@
+#!/usr/bin/env bash
+# Benchmark harness behind `make bench`. See bench/README.md for every knob.
+#
+# Starts a local upstream (127.0.0.1:9100), the gateway (127.0.0.1:8080) and
+# nginx as a reference proxy (127.0.0.1:8081) on the same upstream, then:
+#   1. wrk (closed loop, max throughput) in alternating rounds against both;
+#   2. the open-loop generator at a fixed rate against both;
+#   3. optionally (BENCH_IDLE=1) idle keep-alive connections against both;
+# and prints one markdown table with the gateway/nginx ratios.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+
+# ---------------------------------------------------------------- knobs
+NPROC=$(nproc)
+DURATION=${BENCH_DURATION:-10s}
+WARMUP=${BENCH_WARMUP:-2s}
+ROUNDS=${BENCH_ROUNDS:-3}
+THREADS=${BENCH_THREADS:-2}
+CONNS=${BENCH_CONNS:-64}
+RATE=${BENCH_RATE:-13000}
+OPEN_LOOP=${BENCH_OPEN_LOOP:-1}
+SLACK=${BENCH_SLACK:-0}
+TRANSPORTS=${BENCH_TRANSPORTS:-netpoll fasthttp}
+TARGETS=${BENCH_TARGETS:-tollgate nginx}
+WORKERS=${TOLLGATE_WORKERS:-$NPROC}
+NGINX_WORKERS=${BENCH_NGINX_WORKERS:-$WORKERS}
+BODY_BYTES=${BENCH_BODY_BYTES:-64}
+REQ_PATH=${BENCH_PATH:-/}
+IDLE=${BENCH_IDLE:-0}
+IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
+IDLE_HOLD=${BENCH_IDLE_HOLD:-10s}
+RECORD=${BENCH_RECORD:-0}
+GATEWAY_BIN=${BENCH_GATEWAY_BIN:-}
+PROXY_CPUS=${BENCH_PROXY_CPUS:-}
+LOAD_CPUS=${BENCH_LOAD_CPUS:-}
+UPSTREAM_PROCS=${BENCH_UPSTREAM_PROCS:-}
+
+UPSTREAM_ADDR=127.0.0.1:9100
+GATEWAY_ADDR=127.0.0.1:8080
+NGINX_ADDR=127.0.0.1:8081
+ADMIN_ADDR=127.0.0.1:9901
+GOROUTINES_URL=http://$ADMIN_ADDR/debug/goroutines
+HZ=$(getconf CLK_TCK)
+
+# The exact command, for the record: every BENCH_*/TOLLGATE_* variable set
+# (secrets left out).
+COMMAND=""
+while IFS='=' read -r k _; do
+	[[ $k =~ TOKEN|SECRET|PASSWORD|KEY ]] && continue
+	COMMAND+="$k=$(printf '%q' "${!k}") "
+done < <(env | grep -E '^(BENCH|TOLLGATE)_[A-Z0-9_]*=' | sort)
+COMMAND+="bash bench/run.sh"
+
+die() { echo "bench: $*" >&2; exit 1; }
+log() { echo "bench: $*" >&2; }
+
+has_target() { [[ " $TARGETS " == *" $1 "* ]]; }
+
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
+[[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "TOLLGATE_WORKERS must be a positive integer"
+[[ $NGINX_WORKERS =~ ^[1-9][0-9]*$ ]] || die "BENCH_NGINX_WORKERS must be a positive integer"
+for t in $TARGETS; do
+	[[ $t == tollgate || $t == nginx ]] || die "unknown target '$t' in BENCH_TARGETS (tollgate, nginx)"
+done
+has_target tollgate || TRANSPORTS=""
+
+# ---------------------------------------------------------------- prerequisites
+need=()
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+NGINX_BIN=$(command -v nginx 2>/dev/null || true)
+[[ -z $NGINX_BIN && -x /usr/sbin/nginx ]] && NGINX_BIN=/usr/sbin/nginx
+if [[ -z $NGINX_BIN ]] && has_target nginx; then need+=(nginx); fi
+if ((${#need[@]})); then
+	[[ $(id -u) == 0 ]] || die "missing ${need[*]}; install them or run as root so apt-get can"
+	command -v apt-get >/dev/null 2>&1 || die "missing ${need[*]} and no apt-get to install them"
+	log "installing ${need[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	NGINX_BIN=$(command -v nginx 2>/dev/null || true)
+	[[ -z $NGINX_BIN && -x /usr/sbin/nginx ]] && NGINX_BIN=/usr/sbin/nginx
+fi
+
+# ---------------------------------------------------------------- build
+mkdir -p bin
+log "building the bench programs"
+go build -o bin/bench-upstream ./bench/cmd/upstream
+go build -o bin/bench-loadgen ./bench/cmd/loadgen
+go build -o bin/bench-idleconns ./bench/cmd/idleconns
+if has_target tollgate; then
+	if [[ -n $GATEWAY_BIN ]]; then
+		[[ -x $GATEWAY_BIN ]] || die "BENCH_GATEWAY_BIN=$GATEWAY_BIN is not executable"
+		GW=$GATEWAY_BIN
+	else
+		log "building the gateway"
+		go build -o bin/tollgate ./cmd/tollgate
+		GW=$ROOT/bin/tollgate
+	fi
+fi
+
+# ---------------------------------------------------------------- processes
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-bench.XXXXXX")
+chmod 755 "$TMP"
+declare -A PIDS=() # name -> pid
+
+stop() { # name: TERM, then KILL after 5 s
+	local name=$1 pid=${PIDS[$1]:-} i
+	[[ -n $pid ]] || return 0
+	unset "PIDS[$name]"
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# A trap may fire while a redirected command is running, so cleanup writes to
+# a copy of the original stderr.
+exec 9>&2
+cleanup() {
+	local rc=$? name
+	trap - EXIT INT TERM
+	for name in "${!PIDS[@]}"; do stop "$name"; done
+	if ((rc == 0)); then
+		rm -rf "$TMP"
+	else
+		echo "bench: stopped (exit $rc); logs kept in $TMP" >&9
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_busy() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+
+pin() { # cpu-list cmd...: run cmd pinned when a cpu list is given
+	local cpus=$1
+	shift
+	if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
+}
+
+# start name cpu-list cmd...: run cmd in the background as $TMP/name.log;
+# exec makes the recorded pid the server itself, not a wrapping subshell.
+start() {
+	local name=$1 cpus=$2
+	shift 2
+	if [[ -n $cpus ]]; then
+		exec_bg taskset -c "$cpus" "$@" >"$TMP/$name.log" 2>&1 &
+	else
+		exec_bg "$@" >"$TMP/$name.log" 2>&1 &
+	fi
+	PIDS[$name]=$!
+}
+exec_bg() { exec "$@"; }
+
+wait_http() { # name url: wait up to 15 s for a 2xx answer
+	local name=$1 url=$2 i
+	for ((i = 0; i < 150; i++)); do
+		if curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null; then return 0; fi
+		if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
+			tail -n 30 "$TMP/$name.log" >&2 || true
+			die "$name exited during start-up (log above)"
+		fi
+		sleep 0.1
+	done
+	tail -n 30 "$TMP/$name.log" >&2 || true
+	die "$name did not answer $url within 15 s"
+}
+
+wait_port_free() { # addr: up to 10 s
+	local i
+	for ((i = 0; i < 100; i++)); do
+		port_busy "$1" || return 0
+		sleep 0.1
+	done
+	die "$1 is still in use"
+}
+
+start_upstream() {
+	port_busy $UPSTREAM_ADDR && die "$UPSTREAM_ADDR is already in use; stop whatever listens there"
+	local procs=()
+	[[ -z $UPSTREAM_PROCS ]] || procs=("GOMAXPROCS=$UPSTREAM_PROCS")
+	start upstream "$LOAD_CPUS" env "${procs[@]}" bin/bench-upstream -listen $UPSTREAM_ADDR -body-bytes "$BODY_BYTES"
+	wait_http upstream "http://$UPSTREAM_ADDR$REQ_PATH"
+}
+
+start_gateway() { # transport
+	local t=$1 cfg=$TMP/tollgate.yaml
+	port_busy $GATEWAY_ADDR && die "$GATEWAY_ADDR is already in use; stop whatever listens there"
+	port_busy $ADMIN_ADDR && die "$ADMIN_ADDR (gateway admin) is already in use; stop whatever listens there"
+	cat >"$cfg" <<-EOF
+		listen: "$GATEWAY_ADDR"
+		workers: 0
+		admin: {listen: "$ADMIN_ADDR"}
+		access_log: {path: "off"}
+		services:
+		  bench:
+		    instances: [{addr: "$UPSTREAM_ADDR"}]
+		routes:
+		  - name: plain
+		    match: {prefix: /}
+		    service: bench
+	EOF
+	# Drop inherited settings that would override the generated config.
+	start tollgate "$PROXY_CPUS" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG \
+		-u TOLLGATE_REDIS -u TOLLGATE_NODES \
+		TOLLGATE_TRANSPORT="$t" TOLLGATE_WORKERS="$WORKERS" GOMAXPROCS="$WORKERS" "$GW" run -c "$cfg"
+	wait_http tollgate "http://$GATEWAY_ADDR$REQ_PATH"
+}
+
+stop_gateway() {
+	stop tollgate
+	wait_port_free $GATEWAY_ADDR
+	wait_port_free $ADMIN_ADDR
+}
+
+start_nginx() {
+	local prefix=$TMP/nginx user_line=""
+	port_busy $NGINX_ADDR && die "$NGINX_ADDR is already in use; stop whatever listens there"
+	mkdir -p "$prefix"
+	if [[ $(id -u) == 0 ]]; then user_line="user nobody $(id -gn nobody 2>/dev/null || echo nogroup);"; fi
+	sed -e "s|@PREFIX@|$prefix|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" \
+		-e "s|@UPSTREAM@|$UPSTREAM_ADDR|g" -e "s|@LISTEN@|$NGINX_ADDR|g" \
+		-e "s|@USER_LINE@|$user_line|g" bench/nginx.conf.tmpl >"$prefix/nginx.conf"
+	start nginx "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
+	wait_http nginx "http://$NGINX_ADDR$REQ_PATH"
+}
+
+# ---------------------------------------------------------------- measuring
+children() { pgrep -P "$1" 2>/dev/null || true; }
+
+proc_ticks() { # pid: utime+stime (clock ticks) of pid and its direct children (nginx workers)
+	local total=0 p f
+	for p in "$1" $(children "$1"); do
+		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		f=${f##*) } # drop "pid (comm) "; field 3 (state) becomes $1
+		# shellcheck disable=SC2086
+		set -- $f
+		total=$((total + ${12} + ${13})) # fields 14 (utime) and 15 (stime)
+	done
+	echo "$total"
+}
+
+other_ticks() { # pids...: CPU ticks of every process except these (reaped children included via cutime)
+	cat /proc/[0-9]*/stat 2>/dev/null | awk -v excl=" $* " '
+		index(excl, " " $1 " ") { next }
+		{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); t += f[12] + f[13] + f[14] + f[15] }
+		END { printf "%d\n", t }'
+}
+
+now_ns() { date +%s%N; }
+
+# measure target outfile cmd...: runs cmd (a load generator) and appends its
+# result line plus proxy_ticks (CPU of the proxy, workers included) and
+# other_cpu_pct (CPU of every process that is neither the proxy, the upstream
+# nor this script and its load generators, as a share of all cores).
+measure() {
+	local target=$1 out=$2 pid ours t0 o0 p0 t1 o1 p1
+	shift 2
+	pid=${PIDS[$target]}
+	ours="$$ ${PIDS[upstream]} $pid $(children "$pid" | tr '\n' ' ')"
+	t0=$(now_ns) o0=$(other_ticks "$ours") p0=$(proc_ticks "$pid")
+	"$@" >"$out.raw" 2>&1 || true
+	p1=$(proc_ticks "$pid") o1=$(other_ticks "$ours") t1=$(now_ns)
+	awk -v p=$((p1 - p0)) -v o=$((o1 - o0)) -v el=$((t1 - t0)) -v hz="$HZ" -v ncpu="$NPROC" '
+		{ print $0 " proxy_ticks=" p " other_cpu_pct=" sprintf("%.1f", 100 * o / (el / 1e9 * hz * ncpu)) }' \
+		<(grep -E '^(WRKPCT|LOADGEN) ' "$out.raw" | tail -n 1) >"$out.line"
+	if [[ ! -s $out.line ]]; then
+		cat "$out.raw" >&2
+		die "no result from: $*"
+	fi
+	cat "$out.line" >>"$out"
+}
+
+url_of() { if [[ $1 == tollgate ]]; then echo "http://$GATEWAY_ADDR$REQ_PATH"; else echo "http://$NGINX_ADDR$REQ_PATH"; fi; }
+
+run_wrk() { # target outfile duration
+	measure "$1" "$2" pin "$LOAD_CPUS" wrk -t"$THREADS" -c"$CONNS" -d"$3" -s bench/wrk/pct.lua "$(url_of "$1")"
+}
+
+run_loadgen() { # target outfile
+	measure "$1" "$2" pin "$LOAD_CPUS" bin/bench-loadgen -url "$(url_of "$1")" -rate "$RATE" \
+		-duration "$DURATION" -warmup "$WARMUP" -conns "$CONNS" -slack "$SLACK" -label "$1"
+}
+
+# ---------------------------------------------------------------- summarising
+val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; } # key file: one value per line
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+sum() { awk '{s+=$1} END {print s+0}'; }
+
+cpu_us_per_req() { # file reqkey: median over lines of proxy CPU µs per request
+	awk -v key="$2" -v hz="$HZ" '{
+		r = ""; p = ""
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) r = kv[2]; if (kv[1] == "proxy_ticks") p = kv[2] }
+		if (r > 0) printf "%.2f\n", p / hz * 1e6 / r }' "$1" | median | fmtd 2
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f\n", a / b }'; }
+
+fmtd() { awk -v d="$1" '{ if ($1 == "n/a") print $1; else printf "%." d "f\n", $1 }'; } # digits: format stdin
+ms() { median | fmtd 3; } # median of ms values
+
+fmt0() { awk -v v="$1" 'BEGIN { if (v == "n/a") print v; else printf "%.0f\n", v }'; }
+
+# row_wrk pass target: one table row from the wrk rounds
+row_wrk() {
+	local f=$TMP/res/$1.$2.wrk rps lo hi cpu nrps ncpu r_rps r_cpu
+	rps=$(val rps "$f" | median) lo=$(val rps "$f" | sort -g | head -n1) hi=$(val rps "$f" | sort -g | tail -n1)
+	cpu=$(cpu_us_per_req "$f" requests)
+	r_rps=n/a r_cpu=n/a
+	if [[ $2 == tollgate && -s $TMP/res/$1.nginx.wrk ]]; then
+		nrps=$(val rps "$TMP/res/$1.nginx.wrk" | median)
+		ncpu=$(cpu_us_per_req "$TMP/res/$1.nginx.wrk" requests)
+		r_rps=$(ratio "$rps" "$nrps") r_cpu=$(ratio "$cpu" "$ncpu")
+	elif [[ $2 == nginx ]]; then
+		r_rps=1.00 r_cpu=1.00
+	fi
+	printf '| %s | %s | wrk -t%s -c%s %s ×%s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+		"$1" "$2" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" \
+		"$(fmt0 "$rps")" "$(fmt0 "$lo")" "$(fmt0 "$hi")" \
+		"$(val p50_ms "$f" | ms)" "$(val p99_ms "$f" | ms)" "$(val p999_ms "$f" | ms)" "$(val p9999_ms "$f" | ms)" \
+		"$(val errors "$f" | sum)" "$cpu" "$(val other_cpu_pct "$f" | median | fmtd 1)" "$r_rps" "$r_cpu"
+}
+
+# row_open pass target: one table row from the open-loop run
+row_open() {
+	local f=$TMP/res/$1.$2.open cpu ncpu r_cpu=n/a errs e n u q cells=""
+	[[ -s $f ]] || return 0
+	cpu=$(cpu_us_per_req "$f" responses_total)
+	if [[ $2 == tollgate && -s $TMP/res/$1.nginx.open ]]; then
+		ncpu=$(cpu_us_per_req "$TMP/res/$1.nginx.open" responses_total)
+		r_cpu=$(ratio "$cpu" "$ncpu")
+	elif [[ $2 == nginx ]]; then
+		r_cpu=1.00
+	fi
+	e=$(val errors "$f" | sum) n=$(val non2xx "$f" | sum) u=$(val unsent "$f" | sum)
+	errs=$((e + n + u))
+	if ((errs > 0)); then errs="$errs ($e err, $n non-2xx, $u unsent)"; fi
+	for q in p50 p99 p999 p9999; do
+		cells+="$(val "c_${q}_ms" "$f" | ms) ($(val "s_${q}_ms" "$f" | ms)) | "
+	done
+	printf '| %s | %s | open loop %s/s %s | %s | %s%s | %s | %s | — | %s |\n' \
+		"$1" "$2" "$RATE" "$DURATION" "$(fmt0 "$(val achieved_rps "$f" | median)")" "$cells" \
+		"$errs" "$cpu" "$(val other_cpu_pct "$f" | median | fmtd 1)" "$r_cpu"
+}
+
+# ---------------------------------------------------------------- run
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+nofile=$(ulimit -n)
+if [[ $IDLE == 1 && $nofile != unlimited ]] && ((nofile < IDLE_CONNS + 1000)); then
+	log "warning: open-file limit $(ulimit -n) is low for $IDLE_CONNS idle connections"
+fi
+mkdir -p "$TMP/res"
+
+log "nproc=$NPROC workers=$WORKERS nginx_workers=$NGINX_WORKERS duration=$DURATION rounds=$ROUNDS rate=$RATE targets='$TARGETS' transports='$TRANSPORTS'"
+start_upstream
+if has_target nginx; then start_nginx; fi
+
+PASSES=()
+if has_target tollgate; then
+	for t in $TRANSPORTS; do PASSES+=("$t"); done
+	((${#PASSES[@]})) || die "BENCH_TRANSPORTS is empty"
+else
+	PASSES=(-)
+fi
+
+for pass in "${PASSES[@]}"; do
+	targets=()
+	if [[ $pass != - ]]; then
+		log "[$pass] starting the gateway (TOLLGATE_TRANSPORT=$pass)"
+		start_gateway "$pass"
+		targets+=(tollgate)
+	fi
+	if has_target nginx; then targets+=(nginx); fi
+
+	for tg in "${targets[@]}"; do
+		log "[$pass] warm-up $tg ($WARMUP)"
+		run_wrk "$tg" "$TMP/warmup" "$WARMUP"
+	done
+	# Alternate the order every round (A B, B A, A B, ...) so slow drift on a
+	# shared box does not favour one side.
+	for ((r = 1; r <= ROUNDS; r++)); do
+		order=("${targets[@]}")
+		if ((r % 2 == 0 && ${#targets[@]} == 2)); then order=("${targets[1]}" "${targets[0]}"); fi
+		for tg in "${order[@]}"; do
+			run_wrk "$tg" "$TMP/res/$pass.$tg.wrk" "$DURATION"
+			log "[$pass] round $r $tg: $(cut -d' ' -f2- "$TMP/res/$pass.$tg.wrk.line")"
+		done
+	done
+	if [[ $OPEN_LOOP == 1 ]]; then
+		for tg in "${targets[@]}"; do
+			log "[$pass] open loop $tg at $RATE/s"
+			run_loadgen "$tg" "$TMP/res/$pass.$tg.open"
+			grep -v '^LOADGEN ' "$TMP/res/$pass.$tg.open.raw" >&2 || true
+		done
+	fi
+	if [[ $pass != - ]]; then
+		g=$(curl -fsS --max-time 1 "$GOROUTINES_URL" 2>/dev/null | tr -d '[:space:]' || true)
+		[[ $g =~ ^[0-9]+$ ]] || g=n/a
+		log "[$pass] gateway after the runs: rss=$(awk '/^VmRSS/{print $2" kB"}' "/proc/${PIDS[tollgate]}/status") goroutines=$g"
+		stop_gateway
+	fi
+done
+
+# Idle keep-alive connections: memory and goroutines per held connection.
+IDLE_TABLE=""
+if [[ $IDLE == 1 ]]; then
+	idle_row() { # label file
+		local f=$2
+		printf '| %s | %s/%s | %s | %s | %s | %s | %s → %s |\n' "$1" \
+			"$(val opened "$f")" "$(val target "$f")" "$(val alive_end "$f")" \
+			"$(awk -v v="$(val rss_before_kb "$f")" 'BEGIN{ if (v == "n/a") print v; else printf "%.1f", v/1024 }')" \
+			"$(awk -v v="$(val rss_peak_kb "$f")" 'BEGIN{ if (v == "n/a") print v; else printf "%.1f", v/1024 }')" \
+			"$(val rss_per_conn_b "$f")" "$(val goroutines_before "$f")" "$(val goroutines_peak "$f")"
+	}
+	IDLE_TABLE+="| target | connections open | alive at end | RSS before (MiB) | RSS peak (MiB) | bytes/conn | goroutines before → peak |"$'\n'
+	IDLE_TABLE+="|---|---|---|---|---|---|---|"$'\n'
+	for pass in "${PASSES[@]}"; do
+		[[ $pass != - ]] || continue
+		log "[$pass] idle: $IDLE_CONNS connections for $IDLE_HOLD"
+		start_gateway "$pass"
+		bin/bench-idleconns -addr $GATEWAY_ADDR -path "$REQ_PATH" -n "$IDLE_CONNS" -hold "$IDLE_HOLD" -quiet \
+			-pid "${PIDS[tollgate]}" -goroutines-url "$GOROUTINES_URL" -label "tollgate-$pass" >"$TMP/idle.$pass" 2>&1 || true
+		grep -v '^IDLECONNS ' "$TMP/idle.$pass" >&2 || true
+		grep -q '^IDLECONNS ' "$TMP/idle.$pass" || die "idleconns failed against the gateway ($pass)"
+		IDLE_TABLE+="$(idle_row "tollgate ($pass)" "$TMP/idle.$pass")"$'\n'
+		stop_gateway
+	done
+	if has_target nginx; then
+		log "[nginx] idle: $IDLE_CONNS connections for $IDLE_HOLD"
+		npids=$( (echo "${PIDS[nginx]}"; children "${PIDS[nginx]}") | paste -sd, -)
+		bin/bench-idleconns -addr $NGINX_ADDR -path "$REQ_PATH" -n "$IDLE_CONNS" -hold "$IDLE_HOLD" -quiet \
+			-pid "$npids" -label nginx >"$TMP/idle.nginx" 2>&1 || true
+		grep -v '^IDLECONNS ' "$TMP/idle.nginx" >&2 || true
+		grep -q '^IDLECONNS ' "$TMP/idle.nginx" || die "idleconns failed against nginx"
+		IDLE_TABLE+="$(idle_row "nginx ($NGINX_WORKERS workers)" "$TMP/idle.nginx")"$'\n'
+	fi
+fi
+
+# ---------------------------------------------------------------- report
+TABLE="| pass | target | load | req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | errors | CPU µs/req | other CPU % | req/s ÷ nginx | CPU/req ÷ nginx |"$'\n'
+TABLE+="|---|---|---|---|---|---|---|---|---|---|---|---|---|"$'\n'
+for pass in "${PASSES[@]}"; do
+	for tg in tollgate nginx; do
+		[[ -s $TMP/res/$pass.$tg.wrk ]] && TABLE+="$(row_wrk "$pass" "$tg")"$'\n'
+	done
+	for tg in tollgate nginx; do
+		[[ -s $TMP/res/$pass.$tg.open ]] && TABLE+="$(row_open "$pass" "$tg")"$'\n'
+	done
+done
+
+NGINX_VERSION="nginx not used"
+if [[ -n $NGINX_BIN ]]; then NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 || true); fi
+WRK_VERSION=$( (wrk -v 2>&1 || true) | head -n1 | cut -d' ' -f1-2)
+GO_VERSION=$(go version)
+HOST_LINE="$(date -u) · nproc $NPROC · $GO_VERSION · $NGINX_VERSION · $WRK_VERSION"
+NOTES="gateway workers $WORKERS, nginx worker_processes $NGINX_WORKERS, body $BODY_BYTES B, path $REQ_PATH; latencies are medians over rounds; open-loop cells are corrected (service), slack $SLACK."
+
+echo
+echo "$HOST_LINE"
+echo "$NOTES"
+echo
+printf '%s' "$TABLE"
+if [[ -n $IDLE_TABLE ]]; then
+	echo
+	printf '%s' "$IDLE_TABLE"
+fi
+
+if [[ $RECORD == 1 ]]; then
+	results=bench/RESULTS.md
+	# shellcheck disable=SC2016 # the backquotes are markdown
+	[[ -s $results ]] || printf '# Benchmark results\n\nAppended by `BENCH_RECORD=1 make bench`; see bench/README.md for how to read the tables.\n' >"$results"
+	{
+		echo
+		echo "## $(date -u)"
+		echo
+		echo "- command: \`$COMMAND\`"
+		echo "- host: nproc $NPROC; $GO_VERSION; $NGINX_VERSION; $WRK_VERSION"
+		echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+		echo "- $NOTES"
+		echo
+		printf '%s' "$TABLE"
+		if [[ -n $IDLE_TABLE ]]; then
+			echo
+			printf '%s' "$IDLE_TABLE"
+		fi
+	} >>"$results"
+	log "appended to $results"
+fi

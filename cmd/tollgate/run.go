@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"github.com/tollgate/tollgate/admin"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/observe"
+	"github.com/tollgate/tollgate/server"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("c", os.Getenv("TOLLGATE_CONFIG"), "configuration file (default: built-in demo)")
+	fs.Usage = func() { usage(stderr) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := serve(*path, stderr); err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(level string, w io.Writer) *zap.Logger {
+	var lvl zapcore.Level
+	if err := lvl.Set(level); err != nil {
+		lvl = zapcore.InfoLevel
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	enc.TimeKey = "time"
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl))
+}
+
+func serve(path string, stderr io.Writer) error {
+	compiler := config.NewCompiler()
+	lookup := os.LookupEnv
+	var demo *demoUpstream
+	if path == "" {
+		var err error
+		if demo, err = startDemoUpstream(); err != nil {
+			return err
+		}
+		defer demo.Close()
+		lookup = func(k string) (string, bool) {
+			if k == "TOLLGATE_DEMO_UPSTREAM" {
+				return demo.Addr(), true
+			}
+			return os.LookupEnv(k)
+		}
+	}
+	load := func() (*config.Snapshot, error) { return compiler.Load(path, []byte(config.Demo), lookup) }
+	snap, err := load()
+	if err != nil {
+		return err
+	}
+	f := snap.File
+	log := newLogger(f.LogLevel, stderr)
+	defer log.Sync() //nolint:errcheck
+	if f.Workers > 0 {
+		runtime.GOMAXPROCS(f.Workers)
+	}
+
+	accessLog, err := observe.OpenAccessLog(f.AccessLog.Path, f.AccessLog.Buffer, f.NodeID)
+	if err != nil {
+		return err
+	}
+	gw := server.NewGateway(snap, accessLog)
+	transport, err := server.NewTransport(f.Transport, gw, server.Options{
+		MaxHeaderBytes:  f.Client.MaxHeaderBytes,
+		MaxURIBytes:     f.Client.MaxURIBytes,
+		MaxBodyBytes:    f.Client.MaxBodyBytes,
+		StreamBodyBytes: f.Client.StreamBodyBytes,
+		HeaderTimeout:   f.Client.HeaderTimeout.D(),
+		BodyTimeout:     f.Client.BodyTimeout.D(),
+		IdleTimeout:     f.Client.IdleTimeout.D(),
+		WriteTimeout:    f.Client.WriteTimeout.D(),
+		MaxConns:        f.Client.MaxConns,
+		Workers:         f.Workers,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", f.Listen, err)
+	}
+
+	var reloadMu sync.Mutex
+	reload := func(reason string) (*config.Snapshot, error) {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		next, err := load()
+		if err != nil {
+			log.Error("reload refused; the running configuration stays",
+				zap.String("reason", reason), zap.Uint64("version", gw.Snapshot().Version), zap.Error(err))
+			return nil, err
+		}
+		prev := gw.Swap(next)
+		compiler.Release(next)
+		warnRestartOnly(log, prev.File, next.File)
+		log.Info("configuration reloaded", zap.String("reason", reason),
+			zap.Uint64("version", next.Version), zap.Uint64("previous", prev.Version))
+		return next, nil
+	}
+
+	var adminSrv *admin.Server
+	if f.Admin.Listen != "off" {
+		aln, err := net.Listen("tcp", f.Admin.Listen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("admin listener on %s: %w", f.Admin.Listen, err)
+		}
+		adminSrv = admin.New(admin.Deps{
+			Token:    f.Admin.Token,
+			Snapshot: gw.Snapshot,
+			Reload:   func() (*config.Snapshot, error) { return reload("admin API") },
+			Stats: func() any {
+				st := map[string]any{
+					"requests":       gw.Stats.Read(),
+					"conns":          transport.Conns(),
+					"goroutines":     runtime.NumGoroutine(),
+					"config_version": gw.Snapshot().Version,
+				}
+				if accessLog != nil {
+					st["access_log_dropped"] = accessLog.Dropped()
+				}
+				return st
+			},
+		})
+		go func() {
+			if err := adminSrv.Serve(aln); err != nil {
+				log.Error("admin listener stopped", zap.Error(err))
+			}
+		}()
+		log.Info("admin listening", zap.String("addr", aln.Addr().String()))
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- transport.Serve(ln) }()
+	log.Info("tollgate listening", zap.String("addr", ln.Addr().String()), zap.String("transport", f.Transport),
+		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)), zap.Uint64("config_version", snap.Version),
+		zap.String("config", snap.Source), zap.String("version", version))
+	if demo != nil {
+		log.Info("no configuration file given: serving the built-in demo; try: curl -i localhost" + portOf(f.Listen) + "/demo/echo")
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case err := <-serveErr:
+			if err != nil {
+				return fmt.Errorf("serving: %w", err)
+			}
+			return nil
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				if path == "" {
+					log.Warn("SIGHUP ignored: the built-in demo configuration has no file to re-read")
+					continue
+				}
+				_, _ = reload("SIGHUP")
+				continue
+			}
+			log.Info("draining", zap.String("signal", sig.String()), zap.Duration("limit", f.ShutdownTimeout.D()))
+			ctx, cancel := context.WithTimeout(context.Background(), f.ShutdownTimeout.D())
+			err := transport.Shutdown(ctx)
+			if adminSrv != nil {
+				_ = adminSrv.Shutdown(ctx)
+			}
+			cancel()
+			if l := gw.DetachLog(); l != nil {
+				_ = l.Close()
+			}
+			if err != nil {
+				log.Warn("drain limit reached with requests in flight", zap.Error(err))
+			} else {
+				log.Info("stopped cleanly")
+			}
+			return nil
+		}
+	}
+}
+
+// warnRestartOnly logs settings a reload read but cannot apply.
+func warnRestartOnly(log *zap.Logger, prev, next *config.File) {
+	if prev.Listen != next.Listen || prev.Transport != next.Transport || prev.Workers != next.Workers ||
+		prev.Client.HeaderTimeout != next.Client.HeaderTimeout || prev.Client.IdleTimeout != next.Client.IdleTimeout ||
+		prev.Client.MaxConns != next.Client.MaxConns || prev.AccessLog != next.AccessLog || prev.Admin != next.Admin {
+		log.Warn("listen, transport, workers, client timeouts/conns, access_log and admin settings take effect only after a restart")
+	}
+}
+
+func portOf(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return ""
+	}
+	return ":" + port
+}

@@ -1,0 +1,131 @@
+// Package server runs the client side of the gateway: a transport (the
+// netpoll reactor, or fasthttp.Server) accepts connections and parses
+// requests, and the Gateway serves each parsed request on the current config
+// snapshot.
+package server
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/observe"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
+)
+
+// Gateway serves parsed requests. Both transports call it; it is safe for
+// concurrent use.
+type Gateway struct {
+	snap  atomic.Pointer[config.Snapshot]
+	log   atomic.Pointer[observe.AccessLog]
+	Stats observe.Stats
+}
+
+// NewGateway returns a gateway serving snap.
+func NewGateway(snap *config.Snapshot, log *observe.AccessLog) *Gateway {
+	g := &Gateway{}
+	g.snap.Store(snap)
+	if log != nil {
+		g.log.Store(log)
+	}
+	return g
+}
+
+// Snapshot returns the configuration new requests run on.
+func (g *Gateway) Snapshot() *config.Snapshot { return g.snap.Load() }
+
+// Swap installs snap for new requests; requests already running finish on
+// the snapshot they started with. It returns the previous snapshot.
+func (g *Gateway) Swap(snap *config.Snapshot) *config.Snapshot { return g.snap.Swap(snap) }
+
+// DetachLog stops access logging and returns the log so it can be flushed.
+func (g *Gateway) DetachLog() *observe.AccessLog { return g.log.Swap(nil) }
+
+// Serve handles one request the transport has parsed (headers, and the body
+// or the start of its stream) and leaves the answer in resp. It reports
+// whether the client connection must be closed after the answer.
+func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) (closeConn bool) {
+	snap := g.snap.Load()
+	c := pipeline.Acquire(req, resp)
+	c.Peer = peer
+	c.Start = time.Now()
+	c.ConfigVersion = snap.Version
+	g.Stats.Begin()
+	observe.StartTrace(c)
+
+	if err := codec.Check(&req.Header, &snap.Limits); err != nil {
+		cannedFor(err).WriteTo(c)
+		c.CloseConn = true
+		g.Stats.ParseError()
+	} else {
+		c.ClientIP = codec.ClientIP(&req.Header, peer.Addr().Unmap(), snap.Edge.Trusted)
+		g.route(snap, c)
+	}
+	observe.StampResponse(c)
+	end := time.Now()
+	if l := g.log.Load(); l != nil {
+		l.Record(c, end)
+	}
+	g.Stats.End(resp.StatusCode())
+	closeConn = c.CloseConn
+	pipeline.Release(c)
+	return closeConn
+}
+
+func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {
+	if r := snap.Router.Match(c); r != nil {
+		c.RouteName = r.Name
+		r.Chain.Run(c)
+		return
+	}
+	switch {
+	case snap.Default != nil:
+		c.RouteName = "(default)"
+		snap.Default.Run(c)
+	case snap.NotFound != nil:
+		snap.NotFound.WriteTo(c)
+		c.Decision = "no route"
+	default:
+		snap.NotFoundDefault.WriteTo(c)
+	}
+}
+
+// ServeError answers a request the transport could not parse (or that broke
+// a limit while being read). The connection is always closed afterwards.
+func (g *Gateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
+	c := pipeline.Acquire(req, resp)
+	c.Peer = peer
+	c.ClientIP = peer.Addr().Unmap()
+	c.Start = time.Now()
+	observe.StartTrace(c)
+	cannedFor(err).WriteTo(c)
+	observe.StampResponse(c)
+	g.Stats.Begin()
+	g.Stats.ParseError()
+	if l := g.log.Load(); l != nil {
+		l.Record(c, time.Now())
+	}
+	g.Stats.End(resp.StatusCode())
+	pipeline.Release(c)
+}
+
+// parseErrors holds the canned answer for every message codec.Message can
+// give, built once; it is never written after init.
+var parseErrors = func() map[string]*pipeline.Canned {
+	m := map[string]*pipeline.Canned{}
+	for _, err := range codec.Errors {
+		m[codec.Message(err)] = pipeline.NewCanned(codec.Status(err), codec.Message(err))
+	}
+	m["malformed request"] = pipeline.NewCanned(fasthttp.StatusBadRequest, "malformed request")
+	return m
+}()
+
+func cannedFor(err error) *pipeline.Canned {
+	if e := parseErrors[codec.Message(err)]; e != nil {
+		return e
+	}
+	return parseErrors["malformed request"]
+}

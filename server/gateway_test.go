@@ -1,0 +1,221 @@
+package server
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/valyala/fasthttp"
+)
+
+func TestTraceAndForwardedHeaders(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			up := testutil.StartUpstream(t, "ok")
+			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+			raw := "GET /t HTTP/1.1\r\nHost: api.example.com\r\ntraceparent: " + tp + "\r\nX-Request-Id: abc-123\r\n\r\n" +
+				"GET /u HTTP/1.1\r\nHost: api.example.com\r\n\r\n"
+			res := testutil.RawExchange(t, g.Addr, []byte(raw), 2, 3*time.Second)
+			if len(res.Responses) != 2 {
+				t.Fatalf("%d responses", len(res.Responses))
+			}
+			r := res.Responses[0]
+			got := string(r.Header.Peek("traceparent"))
+			if !strings.HasPrefix(got, "00-4bf92f3577b34da6a3ce929d0e0e4736-") || strings.Contains(got, "00f067aa0ba902b7") {
+				t.Fatalf("traceparent %q: want the client's trace id with the gateway's span", got)
+			}
+			if string(r.Header.Peek("X-Request-Id")) != "abc-123" {
+				t.Fatalf("X-Request-Id %q", r.Header.Peek("X-Request-Id"))
+			}
+			seen := up.Seen()
+			if seen[0].Headers["traceparent"] != got || seen[0].Headers["X-Request-Id"] != "abc-123" {
+				t.Fatalf("upstream got traceparent %q id %q", seen[0].Headers["traceparent"], seen[0].Headers["X-Request-Id"])
+			}
+			if seen[0].Headers["X-Real-IP"] != "127.0.0.1" || seen[0].Headers["X-Forwarded-For"] != "127.0.0.1" {
+				t.Fatalf("forwarding headers %v", seen[0].Headers)
+			}
+			// Without a traceparent the gateway creates one, and the
+			// request id defaults to the trace id.
+			r2 := res.Responses[1]
+			tp2 := string(r2.Header.Peek("traceparent"))
+			if len(tp2) != 55 || string(r2.Header.Peek("X-Request-Id")) != tp2[3:35] {
+				t.Fatalf("created traceparent %q, request id %q", tp2, r2.Header.Peek("X-Request-Id"))
+			}
+		})
+	}
+}
+
+func TestNotFoundAndHTTP10(t *testing.T) {
+	cfg := `
+services:
+  up: {instances: [{addr: "${UP}"}]}
+routes:
+  - {name: api, match: {prefix: /api/}, service: up}
+not_found: {status: 404, body: '{"code":404,"message":"no route"}'}
+`
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			up := testutil.StartUpstream(t, "ok")
+			g := startGateway(t, kind, cfg, map[string]string{"UP": up.Addr}, nil)
+			res := testutil.RawExchange(t, g.Addr, []byte("GET /nothing HTTP/1.1\r\nHost: a\r\n\r\n"), 1, 2*time.Second)
+			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 404 ||
+				string(res.Responses[0].Body()) != `{"code":404,"message":"no route"}` {
+				t.Fatalf("not found: %v", statuses(res))
+			}
+			if res.Closed {
+				t.Fatal("a 404 must not close the connection")
+			}
+			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\n\r\n"), 1, 2*time.Second)
+			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 || !res.Closed {
+				t.Fatalf("HTTP/1.0: %v closed=%v, want 200 then close", statuses(res), res.Closed)
+			}
+			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /api/y HTTP/1.0\r\n\r\n"), 2, 2*time.Second)
+			if len(res.Responses) != 2 {
+				t.Fatalf("HTTP/1.0 keep-alive: %v", statuses(res))
+			}
+		})
+	}
+}
+
+// TestSwapUnderLoad swaps snapshots while clients run: every request must
+// succeed, each on a complete snapshot.
+func TestSwapUnderLoad(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			a := testutil.StartUpstream(t, "a")
+			b := testutil.StartUpstream(t, "b")
+			g := startGateway(t, kind, oneService, map[string]string{"UP": a.Addr}, nil)
+			snaps := make([]*config.Snapshot, 2)
+			for i, addr := range []string{a.Addr, b.Addr} {
+				f, err := config.Parse("t", []byte(oneService), func(string) (string, bool) { return addr, true })
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Defaults()
+				if snaps[i], err = g.Compiler.Compile(f, "t"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var bad atomic.Int64
+			var total atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					client := &fasthttp.HostClient{Addr: g.Addr}
+					var req fasthttp.Request
+					var resp fasthttp.Response
+					req.SetRequestURI("http://x/load")
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if err := client.Do(&req, &resp); err != nil || resp.StatusCode() != 200 {
+							bad.Add(1)
+						}
+						total.Add(1)
+					}
+				}()
+			}
+			for i := range 100 {
+				g.GW.Swap(snaps[i%2])
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			if bad.Load() != 0 || total.Load() == 0 {
+				t.Fatalf("%d of %d requests failed during swaps", bad.Load(), total.Load())
+			}
+			if a.Requests.Load() == 0 || b.Requests.Load() == 0 {
+				t.Fatal("swaps did not move traffic between upstreams")
+			}
+		})
+	}
+}
+
+func TestMaxConnsRefusesExcess(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			up := testutil.StartUpstream(t, "ok")
+			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) { o.MaxConns = 2 })
+			var held []*fasthttp.HostClient
+			_ = held
+			conns := make([]interface{ Close() error }, 0, 2)
+			for range 2 {
+				c := dialAndServe(t, g.Addr)
+				conns = append(conns, c)
+			}
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			res := testutil.RawExchange(t, g.Addr, []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), 1, 2*time.Second)
+			if len(res.Responses) == 1 && res.Responses[0].StatusCode() == 200 {
+				t.Fatal("a third connection was served with max_conns 2")
+			}
+		})
+	}
+}
+
+// dialAndServe opens a connection and completes one request on it, so the
+// transport counts it as open.
+func dialAndServe(t *testing.T, addr string) interface{ Close() error } {
+	t.Helper()
+	conn, err := netDial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r := testutil.ReadResponses(t, conn, 1, 2*time.Second); len(r.Responses) != 1 {
+		t.Fatal("held connection not served")
+	}
+	return conn
+}
+
+// BenchmarkGatewayServe measures the gateway's own work for a proxied GET
+// (strict checks, trace, routing, header rewriting, upstream exchange over
+// a pooled connection, access-log record) without a client socket.
+func BenchmarkGatewayServe(b *testing.B) {
+	gw, req, resp, peer := benchGateway(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		serveBench(gw, req, resp, peer)
+	}
+}
+
+func benchGateway(tb testing.TB) (*Gateway, *fasthttp.Request, *fasthttp.Response, netip.AddrPort) {
+	up := testutil.StartQuietUpstream(tb, "ok")
+	f, err := config.Parse("b", []byte(oneService), func(string) (string, bool) { return up.Addr, true })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.Defaults()
+	snap, err := config.NewCompiler().Compile(f, "b")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return NewGateway(snap, nil), &fasthttp.Request{}, &fasthttp.Response{}, netip.MustParseAddrPort("127.0.0.1:40000")
+}
+
+var benchRaw = "GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: bench\r\nAccept: application/json\r\n\r\n"
+
+func serveBench(gw *Gateway, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
+	req.Reset()
+	resp.Reset()
+	req.Header.DisableNormalizing()
+	_ = req.Header.Read(bufioReader(benchRaw))
+	gw.Serve(req, resp, peer)
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+var transports = []string{"netpoll", "fasthttp"}
+
+// testGateway is a gateway on a real loopback socket.
+type testGateway struct {
+	Addr      string
+	GW        *Gateway
+	Transport Transport
+	Compiler  *config.Compiler
+}
+
+// startGateway compiles yaml (with ${UP}-style references resolved from
+// vars) and serves it with the named transport until the test ends.
+func startGateway(t *testing.T, kind, yaml string, vars map[string]string, tweak func(*Options)) *testGateway {
+	t.Helper()
+	lookup := func(k string) (string, bool) {
+		if v, ok := vars[k]; ok {
+			return v, true
+		}
+		return os.LookupEnv(k)
+	}
+	c := config.NewCompiler()
+	f, err := config.Parse("test.yaml", []byte(yaml), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Defaults()
+	snap, err := c.Compile(f, "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := NewGateway(snap, nil)
+	o := Options{
+		MaxHeaderBytes:  f.Client.MaxHeaderBytes,
+		MaxURIBytes:     f.Client.MaxURIBytes,
+		MaxBodyBytes:    f.Client.MaxBodyBytes,
+		StreamBodyBytes: f.Client.StreamBodyBytes,
+		HeaderTimeout:   f.Client.HeaderTimeout.D(),
+		BodyTimeout:     f.Client.BodyTimeout.D(),
+		IdleTimeout:     f.Client.IdleTimeout.D(),
+		WriteTimeout:    f.Client.WriteTimeout.D(),
+		MaxConns:        f.Client.MaxConns,
+	}
+	if tweak != nil {
+		tweak(&o)
+	}
+	tr, err := NewTransport(kind, gw, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tr.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tr.Shutdown(ctx)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Error("transport did not stop")
+		}
+	})
+	return &testGateway{Addr: ln.Addr().String(), GW: gw, Transport: tr, Compiler: c}
+}
+
+// oneService is a config routing everything to ${UP}.
+const oneService = `
+services:
+  up:
+    instances: [{addr: "${UP}"}]
+    timeouts: {connect: 500ms, read: 1s, total: 2s}
+routes:
+  - name: all
+    match: {prefix: /}
+    service: up
+`
+
+func hasJSONCode(body []byte, code string) bool {
+	return strings.HasPrefix(string(body), `{"code":`+code+`,"message":`) && strings.Contains(string(body), `"trace_id":"`)
+}
