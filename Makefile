@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 FUZZTIME ?= 20s
 
-.PHONY: build run test test-race test-allocs bench lint fuzz clean
+.PHONY: build run test test-race test-allocs bench chaos lint fuzz clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/tollgate
@@ -27,6 +27,10 @@ test-allocs:
 ## bench: gateway vs nginx on the same upstream with wrk and an open-loop generator.
 bench:
 	bash bench/run.sh
+
+## chaos: reloads, a killed instance and a hanging upstream under wrk load.
+chaos:
+	bash bench/chaos.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

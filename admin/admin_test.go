@@ -1,0 +1,84 @@
+package admin
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/config"
+)
+
+func startAdmin(t *testing.T, token string, reload func() (*config.Snapshot, error)) string {
+	t.Helper()
+	snap := &config.Snapshot{Version: 7, Source: "x.yaml", File: &config.File{NodeID: "n1"}}
+	s := New(Deps{
+		Token:    token,
+		Snapshot: func() *config.Snapshot { return snap },
+		Reload:   reload,
+		Stats:    func() any { return map[string]int{"requests": 3} },
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { ln.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+func do(t *testing.T, method, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestReloadNeedsToken(t *testing.T) {
+	reloads := 0
+	base := startAdmin(t, "s3cret", func() (*config.Snapshot, error) {
+		reloads++
+		if reloads == 2 {
+			return nil, errors.New("test.yaml:3: bad")
+		}
+		return &config.Snapshot{Version: 8, File: &config.File{}}, nil
+	})
+	if st, _ := do(t, "POST", base+"/admin/reload", ""); st != 401 {
+		t.Fatalf("no token: %d", st)
+	}
+	if st, _ := do(t, "POST", base+"/admin/reload", "wrong"); st != 401 {
+		t.Fatalf("wrong token: %d", st)
+	}
+	if st, body := do(t, "POST", base+"/admin/reload", "s3cret"); st != 200 || !strings.Contains(body, `"version":8`) {
+		t.Fatalf("reload: %d %s", st, body)
+	}
+	if st, body := do(t, "POST", base+"/admin/reload", "s3cret"); st != 422 || !strings.Contains(body, "test.yaml:3: bad") {
+		t.Fatalf("failed reload: %d %s", st, body)
+	}
+	if st, body := do(t, "GET", base+"/admin/config", ""); st != 200 || !strings.Contains(body, `"version":7`) {
+		t.Fatalf("config: %d %s", st, body)
+	}
+	if st, _ := do(t, "GET", base+"/debug/pprof/", ""); st != 401 {
+		t.Fatalf("profiles without the token: %d", st)
+	}
+}
+
+func TestChangesOffWithoutToken(t *testing.T) {
+	base := startAdmin(t, "", func() (*config.Snapshot, error) { t.Fatal("reloaded"); return nil, nil })
+	if st, body := do(t, "POST", base+"/admin/reload", "anything"); st != 403 || !strings.Contains(body, "token not configured") {
+		t.Fatalf("reload without configured token: %d %s", st, body)
+	}
+	if st, body := do(t, "GET", base+"/admin/stats", ""); st != 200 || !strings.Contains(body, `"requests":3`) {
+		t.Fatalf("stats: %d %s", st, body)
+	}
+}
