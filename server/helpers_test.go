@@ -42,17 +42,7 @@ func startGateway(t *testing.T, kind, yaml string, vars map[string]string, tweak
 		t.Fatal(err)
 	}
 	gw := NewGateway(snap, nil)
-	o := Options{
-		MaxHeaderBytes:  f.Client.MaxHeaderBytes,
-		MaxURIBytes:     f.Client.MaxURIBytes,
-		MaxBodyBytes:    f.Client.MaxBodyBytes,
-		StreamBodyBytes: f.Client.StreamBodyBytes,
-		HeaderTimeout:   f.Client.HeaderTimeout.D(),
-		BodyTimeout:     f.Client.BodyTimeout.D(),
-		IdleTimeout:     f.Client.IdleTimeout.D(),
-		WriteTimeout:    f.Client.WriteTimeout.D(),
-		MaxConns:        f.Client.MaxConns,
-	}
+	o := OptionsFor(f)
 	if tweak != nil {
 		tweak(&o)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/valyala/fasthttp"
 )
 
@@ -47,6 +48,23 @@ type Options struct {
 	WriteTimeout    time.Duration // writing one answer
 	MaxConns        int           // open client connections
 	Workers         int           // reactor threads hint (netpoll pollers)
+}
+
+// OptionsFor takes the transport settings from a configuration.
+func OptionsFor(f *config.File) Options {
+	c := f.Client
+	return Options{
+		MaxHeaderBytes:  c.MaxHeaderBytes,
+		MaxURIBytes:     c.MaxURIBytes,
+		MaxBodyBytes:    c.MaxBodyBytes,
+		StreamBodyBytes: c.StreamBodyBytes,
+		HeaderTimeout:   c.HeaderTimeout.D(),
+		BodyTimeout:     c.BodyTimeout.D(),
+		IdleTimeout:     c.IdleTimeout.D(),
+		WriteTimeout:    c.WriteTimeout.D(),
+		MaxConns:        c.MaxConns,
+		Workers:         f.Workers,
+	}
 }
 
 // readBufferSize is the largest request line + header section a transport

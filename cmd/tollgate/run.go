@@ -84,18 +84,7 @@ func serve(path string, stderr io.Writer) error {
 		return err
 	}
 	gw := server.NewGateway(snap, accessLog)
-	transport, err := server.NewTransport(f.Transport, gw, server.Options{
-		MaxHeaderBytes:  f.Client.MaxHeaderBytes,
-		MaxURIBytes:     f.Client.MaxURIBytes,
-		MaxBodyBytes:    f.Client.MaxBodyBytes,
-		StreamBodyBytes: f.Client.StreamBodyBytes,
-		HeaderTimeout:   f.Client.HeaderTimeout.D(),
-		BodyTimeout:     f.Client.BodyTimeout.D(),
-		IdleTimeout:     f.Client.IdleTimeout.D(),
-		WriteTimeout:    f.Client.WriteTimeout.D(),
-		MaxConns:        f.Client.MaxConns,
-		Workers:         f.Workers,
-	})
+	transport, err := server.NewTransport(f.Transport, gw, server.OptionsFor(f))
 	if err != nil {
 		return err
 	}
