@@ -120,7 +120,7 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 		if rc.Match.Path != "" {
 			r.Path = rc.Match.Path
 		} else {
-			r.Path, r.Prefix = rc.Match.Prefix, true
+			r.Path, r.Kind = rc.Match.Prefix, route.Prefix
 		}
 		s.Routes = append(s.Routes, r)
 	}

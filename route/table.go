@@ -1,7 +1,3 @@
-// Package route decides which route a request belongs to. This first table
-// matches host (exact or "*.suffix"), path (exact or prefix) and method with
-// explicit priorities; it sits behind Matcher so a richer router can
-// replace it without touching the server.
 package route
 
 import (
@@ -13,34 +9,18 @@ import (
 	"github.com/tollgate/tollgate/pipeline"
 )
 
-// Matcher finds the route for a request, or nil.
-type Matcher interface {
-	Match(c *pipeline.Ctx) *Route
-}
-
-// Route is one compiled routing rule. Immutable once built.
-type Route struct {
-	Name     string
-	Priority int
-	// Host is "" (any host), an exact host, or "*.suffix" (any subdomain of
-	// suffix, not suffix itself).
-	Host string
-	// Path is matched exactly, or as a prefix when Prefix is set.
-	Path    string
-	Prefix  bool
-	Methods []string // empty = any
-	Chain   *pipeline.Chain
-
-	hostSuffix []byte // ".suffix" for wildcard hosts
-	host       []byte
-	path       []byte
-	methods    [][]byte
-	order      int
-}
-
 // Table is an immutable, ordered list of routes.
 type Table struct {
-	routes []*Route
+	entries []entry
+}
+
+// entry is a route with its match data in the form matching needs.
+type entry struct {
+	r          *Route
+	host       []byte // exact host, lower case
+	hostSuffix []byte // ".suffix" for wildcard hosts
+	path       []byte
+	methods    [][]byte
 }
 
 // NewTable orders routes for matching: higher priority first; then exact
@@ -48,6 +28,7 @@ type Table struct {
 // then configuration order.
 func NewTable(routes []*Route) (*Table, error) {
 	seen := map[string]bool{}
+	t := &Table{}
 	for i, r := range routes {
 		if r.Name == "" {
 			return nil, fmt.Errorf("route #%d has no name", i+1)
@@ -56,31 +37,31 @@ func NewTable(routes []*Route) (*Table, error) {
 			return nil, fmt.Errorf("route %q is defined twice", r.Name)
 		}
 		seen[r.Name] = true
+		if r.Kind == Regex {
+			return nil, fmt.Errorf("route %q: regex paths are not supported by this table", r.Name)
+		}
 		if r.Path == "" || r.Path[0] != '/' {
 			return nil, fmt.Errorf("route %q: path %q must start with /", r.Name, r.Path)
 		}
-		r.order = i
-		r.path = []byte(r.Path)
-		r.host, r.hostSuffix = nil, nil
+		e := entry{r: r, path: []byte(r.Path)}
 		switch {
 		case strings.HasPrefix(r.Host, "*."):
-			r.hostSuffix = []byte(strings.ToLower(r.Host[1:]))
+			e.hostSuffix = []byte(strings.ToLower(r.Host[1:]))
 		case r.Host != "":
-			r.host = []byte(strings.ToLower(r.Host))
+			e.host = []byte(strings.ToLower(r.Host))
 		}
-		r.methods = r.methods[:0]
 		for _, m := range r.Methods {
-			r.methods = append(r.methods, []byte(strings.ToUpper(m)))
+			e.methods = append(e.methods, []byte(strings.ToUpper(m)))
 		}
+		t.entries = append(t.entries, e)
 	}
-	sorted := append([]*Route(nil), routes...)
-	sort.SliceStable(sorted, func(i, j int) bool {
-		a, b := sorted[i], sorted[j]
+	sort.SliceStable(t.entries, func(i, j int) bool {
+		a, b := t.entries[i].r, t.entries[j].r
 		if a.Priority != b.Priority {
 			return a.Priority > b.Priority
 		}
-		if a.Prefix != b.Prefix {
-			return !a.Prefix
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
 		}
 		if len(a.Path) != len(b.Path) {
 			return len(a.Path) > len(b.Path)
@@ -88,46 +69,43 @@ func NewTable(routes []*Route) (*Table, error) {
 		if (a.Host == "") != (b.Host == "") {
 			return a.Host != ""
 		}
-		return a.order < b.order
+		return a.Order < b.Order
 	})
-	return &Table{routes: sorted}, nil
+	return t, nil
 }
-
-// Routes returns the routes in match order.
-func (t *Table) Routes() []*Route { return t.routes }
 
 // Match implements Matcher.
 func (t *Table) Match(c *pipeline.Ctx) *Route {
 	path := c.Req.URI().Path()
 	host := hostOnly(c.Req.Header.Host())
 	method := c.Req.Header.Method()
-	for _, r := range t.routes {
-		if r.matches(host, path, method) {
-			return r
+	for i := range t.entries {
+		if e := &t.entries[i]; e.matches(host, path, method) && (e.r.When == nil || e.r.When.Eval(c)) {
+			return e.r
 		}
 	}
 	return nil
 }
 
-func (r *Route) matches(host, path, method []byte) bool {
-	if r.Prefix {
-		if !bytes.HasPrefix(path, r.path) {
+func (e *entry) matches(host, path, method []byte) bool {
+	if e.r.Kind == Prefix {
+		if !bytes.HasPrefix(path, e.path) {
 			return false
 		}
-	} else if !bytes.Equal(path, r.path) {
+	} else if !bytes.Equal(path, e.path) {
 		return false
 	}
-	if r.host != nil && !bytes.EqualFold(host, r.host) {
+	if e.host != nil && !bytes.EqualFold(host, e.host) {
 		return false
 	}
-	if r.hostSuffix != nil {
-		if len(host) <= len(r.hostSuffix) || !bytes.EqualFold(host[len(host)-len(r.hostSuffix):], r.hostSuffix) {
+	if e.hostSuffix != nil {
+		if len(host) <= len(e.hostSuffix) || !bytes.EqualFold(host[len(host)-len(e.hostSuffix):], e.hostSuffix) {
 			return false
 		}
 	}
-	if len(r.methods) > 0 {
+	if len(e.methods) > 0 {
 		ok := false
-		for _, m := range r.methods {
+		for _, m := range e.methods {
 			if bytes.Equal(m, method) {
 				ok = true
 				break

@@ -17,13 +17,13 @@ func ctxFor(method, host, uri string) *pipeline.Ctx {
 
 func TestMatchPrecedence(t *testing.T) {
 	routes := []*Route{
-		{Name: "any-prefix", Path: "/", Prefix: true},
-		{Name: "api-prefix", Path: "/api/", Prefix: true},
-		{Name: "api-order-prefix", Path: "/api/order/", Prefix: true},
+		{Name: "any-prefix", Path: "/", Kind: Prefix},
+		{Name: "api-prefix", Path: "/api/", Kind: Prefix},
+		{Name: "api-order-prefix", Path: "/api/order/", Kind: Prefix},
 		{Name: "exact-create", Path: "/api/order/create", Methods: []string{"POST"}},
-		{Name: "host-exact", Host: "admin.example.com", Path: "/api/", Prefix: true},
-		{Name: "host-wild", Host: "*.example.com", Path: "/api/", Prefix: true},
-		{Name: "priority", Priority: 10, Path: "/promo", Prefix: true},
+		{Name: "host-exact", Host: "admin.example.com", Path: "/api/", Kind: Prefix},
+		{Name: "host-wild", Host: "*.example.com", Path: "/api/", Kind: Prefix},
+		{Name: "priority", Priority: 10, Path: "/promo", Kind: Prefix},
 	}
 	table, err := NewTable(routes)
 	if err != nil {
@@ -74,7 +74,7 @@ func TestNoMatchAndBadTables(t *testing.T) {
 func BenchmarkMatch(b *testing.B) {
 	var routes []*Route
 	for i := range 20 {
-		routes = append(routes, &Route{Name: string(rune('a'+i)) + "-r", Path: "/svc" + string(rune('a'+i)) + "/", Prefix: true})
+		routes = append(routes, &Route{Name: string(rune('a'+i)) + "-r", Path: "/svc" + string(rune('a'+i)) + "/", Kind: Prefix})
 	}
 	table, _ := NewTable(routes)
 	c := ctxFor("GET", "api.example.com", "/svcm/orders/42")
