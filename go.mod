@@ -11,6 +11,7 @@ require (
 
 require (
 	github.com/bytedance/gopkg v0.1.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/gopkg v0.1.4 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect

@@ -30,6 +30,7 @@ start_upstream() { bin/bench-upstream -listen "$1" >/dev/null 2>&1 & pids+=($!);
 write_config() { # $1 = priority, so every reload is a real change
 cat >"$tmp/gw.yaml" <<YAML
 listen: "$GW"
+watch: false   # reloads here are the script's SIGHUPs, counted one by one
 admin: {listen: "$ADMIN"}
 access_log: {path: "off"}
 services:

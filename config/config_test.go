@@ -111,10 +111,17 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"bad duration", "client:\n  idle_timeout: forever\n", 2, "invalid duration"},
 		{"bad type", "client:\n  max_conns: lots\n", 2, "cannot unmarshal"},
 		{"unknown service", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /}\n    service: nope\n", 4, `service "nope" is not defined`},
-		{"path and prefix", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /, prefix: /x}\n    service: s\n", 4, "exactly one of path or prefix"},
+		{"path and prefix", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /, prefix: /x}\n    service: s\n", 4, "exactly one of path, prefix or regex"},
 		{"bad addr", "services:\n  s:\n    instances: [{addr: \"nohost\"}]\n", 3, "host:port"},
 		{"timeouts", "services:\n  s:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    timeouts: {read: 9s, total: 5s}\n", 3, "must fit within total"},
 		{"syntax", "listen: [\n", 1, "did not find"},
+		{"bad when", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match:\n      path: /\n      when: 'query.a == \"1\" && && header.b'\n    service: s\n", 7, "when"},
+		{"two actions", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /}\n    service: s\n    mock: {responses: [{body: x}]}\n", 4, "exactly one of service, split, mock or offline"},
+		{"split sum", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n  t: {instances: [{addr: \"127.0.0.1:2\"}]}\nroutes:\n  - name: a\n    match: {prefix: /}\n    split: [{service: s, percent: 30}, {service: t, percent: 30}]\n", 5, "add up to 60.00"},
+		{"split keys", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n  t: {instances: [{addr: \"127.0.0.1:2\"}]}\nroutes:\n  - name: a\n    match: {prefix: /}\n    split: [{service: s, percent: 5, key: header.A}, {service: t, key: cookie.B}]\n", 5, "different keys"},
+		{"bad regex", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {regex: '(('}\n    service: s\n", 0, "regex"},
+		{"bad acl", "ip_acl: {deny: [\"10.0.0.0/40\"]}\n", 0, "ip_acl.deny"},
+		{"rewrite on mock", "routes:\n  - name: a\n    match: {path: /}\n    rewrite: {path: /b}\n    mock: {responses: [{body: x}]}\n", 2, "rewrite applies only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := compile(t, tc.src, noEnv)

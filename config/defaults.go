@@ -59,6 +59,10 @@ func (f *File) Defaults() {
 		f.AccessLog.Path = "stdout"
 	}
 	setInt(&f.AccessLog.Buffer, 65536)
+	if f.Watch == nil {
+		on := true
+		f.Watch = &on
+	}
 	for _, s := range f.Services {
 		if s == nil {
 			continue
@@ -162,15 +166,13 @@ func (f *File) Validate(name string) error {
 		if r.Name == "" {
 			return bad(r.Line, "route has no name")
 		}
-		m := r.Match
-		if (m.Path == "") == (m.Prefix == "") {
-			return bad(r.Line, "route %q: match needs exactly one of path or prefix", r.Name)
+	}
+	for _, fb := range f.Fallbacks {
+		if f.Services[fb.Service] == nil {
+			return bad(0, "fallbacks: service %q is not defined", fb.Service)
 		}
-		if r.Service == "" {
-			return bad(r.Line, "route %q has no service", r.Name)
-		}
-		if f.Services[r.Service] == nil {
-			return bad(r.Line, "route %q: service %q is not defined", r.Name, r.Service)
+		if fb.Weight < 0 {
+			return bad(0, "fallbacks: weight of %q must not be negative", fb.Service)
 		}
 	}
 	if nf := f.NotFound; nf != nil && (nf.Status < 100 || nf.Status > 999) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -39,24 +38,14 @@ type lineError struct {
 
 func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
 
-// LoadFile reads and parses the file at path; lookup resolves ${NAME}.
-func LoadFile(path string, lookup func(string) (string, bool)) (*File, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	return Parse(path, data, lookup)
-}
-
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // notYet lists configuration sections of the product that this build does
 // not enforce. Refusing them is safer than ignoring them: a route that asks
 // for signatures must never be served without them.
 var notYet = map[string]bool{
-	"cluster": true, "status": true, "tiers": true, "consumers": true, "jwt": true, "ip_acl": true,
-	"auth": true, "limits": true, "breaker": true, "degrade": true, "split": true, "rewrite": true,
-	"mock": true, "deprecated": true, "offline": true, "when": true, "regex": true, "health": true,
+	"cluster": true, "status": true, "tiers": true, "consumers": true, "jwt": true,
+	"auth": true, "limits": true, "breaker": true, "degrade": true, "health": true,
 	"waf": true, "record": true, "public": true,
 }
 

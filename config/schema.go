@@ -26,10 +26,16 @@ type File struct {
 	Admin     Admin     `yaml:"admin"`
 	AccessLog AccessLog `yaml:"access_log"`
 
+	IPACL *IPACL `yaml:"ip_acl"` // applies to every request, before routing
+
 	Services       map[string]*Service `yaml:"services"`
 	Routes         []*Route            `yaml:"routes"`
 	DefaultService string              `yaml:"default_service"`
+	Fallbacks      []Fallback          `yaml:"fallbacks"` // weighted choice when no route and no default
 	NotFound       *Answer             `yaml:"not_found"`
+	// Watch re-reads the file when it changes (polled once a second);
+	// default true.
+	Watch *bool `yaml:"watch"`
 }
 
 // Client is what a client may send and how long the gateway waits for it.
@@ -104,39 +110,139 @@ type Instance struct {
 	Weight int    `yaml:"weight"` // default 1
 }
 
-// Route is one routing rule.
+// Route is one routing rule. Its action is exactly one of service, split,
+// mock or offline.
 type Route struct {
 	Name     string `yaml:"name"`
 	Priority int    `yaml:"priority"`
 	Match    Match  `yaml:"match"`
-	Service  string `yaml:"service"`
+
+	Service    string      `yaml:"service"`
+	Split      []SplitItem `yaml:"split"`
+	SplitForce *SplitForce `yaml:"split_force"`
+	Mock       *Mock       `yaml:"mock"`
+	Offline    *Offline    `yaml:"offline"`
+
+	Rewrite    *Rewrite    `yaml:"rewrite"`
+	Deprecated *Deprecated `yaml:"deprecated"`
+	IPACL      *IPACL      `yaml:"ip_acl"`
 
 	Line int `yaml:"-"`
+	// WhenLine and WhenCol locate the first character of the match.when
+	// expression in the file, so its errors point into it.
+	WhenLine, WhenCol int `yaml:"-"`
 }
 
-// Match says which requests a route takes.
+// SplitItem is one share of a traffic split.
+type SplitItem struct {
+	Service string `yaml:"service"`
+	// Percent of traffic (0..100); the item without one takes the rest.
+	Percent *float64 `yaml:"percent"`
+	// Key makes the split sticky: hash(key) mod 100 picks the share, so a
+	// user always lands on the same service. header.X, cookie.X or query.X.
+	Key string `yaml:"key"`
+}
+
+// SplitForce names a header and/or cookie whose value, when it names one
+// of the split's services, sends the request there (testers forcing a
+// version).
+type SplitForce struct {
+	Header string `yaml:"header"`
+	Cookie string `yaml:"cookie"`
+}
+
+// Mock makes the route answer by itself.
+type Mock struct {
+	Pick      string   `yaml:"pick"` // first (default) | random | round_robin
+	Responses []Answer `yaml:"responses"`
+}
+
+// Offline retires an API version: a 308 to the successor, or a fixed answer.
+type Offline struct {
+	Successor string  `yaml:"successor"` // replaces the route's prefix in the redirect
+	Answer    *Answer `yaml:"answer"`
+}
+
+// Rewrite changes the request before it goes upstream. Path, the prefix
+// pair and the regex pair are alternatives.
+type Rewrite struct {
+	Path        string `yaml:"path"`         // replace the whole path
+	StripPrefix string `yaml:"strip_prefix"` // remove this prefix...
+	AddPrefix   string `yaml:"add_prefix"`   // ...then put this one in front
+	Regex       string `yaml:"regex"`        // match the path...
+	Replace     string `yaml:"replace"`      // ...and expand $1, ${name}
+	Host        string `yaml:"host"`         // Host header sent upstream
+}
+
+// Deprecated marks an API version: every answer carries Deprecation,
+// Sunset, X-API-Deprecated and a successor Link.
+type Deprecated struct {
+	Since     string `yaml:"since"`  // date the version was deprecated (YYYY-MM-DD)
+	Sunset    string `yaml:"sunset"` // date it goes away (YYYY-MM-DD)
+	Successor string `yaml:"successor"`
+}
+
+// IPACL allows or denies client addresses (CIDRs or single addresses,
+// IPv4 and IPv6). Deny wins; a non-empty allow list refuses everyone else.
+type IPACL struct {
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
+}
+
+// Fallback is one weighted choice when no route matches.
+type Fallback struct {
+	Service string `yaml:"service"`
+	Weight  int    `yaml:"weight"` // default 1
+}
+
+// Match says which requests a route takes. Exactly one of path, prefix
+// and regex is set.
 type Match struct {
 	Host    string   `yaml:"host"`   // exact, or *.suffix
 	Path    string   `yaml:"path"`   // exact path
 	Prefix  string   `yaml:"prefix"` // path prefix
+	Regex   string   `yaml:"regex"`  // RE2 over the normalized path
 	Methods []string `yaml:"methods"`
+	When    string   `yaml:"when"` // condition expression (see docs/config.md)
 }
 
 // Answer is a fixed response.
 type Answer struct {
-	Status      int               `yaml:"status"`
+	Status      int               `yaml:"status"` // default 200
 	Body        string            `yaml:"body"`
 	ContentType string            `yaml:"content_type"` // default application/json
 	Headers     map[string]string `yaml:"headers"`
+	Delay       Duration          `yaml:"delay"` // mocks only: answer after this long
 }
 
-// UnmarshalYAML records where the route was written, for error messages.
+// UnmarshalYAML records where the route (and its condition) was written,
+// for error messages.
 func (r *Route) UnmarshalYAML(n *yaml.Node) error {
 	type plain Route
 	if err := n.Decode((*plain)(r)); err != nil {
 		return err
 	}
 	r.Line = n.Line
+	if m := mapValue(n, "match"); m != nil {
+		if w := mapValue(m, "when"); w != nil {
+			r.WhenLine, r.WhenCol = w.Line, w.Column
+			if w.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0 {
+				r.WhenCol++ // the expression starts after the quote
+			}
+		}
+	}
+	return nil
+}
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
 	return nil
 }
 

@@ -1,12 +1,16 @@
 package config
 
 import (
+	"crypto/sha256"
+	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/ipacl"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
 	"github.com/tollgate/tollgate/upstream"
@@ -21,14 +25,21 @@ type Snapshot struct {
 	Loaded  time.Time
 	// File is the effective configuration (file + env + defaults).
 	File *File
+	// Digest is the SHA-256 of the configuration text as read, so a file
+	// watcher can tell whether the file differs from what is running.
+	Digest [32]byte
 
 	Limits   codec.Limits
 	Router   route.Matcher
 	Routes   []*route.Route
 	Edge     *upstream.Edge
 	Services map[string]*upstream.Service
-	// Default runs when no route matches and default_service is set.
-	Default *pipeline.Chain
+	// GlobalACL (nil when none) screens every request before routing.
+	GlobalACL *ipacl.ACL
+	// Default runs when no route matches and default_service is set;
+	// else Fallback, a weighted choice among fallbacks, when set.
+	Default  *pipeline.Chain
+	Fallback *pipeline.Chain
 	// NotFound answers when nothing matches and there is no default.
 	NotFound        *pipeline.Static
 	NotFoundDefault *pipeline.Canned
@@ -106,21 +117,18 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 		}
 		s.Services[name] = svc
 	}
-	proxy := func(name string) *pipeline.Chain {
-		return pipeline.NewChain(&upstream.Proxy{Service: s.Services[name], Edge: s.Edge})
+	if s.GlobalACL, err = ipacl.New(aclLists(f.IPACL)); err != nil {
+		return nil, &Error{File: source, Msg: err.Error()}
 	}
-	for _, rc := range f.Routes {
-		r := &route.Route{
-			Name:     rc.Name,
-			Priority: rc.Priority,
-			Host:     rc.Match.Host,
-			Methods:  rc.Match.Methods,
-			Chain:    proxy(rc.Service),
-		}
-		if rc.Match.Path != "" {
-			r.Path = rc.Match.Path
-		} else {
-			r.Path, r.Kind = rc.Match.Prefix, route.Prefix
+	for i, rc := range f.Routes {
+		r, err := s.compileRoute(rc, i)
+		if err != nil {
+			var ce *Error
+			if errors.As(err, &ce) {
+				ce.File = source
+				return nil, ce
+			}
+			return nil, &Error{File: source, Line: rc.Line, Msg: fmt.Sprintf("route %q: %v", rc.Name, err)}
 		}
 		s.Routes = append(s.Routes, r)
 	}
@@ -130,18 +138,15 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 	}
 	s.Router = table
 	if f.DefaultService != "" {
-		s.Default = proxy(f.DefaultService)
+		s.Default = s.forwardChain(s.Services[f.DefaultService])
+	}
+	if len(f.Fallbacks) > 0 {
+		s.Fallback = s.fallbackChain(f.Fallbacks)
 	}
 	if nf := f.NotFound; nf != nil {
-		ct := nf.ContentType
-		if ct == "" {
-			ct = "application/json"
+		if s.NotFound, err = staticAnswer(nf, 404); err != nil {
+			return nil, &Error{File: source, Msg: "not_found: " + err.Error()}
 		}
-		st := &pipeline.Static{Status: nf.Status, ContentType: []byte(ct), Body: []byte(nf.Body)}
-		for k, v := range nf.Headers {
-			st.Headers = append(st.Headers, [2][]byte{[]byte(k), []byte(v)})
-		}
-		s.NotFound = st
 	}
 
 	c.mu.Lock()
@@ -167,15 +172,16 @@ func (c *Compiler) Release(snap *Snapshot) {
 // Load reads path (or parses data when path is ""), applies env overrides
 // and defaults, and compiles it.
 func (c *Compiler) Load(path string, data []byte, lookup func(string) (string, bool)) (*Snapshot, error) {
-	var f *File
-	var err error
 	name := path
 	if path == "" {
 		name = "embedded demo config"
-		f, err = Parse(name, data, lookup)
 	} else {
-		f, err = LoadFile(path, lookup)
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("reading config: %w", err)
+		}
 	}
+	f, err := Parse(name, data, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +189,12 @@ func (c *Compiler) Load(path string, data []byte, lookup func(string) (string, b
 		return nil, fmt.Errorf("environment: %w", err)
 	}
 	f.Defaults()
-	return c.Compile(f, name)
+	snap, err := c.Compile(f, name)
+	if err != nil {
+		return nil, err
+	}
+	snap.Digest = sha256.Sum256(data)
+	return snap, nil
 }
 
 func toBytes(ss []string) [][]byte {

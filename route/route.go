@@ -45,8 +45,8 @@ type Route struct {
 	// without the port.
 	Host string
 	// Path is an exact path, a prefix, or a regular expression (Go RE2
-	// syntax, matched against the whole normalized path unless anchored
-	// otherwise by the author), per Kind.
+	// syntax) per Kind. A regex matches anywhere in the normalized path
+	// unless the author anchors it with ^ and $.
 	Path    string
 	Kind    PathKind
 	Methods []string  // empty = any

@@ -62,6 +62,11 @@ func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 		g.Stats.ParseError()
 	} else {
 		c.ClientIP = codec.ClientIP(&req.Header, peer.Addr().Unmap(), snap.Edge.Trusted)
+		if uri := req.Header.RequestURI(); len(uri) > 0 && uri[0] != '/' && uri[0] != '*' {
+			// An absolute-form target's authority replaces Host (RFC 9112
+			// §3.2.2), for routing and upstream alike.
+			req.Header.SetHostBytes(req.URI().Host())
+		}
 		g.route(snap, c)
 	}
 	observe.StampResponse(c)
@@ -76,6 +81,9 @@ func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 }
 
 func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {
+	if snap.GlobalACL != nil && snap.GlobalACL.Handle(c) == pipeline.Stop {
+		return
+	}
 	if r := snap.Router.Match(c); r != nil {
 		c.RouteName = r.Name
 		r.Chain.Run(c)
@@ -85,6 +93,9 @@ func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {
 	case snap.Default != nil:
 		c.RouteName = "(default)"
 		snap.Default.Run(c)
+	case snap.Fallback != nil:
+		c.RouteName = "(fallback)"
+		snap.Fallback.Run(c)
 	case snap.NotFound != nil:
 		snap.NotFound.WriteTo(c)
 		c.Decision = "no route"

@@ -22,8 +22,13 @@ func serve(t *testing.T, svc *Service, method, uri string) (*pipeline.Ctx, *fast
 		Peer: netip.MustParseAddrPort("203.0.113.7:5555"), ClientIP: netip.MustParseAddr("203.0.113.7")}
 	c.Trace.FillHex()
 	c.Trace.SetRequestID([]byte("rid-1"))
-	(&Proxy{Service: svc, Edge: &Edge{Internal: defaultInternal()}}).Serve(c)
+	proxy(c, svc)
 	return c, resp
+}
+
+// proxy runs a forwarding chain: the edge filter, then the service.
+func proxy(c *pipeline.Ctx, svc *Service) {
+	pipeline.NewChain(svc, &Forwarding{Edge: &Edge{Internal: defaultInternal()}}).Run(c)
 }
 
 func defaultInternal() (in codec.Internal) {
@@ -68,7 +73,7 @@ func TestForwardHeaders(t *testing.T) {
 	c.Trace.SpanID = [8]byte{2}
 	c.Trace.FillHex()
 	c.Trace.SetRequestID([]byte("rid-1"))
-	(&Proxy{Service: svc, Edge: &Edge{Internal: defaultInternal()}}).Serve(c)
+	proxy(c, svc)
 	if resp.StatusCode() != 200 || string(resp.Body()) != "one" {
 		t.Fatalf("status %d body %q", resp.StatusCode(), resp.Body())
 	}

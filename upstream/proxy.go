@@ -12,12 +12,13 @@ type Edge struct {
 	Internal codec.Internal
 }
 
-// Proxy is the terminal action that prepares a client request for the
-// backend (hop-by-hop fields out, forwarding and trace fields in, internal
-// names stripped) and forwards it to Service.
-type Proxy struct {
-	Service *Service
-	Edge    *Edge
+// Forwarding is the filter that prepares a client request for a backend:
+// hop-by-hop fields out, forwarding and trace fields in, internal names
+// stripped. It runs first in the chain of every route that forwards, so
+// later filters (a rewrite of Host, say) see and keep its work; the
+// Service is the chain's action.
+type Forwarding struct {
+	Edge *Edge
 }
 
 var (
@@ -25,10 +26,10 @@ var (
 	strRequestID   = []byte("X-Request-Id")
 )
 
-// Serve implements pipeline.Action.
-func (p *Proxy) Serve(c *pipeline.Ctx) {
-	PrepareRequest(c, p.Edge)
-	p.Service.Serve(c)
+// Handle implements pipeline.Filter.
+func (f *Forwarding) Handle(c *pipeline.Ctx) pipeline.Verdict {
+	PrepareRequest(c, f.Edge)
+	return pipeline.Continue
 }
 
 // PrepareRequest rewrites c.Req's header section for the trip upstream.

@@ -209,6 +209,7 @@ func (l *load) summary() string {
 }
 
 const twoInstances = `
+watch: false
 services:
   api:
     instances: [{addr: "%s"}, {addr: "%s"}]
@@ -252,6 +253,41 @@ func TestReloadUnderLoad(t *testing.T) {
 			}
 			t.Logf("%s: %s", transport, l.summary())
 		})
+	}
+}
+
+func TestFileWatchReloads(t *testing.T) {
+	a := testutil.StartUpstream(t, "a")
+	b := testutil.StartUpstream(t, "b")
+	conf := func(addr string) string {
+		return fmt.Sprintf("services:\n  s: {instances: [{addr: %q}]}\nroutes:\n  - {name: r, match: {prefix: /}, service: s}\n", addr)
+	}
+	cfg := writeConfig(t, conf(a.Addr))
+	addr, admin := freePort(t), freePort(t)
+	startProc(t, addr, admin, nil, "run", "-c", cfg)
+	if _, body := get(t, "http://"+addr+"/"); body != "a" {
+		t.Fatalf("before: %s", body)
+	}
+	if err := os.WriteFile(cfg, []byte(conf(b.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, body := get(t, "http://"+addr+"/"); body == "b" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the edited file was not picked up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Saving the same text again is not a new version.
+	if err := os.WriteFile(cfg, []byte(conf(b.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, body := get(t, "http://"+admin+"/admin/config"); !strings.Contains(body, `"version":2`) {
+		t.Fatalf("version after one edit and one identical save: %s", body)
 	}
 }
 
@@ -384,4 +420,9 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 		t.Fatal("still accepting after drain")
 	}
+}
+
+func execCommand(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
 }

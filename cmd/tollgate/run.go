@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/tollgate/tollgate/admin"
 	"github.com/tollgate/tollgate/config"
@@ -143,6 +145,13 @@ func serve(path string, stderr io.Writer) error {
 		log.Info("admin listening", zap.String("addr", aln.Addr().String()))
 	}
 
+	if path != "" && *f.Watch {
+		stopWatch := make(chan struct{})
+		defer close(stopWatch)
+		go watchFile(path, time.Second, stopWatch, func() [32]byte { return gw.Snapshot().Digest },
+			func() { _, _ = reload("file changed") })
+	}
+
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- transport.Serve(ln) }()
 	log.Info("tollgate listening", zap.String("addr", ln.Addr().String()), zap.String("transport", f.Transport),
@@ -187,6 +196,37 @@ func serve(path string, stderr io.Writer) error {
 				log.Info("stopped cleanly")
 			}
 			return nil
+		}
+	}
+}
+
+// watchFile calls changed when the file at path differs from what is
+// running (current reports the running snapshot's digest), checking every
+// interval. Contents are compared, not times, so a touch, a save of the same
+// text or a SIGHUP that already loaded the edit reloads nothing; a
+// half-written file is refused and the next check loads the finished one.
+func watchFile(path string, interval time.Duration, stop <-chan struct{}, current func() [32]byte, changed func()) {
+	var lastMod time.Time
+	var lastSize int64
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		st, err := os.Stat(path)
+		if err != nil || (st.ModTime().Equal(lastMod) && st.Size() == lastSize) {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		lastMod, lastSize = st.ModTime(), st.Size()
+		if sha256.Sum256(b) != current() {
+			changed()
 		}
 	}
 }

@@ -1,0 +1,252 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tollgate/tollgate/ipacl"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/route"
+	"github.com/tollgate/tollgate/route/expr"
+	"github.com/tollgate/tollgate/upstream"
+)
+
+func aclLists(a *IPACL) (allow, deny []string) {
+	if a == nil {
+		return nil, nil
+	}
+	return a.Allow, a.Deny
+}
+
+// forwardChain is the chain of a route that only forwards to svc.
+func (s *Snapshot) forwardChain(svc *upstream.Service) *pipeline.Chain {
+	return pipeline.NewChain(svc, &upstream.Forwarding{Edge: s.Edge})
+}
+
+// compileRoute turns one configured route into its table entry and chain:
+// filters in the order Deprecation (so every answer is marked, refusals
+// included), ip_acl, forwarding headers, rewrite; then the action.
+func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
+	m := rc.Match
+	r := &route.Route{Name: rc.Name, Priority: rc.Priority, Host: m.Host, Methods: m.Methods, Order: order}
+	switch {
+	case countSet(m.Path, m.Prefix, m.Regex) != 1:
+		return nil, errors.New("match needs exactly one of path, prefix or regex")
+	case m.Path != "":
+		r.Path, r.Kind = m.Path, route.Exact
+	case m.Prefix != "":
+		r.Path, r.Kind = m.Prefix, route.Prefix
+	default:
+		r.Path, r.Kind = m.Regex, route.Regex
+	}
+	if m.Host != "" && strings.ContainsAny(m.Host, "/: ") {
+		return nil, fmt.Errorf("match.host %q must be a host name without port", m.Host)
+	}
+	for _, meth := range m.Methods {
+		if meth != strings.ToUpper(meth) || meth == "" {
+			return nil, fmt.Errorf("match.methods: %q must be an upper-case method", meth)
+		}
+	}
+	if m.When != "" {
+		cond, err := expr.Compile(m.When)
+		if err != nil {
+			var se *expr.SyntaxError
+			if errors.As(err, &se) && rc.WhenLine > 0 {
+				return nil, &Error{Line: rc.WhenLine, Col: rc.WhenCol + se.Pos,
+					Msg: fmt.Sprintf("route %q: match.when: %v", rc.Name, err)}
+			}
+			return nil, fmt.Errorf("match.when: %v", err)
+		}
+		r.When = cond
+	}
+
+	var filters []pipeline.Filter
+	if d := rc.Deprecated; d != nil {
+		dep, err := route.NewDeprecation(d.Since, d.Sunset, d.Successor)
+		if err != nil {
+			return nil, err
+		}
+		filters = append(filters, dep)
+	}
+	acl, err := ipacl.New(aclLists(rc.IPACL))
+	if err != nil {
+		return nil, err
+	}
+	if acl != nil {
+		filters = append(filters, acl)
+	}
+
+	actions := countSet(rc.Service, boolStr(len(rc.Split) > 0), boolStr(rc.Mock != nil), boolStr(rc.Offline != nil))
+	if actions != 1 {
+		return nil, errors.New("needs exactly one of service, split, mock or offline")
+	}
+	forwards := rc.Service != "" || len(rc.Split) > 0
+	if rc.Rewrite != nil && !forwards {
+		return nil, errors.New("rewrite applies only to routes that forward (service or split)")
+	}
+	if rc.SplitForce != nil && len(rc.Split) == 0 {
+		return nil, errors.New("split_force needs split")
+	}
+	if forwards {
+		filters = append(filters, &upstream.Forwarding{Edge: s.Edge})
+	}
+	if rw := rc.Rewrite; rw != nil {
+		f, err := route.NewRewrite(route.RewriteSpec{Path: rw.Path, StripPrefix: rw.StripPrefix, AddPrefix: rw.AddPrefix,
+			Regex: rw.Regex, Replace: rw.Replace, Host: rw.Host})
+		if err != nil {
+			return nil, err
+		}
+		filters = append(filters, f)
+	}
+
+	var action pipeline.Action
+	switch {
+	case rc.Service != "":
+		svc := s.Services[rc.Service]
+		if svc == nil {
+			return nil, fmt.Errorf("service %q is not defined", rc.Service)
+		}
+		action = svc
+	case len(rc.Split) > 0:
+		if action, err = s.compileSplit(rc); err != nil {
+			return nil, err
+		}
+	case rc.Mock != nil:
+		answers := make([]route.MockAnswer, 0, len(rc.Mock.Responses))
+		for i := range rc.Mock.Responses {
+			a := &rc.Mock.Responses[i]
+			st, err := staticAnswer(a, 200)
+			if err != nil {
+				return nil, fmt.Errorf("mock.responses[%d]: %v", i, err)
+			}
+			answers = append(answers, route.MockAnswer{Answer: st, Delay: a.Delay.D()})
+		}
+		if action, err = route.NewMock(rc.Mock.Pick, answers); err != nil {
+			return nil, err
+		}
+	default:
+		var st *pipeline.Static
+		if rc.Offline.Answer != nil {
+			if st, err = staticAnswer(rc.Offline.Answer, 410); err != nil {
+				return nil, fmt.Errorf("offline.answer: %v", err)
+			}
+		}
+		from := ""
+		if r.Kind == route.Prefix {
+			from = r.Path
+		}
+		if action, err = route.NewOffline(from, rc.Offline.Successor, st); err != nil {
+			return nil, err
+		}
+	}
+	r.Chain = pipeline.NewChain(action, filters...)
+	return r, nil
+}
+
+func (s *Snapshot) compileSplit(rc *Route) (pipeline.Action, error) {
+	var key *route.Key
+	rest := -1
+	sum := 0.0
+	targets := make([]route.SplitTarget, len(rc.Split))
+	for i, it := range rc.Split {
+		svc := s.Services[it.Service]
+		if svc == nil {
+			return nil, fmt.Errorf("split: service %q is not defined", it.Service)
+		}
+		targets[i] = route.SplitTarget{Name: it.Service, Action: svc}
+		if it.Percent == nil {
+			if rest >= 0 {
+				return nil, errors.New("split: only one item may leave out percent (it takes the rest)")
+			}
+			rest = i
+		} else {
+			targets[i].Percent = *it.Percent
+			sum += *it.Percent
+		}
+		if it.Key != "" {
+			k, err := route.ParseKey(it.Key)
+			if err != nil {
+				return nil, fmt.Errorf("split: %v", err)
+			}
+			if key != nil && key.String() != k.String() {
+				return nil, fmt.Errorf("split: items use different keys %s and %s; one split hashes one key", key, k)
+			}
+			key = &k
+		}
+	}
+	if rest >= 0 {
+		targets[rest].Percent = 100 - sum
+	}
+	var force []route.Key
+	if f := rc.SplitForce; f != nil {
+		if f.Header != "" {
+			force = append(force, mustKey("header."+f.Header))
+		}
+		if f.Cookie != "" {
+			force = append(force, mustKey("cookie."+f.Cookie))
+		}
+	}
+	return route.NewSplit(targets, key, force)
+}
+
+func mustKey(s string) route.Key {
+	k, err := route.ParseKey(s)
+	if err != nil {
+		panic(err) // built from a fixed prefix and a non-empty name
+	}
+	return k
+}
+
+// fallbackChain picks among the fallback services by weight.
+func (s *Snapshot) fallbackChain(fbs []Fallback) *pipeline.Chain {
+	if len(fbs) == 1 {
+		return s.forwardChain(s.Services[fbs[0].Service])
+	}
+	targets := make([]route.SplitTarget, 0, len(fbs))
+	for _, fb := range fbs {
+		targets = append(targets, route.SplitTarget{Name: fb.Service, Percent: float64(max(fb.Weight, 1)),
+			Action: s.Services[fb.Service]})
+	}
+	sp, err := route.NewSplitWeights(targets)
+	if err != nil {
+		panic(err) // every weight is at least 1
+	}
+	return pipeline.NewChain(sp, &upstream.Forwarding{Edge: s.Edge})
+}
+
+func staticAnswer(a *Answer, defaultStatus int) (*pipeline.Static, error) {
+	st := a.Status
+	if st == 0 {
+		st = defaultStatus
+	}
+	if st < 100 || st > 999 {
+		return nil, fmt.Errorf("status %d is not an HTTP status", st)
+	}
+	ct := a.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	out := &pipeline.Static{Status: st, ContentType: []byte(ct), Body: []byte(a.Body)}
+	for k, v := range a.Headers {
+		out.Headers = append(out.Headers, [2][]byte{[]byte(k), []byte(v)})
+	}
+	return out, nil
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func boolStr(b bool) string {
+	if b {
+		return "x"
+	}
+	return ""
+}

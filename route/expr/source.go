@@ -1,0 +1,282 @@
+package expr
+
+import (
+	"bytes"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/pipeline"
+)
+
+// valueKind says what a source lookup found.
+type valueKind uint8
+
+const (
+	absent    valueKind = iota
+	scalar              // a value that compares with literals
+	container           // a JSON object or array: present, equal to nothing
+)
+
+type bodyKind uint8
+
+const (
+	bodyUnknown bodyKind = iota // not looked at yet
+	bodyNone                    // no readable form or JSON body
+	bodyForm
+	bodyJSON
+)
+
+// evalState is what one evaluation learns about the request as it goes. It
+// lives on the evaluating goroutine's stack.
+type evalState struct {
+	c    *pipeline.Ctx
+	body bodyKind
+	data []byte // the body (form), or its first MaxJSONScan bytes (json)
+	cut  bool   // data is a prefix of a longer JSON body
+}
+
+// value looks up n's source. The returned bytes borrow from the request or
+// from c.Scratch and are valid until the next lookup.
+func (st *evalState) value(n *node) ([]byte, valueKind) {
+	c := st.c
+	var v []byte
+	switch n.src {
+	case srcQuery:
+		args := c.Req.URI().QueryArgs()
+		v = args.Peek(n.name)
+		if v == nil && !args.Has(n.name) {
+			return nil, absent
+		}
+		return v, scalar
+	case srcHeader:
+		var ok bool
+		if v, ok = header(&c.Req.Header, n.name); ok {
+			return v, scalar
+		}
+		return nil, absent
+	case srcCookie:
+		// fasthttp parses the Cookie header(s) once per request into a
+		// table it reuses across requests; after the first request on a
+		// fasthttp.Request, lookups allocate nothing. The table is also
+		// what fasthttp forwards once anything has looked at cookies, so
+		// reading it keeps routing and the upstream in agreement.
+		if v = c.Req.Header.Cookie(n.name); v != nil {
+			return v, scalar
+		}
+		return nil, absent
+	case srcForm:
+		if st.bodyOf() != bodyForm {
+			return nil, absent
+		}
+		return st.form(n.name)
+	case srcJSON:
+		if st.bodyOf() != bodyJSON {
+			return nil, absent
+		}
+		return st.json(n.path)
+	}
+	return nil, absent
+}
+
+// header returns the first value of the field named name, compared
+// case-insensitively: the netpoll transport keeps field names as the client
+// wrote them, and fasthttp's own Peek is then case-sensitive.
+func header(h *fasthttp.RequestHeader, name string) ([]byte, bool) {
+	for k, v := range h.All() {
+		if len(k) == len(name) && equalFold(k, name) {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// equalFold reports whether b and s are equal under ASCII case folding
+// (header names are ASCII tokens).
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		x, y := b[i], s[i]
+		if x == y {
+			continue
+		}
+		if x|0x20 != y|0x20 || x|0x20 < 'a' || x|0x20 > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxScratch is the largest buffer Eval grows c.Scratch to. A longer
+// decoded value (only a form value can be longer) gets a buffer of its own,
+// so that one huge request does not leave a huge buffer in the Ctx pool.
+const maxScratch = 64 << 10
+
+// buffer returns an empty buffer for decoding a value of up to n bytes.
+func (st *evalState) buffer(n int) []byte {
+	if n > cap(st.c.Scratch) {
+		return make([]byte, 0, n)
+	}
+	return st.c.Scratch[:0]
+}
+
+// keep stores a decoding buffer back into c.Scratch so that its capacity is
+// reused, unless it is one of buffer's oversized ones.
+func (st *evalState) keep(buf []byte) {
+	if cap(buf) <= maxScratch {
+		st.c.Scratch = buf[:0]
+	}
+}
+
+// bodyOf decides, once per evaluation, whether the body can be read as a
+// form or as JSON: it must be buffered (a stream still belongs to the
+// upstream and is never read here), not content-encoded, and of the right
+// media type.
+func (st *evalState) bodyOf() bodyKind {
+	if st.body != bodyUnknown {
+		return st.body
+	}
+	st.body = bodyNone
+	req := st.c.Req
+	if req.IsBodyStream() {
+		return bodyNone
+	}
+	kind := mediaKind(req.Header.ContentType())
+	if kind == bodyNone {
+		return bodyNone
+	}
+	if ce, ok := header(&req.Header, "Content-Encoding"); ok && len(ce) > 0 && !equalFold(trimSpace(ce), "identity") {
+		return bodyNone
+	}
+	data := req.Body()
+	if kind == bodyJSON && len(data) > MaxJSONScan {
+		data, st.cut = data[:MaxJSONScan], true
+	}
+	st.body, st.data = kind, data
+	return kind
+}
+
+// mediaKind classifies a Content-Type value: application/x-www-form-urlencoded,
+// application/json or anything ending in +json; parameters ignored.
+func mediaKind(ct []byte) bodyKind {
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = trimSpace(ct)
+	switch {
+	case equalFold(ct, "application/x-www-form-urlencoded"):
+		return bodyForm
+	case equalFold(ct, "application/json"):
+		return bodyJSON
+	case len(ct) > len("+json") && equalFold(ct[len(ct)-len("+json"):], "+json"):
+		return bodyJSON
+	}
+	return bodyNone
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// form finds the first parameter named name in the urlencoded body and
+// returns its decoded value (decoded into c.Scratch when it needs decoding).
+func (st *evalState) form(name string) ([]byte, valueKind) {
+	b := st.data
+	for len(b) > 0 {
+		var pair []byte
+		if i := bytes.IndexByte(b, '&'); i >= 0 {
+			pair, b = b[:i], b[i+1:]
+		} else {
+			pair, b = b, nil
+		}
+		key, val := pair, pair[len(pair):]
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			key, val = pair[:i], pair[i+1:]
+		}
+		if len(key) == 0 && len(val) == 0 {
+			continue
+		}
+		if !formKeyIs(key, name) {
+			continue
+		}
+		if bytes.IndexByte(val, '%') < 0 && bytes.IndexByte(val, '+') < 0 {
+			return val, scalar
+		}
+		buf := appendUnescaped(st.buffer(len(val)), val)
+		st.keep(buf)
+		return buf, scalar
+	}
+	return nil, absent
+}
+
+// formKeyIs reports whether the urlencoded key enc decodes to name, without
+// decoding it anywhere.
+func formKeyIs(enc []byte, name string) bool {
+	d := urlDecoder{b: enc}
+	j := 0
+	for ; ; j++ {
+		c, ok := d.next()
+		if !ok {
+			break
+		}
+		if j >= len(name) || name[j] != c {
+			return false
+		}
+	}
+	return j == len(name)
+}
+
+func appendUnescaped(dst, enc []byte) []byte {
+	d := urlDecoder{b: enc}
+	for {
+		c, ok := d.next()
+		if !ok {
+			return dst
+		}
+		dst = append(dst, c)
+	}
+}
+
+// urlDecoder yields the bytes an urlencoded string decodes to, the way
+// fasthttp decodes query strings: "+" is a space, "%XX" the byte XX, a "%"
+// without two hex digits after it stands for itself, and a "%" too close to
+// the end leaves the rest as it is.
+type urlDecoder struct {
+	b   []byte
+	i   int
+	raw bool // the rest is taken verbatim
+}
+
+func (d *urlDecoder) next() (byte, bool) {
+	if d.i >= len(d.b) {
+		return 0, false
+	}
+	c := d.b[d.i]
+	d.i++
+	if d.raw {
+		return c, true
+	}
+	switch c {
+	case '+':
+		return ' ', true
+	case '%':
+		if d.i+2 > len(d.b) {
+			d.raw = true
+			return c, true
+		}
+		hi, lo := unhex(d.b[d.i]), unhex(d.b[d.i+1])
+		if hi < 0 || lo < 0 {
+			return c, true
+		}
+		d.i += 2
+		return byte(hi<<4 | lo), true
+	}
+	return c, true
+}

@@ -1,0 +1,114 @@
+package route
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/tollgate/tollgate/pipeline"
+)
+
+// Split sends a route's traffic to several actions (usually services of
+// different versions) by percentage. With a key the choice is sticky:
+// xxhash(value) mod 100 picks the share, the same on every node and after
+// every reload, so one user always sees the same version. Requests without
+// the key are spread by the same percentages at random. A force header or
+// cookie naming one of the targets overrides both.
+type Split struct {
+	targets []SplitTarget
+	// bounds[i] is the cumulative share, in hundredths of a percent, that
+	// ends target i.
+	bounds []int
+	key    *Key
+	force  []Key
+}
+
+// SplitTarget is one share.
+type SplitTarget struct {
+	Name    string // what a force value must equal (the service name)
+	Percent float64
+	Action  pipeline.Action
+}
+
+// NewSplit checks that shares add up to 100 and builds the split.
+func NewSplit(targets []SplitTarget, key *Key, force []Key) (*Split, error) {
+	if len(targets) < 2 {
+		return nil, fmt.Errorf("split needs at least two targets")
+	}
+	s := &Split{targets: targets, key: key, force: force}
+	total := 0
+	for _, t := range targets {
+		if t.Percent < 0 || t.Percent > 100 {
+			return nil, fmt.Errorf("split: %s percent %v is outside 0..100", t.Name, t.Percent)
+		}
+		total += int(t.Percent*100 + 0.5)
+		s.bounds = append(s.bounds, total)
+	}
+	if total != 10000 {
+		return nil, fmt.Errorf("split percentages add up to %.2f, want 100", float64(total)/100)
+	}
+	return s, nil
+}
+
+// NewSplitWeights builds an unkeyed split whose targets' Percent fields are
+// relative weights (any positive numbers), as for weighted fallbacks.
+func NewSplitWeights(targets []SplitTarget) (*Split, error) {
+	total := 0.0
+	for _, t := range targets {
+		if t.Percent <= 0 {
+			return nil, fmt.Errorf("split: %s weight must be positive", t.Name)
+		}
+		total += t.Percent
+	}
+	s := &Split{targets: targets}
+	acc := 0.0
+	for _, t := range targets {
+		acc += t.Percent
+		s.bounds = append(s.bounds, int(acc/total*10000+0.5))
+	}
+	s.bounds[len(s.bounds)-1] = 10000
+	return s, nil
+}
+
+// Bucket maps a key value to 0..9999 (hundredths of a percent); exported so
+// tests and tools can predict where a user lands.
+func Bucket(v []byte) int { return int(xxhash.Sum64(v) % 10000) }
+
+// Serve implements pipeline.Action.
+func (s *Split) Serve(c *pipeline.Ctx) {
+	s.pick(c).Action.Serve(c)
+}
+
+func (s *Split) pick(c *pipeline.Ctx) *SplitTarget {
+	for _, f := range s.force {
+		if v := f.Value(c); len(v) > 0 {
+			for i := range s.targets {
+				if string(v) == s.targets[i].Name {
+					return &s.targets[i]
+				}
+			}
+		}
+	}
+	var b int
+	if v := s.keyValue(c); v != nil {
+		b = Bucket(v)
+	} else {
+		b = rand.IntN(10000)
+	}
+	for i, end := range s.bounds {
+		if b < end {
+			return &s.targets[i]
+		}
+	}
+	return &s.targets[len(s.targets)-1]
+}
+
+func (s *Split) keyValue(c *pipeline.Ctx) []byte {
+	if s.key == nil {
+		return nil
+	}
+	if v := s.key.Value(c); len(v) > 0 {
+		return v
+	}
+	return nil
+}
