@@ -34,10 +34,10 @@ func TestTraceAndForwardedHeaders(t *testing.T) {
 				t.Fatalf("X-Request-Id %q", r.Header.Peek("X-Request-Id"))
 			}
 			seen := up.Seen()
-			if seen[0].Headers["traceparent"] != got || seen[0].Headers["X-Request-Id"] != "abc-123" {
-				t.Fatalf("upstream got traceparent %q id %q", seen[0].Headers["traceparent"], seen[0].Headers["X-Request-Id"])
+			if seen[0].Header("traceparent") != got || seen[0].Header("X-Request-Id") != "abc-123" {
+				t.Fatalf("upstream got traceparent %q id %q", seen[0].Header("traceparent"), seen[0].Header("X-Request-Id"))
 			}
-			if seen[0].Headers["X-Real-IP"] != "127.0.0.1" || seen[0].Headers["X-Forwarded-For"] != "127.0.0.1" {
+			if seen[0].Header("X-Real-IP") != "127.0.0.1" || seen[0].Header("X-Forwarded-For") != "127.0.0.1" {
 				t.Fatalf("forwarding headers %v", seen[0].Headers)
 			}
 			// Without a traceparent the gateway creates one, and the
@@ -218,4 +218,47 @@ func serveBench(gw *Gateway, req *fasthttp.Request, resp *fasthttp.Response, pee
 	req.Header.DisableNormalizing()
 	_ = req.Header.Read(bufioReader(benchRaw))
 	gw.Serve(req, resp, peer)
+}
+
+// TestHeaderCaseCannotSmuggle: header names are case-insensitive, so a
+// client must not get hop-by-hop fields, a forged X-Forwarded-For or an
+// internal header through by spelling them in lower case.
+func TestHeaderCaseCannotSmuggle(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			up := testutil.StartUpstream(t, "ok")
+			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			raw := "GET /h HTTP/1.1\r\nHost: a\r\nconnection: keep-alive, x-secret\r\nx-secret: 1\r\nupgrade: h2c\r\n" +
+				"keep-alive: 5\r\nx-forwarded-for: 6.6.6.6\r\nx-real-ip: 6.6.6.6\r\nx-internal-role: admin\r\n" +
+				"proxy-authorization: basic x\r\nte: trailers\r\nx-request-id: client-id\r\n\r\n"
+			res := testutil.RawExchange(t, g.Addr, []byte(raw), 1, 3*time.Second)
+			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 {
+				t.Fatalf("%v", statuses(res))
+			}
+			seen := up.Last().Headers
+			for k, v := range seen {
+				lk := strings.ToLower(k)
+				switch lk {
+				case "connection", "x-secret", "upgrade", "keep-alive", "proxy-authorization", "te", "x-internal-role":
+					t.Errorf("%s: %s forwarded", k, v)
+				case "x-forwarded-for", "x-real-ip":
+					if v != "127.0.0.1" {
+						t.Errorf("%s: %s forwarded, want the peer only", k, v)
+					}
+				}
+			}
+			n := 0
+			for k := range seen {
+				if strings.EqualFold(k, "X-Forwarded-For") {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d X-Forwarded-For fields reached the upstream: %v", n, seen)
+			}
+			if got := string(res.Responses[0].Header.Peek("X-Request-Id")); got != "client-id" {
+				t.Errorf("lower-case x-request-id not honoured: %q", got)
+			}
+		})
+	}
 }

@@ -54,13 +54,12 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 		// is already too large) or none; this reference transport buffers
 		// bodies whole up to the limit, which also makes it refuse an
 		// oversized Content-Length before reading a byte of it.
-		MaxRequestBodySize:            int(o.MaxBodyBytes),
-		DisableHeaderNamesNormalizing: true,
-		DisablePreParseMultipartForm:  true,
-		NoDefaultServerHeader:         true,
-		NoDefaultContentType:          true,
-		CloseOnShutdown:               true,
-		Logger:                        discardLogger{},
+		MaxRequestBodySize:           int(o.MaxBodyBytes),
+		DisablePreParseMultipartForm: true,
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		Logger:                       discardLogger{},
 	}
 	return t
 }

@@ -403,8 +403,6 @@ func (t *netpollTransport) serveInput(c *npConn, w *npWork) bool {
 // connection stays open; when it returns false the connection is closed.
 func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 	req, resp := &w.req, &w.resp
-	req.Header.DisableNormalizing()
-	resp.Header.DisableNormalizing()
 	resp.Header.SetNoDefaultContentType(true)
 
 	c.readPhase(t.o.HeaderTimeout)

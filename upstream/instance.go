@@ -107,11 +107,10 @@ func newInstance(addr string, weight int, p Pool) *Instance {
 			// The path goes upstream normalized, exactly as it was routed, so
 			// "/public/../admin" cannot reach a backend as something the
 			// route table never saw.
-			DisablePathNormalizing:        false,
-			DisableHeaderNamesNormalizing: true,
-			NoDefaultUserAgentHeader:      true,
-			ReadBufferSize:                8 << 10,
-			WriteBufferSize:               8 << 10,
+			DisablePathNormalizing:   false,
+			NoDefaultUserAgentHeader: true,
+			ReadBufferSize:           8 << 10,
+			WriteBufferSize:          8 << 10,
 		},
 	}
 }

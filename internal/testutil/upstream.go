@@ -4,6 +4,7 @@ package testutil
 
 import (
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,4 +169,15 @@ func StartQuietUpstream(t testing.TB, body string) *Upstream {
 	go u.srv.Serve(ln) //nolint:errcheck
 	t.Cleanup(u.Close)
 	return u
+}
+
+// Header returns the value of the named header as received, matching the
+// name case-insensitively as HTTP does ("" when absent).
+func (s Seen) Header(name string) string {
+	for k, v := range s.Headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
 }
