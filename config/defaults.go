@@ -59,6 +59,35 @@ func (f *File) Defaults() {
 		f.AccessLog.Path = "stdout"
 	}
 	setInt(&f.AccessLog.Buffer, 65536)
+	if f.Cluster.Nodes == "" {
+		f.Cluster.Nodes = "auto"
+	}
+	setDur(&f.Cluster.Budget, 20*time.Millisecond)
+	setDur(&f.Signature.Window, 300*time.Second)
+	setInt(&f.Signature.NonceRate, 10000)
+	if f.Signature.NonceFalsePositive == 0 {
+		f.Signature.NonceFalsePositive = 1e-4
+	}
+	if f.Tiers == nil {
+		f.Tiers = map[string]int{}
+	}
+	for name, qps := range map[string]int{"free": 10, "basic": 100, "enterprise": 1000} {
+		if _, ok := f.Tiers[name]; !ok {
+			f.Tiers[name] = qps
+		}
+	}
+	for _, c := range f.Consumers {
+		if c != nil && c.Enabled == nil {
+			on := true
+			c.Enabled = &on
+		}
+	}
+	if f.JWT != nil {
+		setDur(&f.JWT.Leeway, 30*time.Second)
+		if f.JWT.RevocationKey == "" {
+			f.JWT.RevocationKey = "tollgate:revoked"
+		}
+	}
 	if f.Watch == nil {
 		on := true
 		f.Watch = &on

@@ -85,6 +85,11 @@ var EnvFlags = []EnvFlag{
 	{"TOLLGATE_READ_TIMEOUT", "3s", "default upstream read timeout", durFlag(func(f *File) *Duration { return &f.Upstream.Timeouts.Read })},
 	{"TOLLGATE_TOTAL_TIMEOUT", "5s", "default upstream total timeout, retry included", durFlag(func(f *File) *Duration { return &f.Upstream.Timeouts.Total })},
 	{"TOLLGATE_UPSTREAM_MAX_CONNS", "1024", "default connections per upstream instance", intFlag(func(f *File) *int { return &f.Upstream.MaxConns })},
+	{"TOLLGATE_REDIS", "(none: standalone)", "Redis address shared by the cluster's nodes", strFlag(func(f *File) *string { return &f.Cluster.Redis })},
+	{"TOLLGATE_REDIS_PASSWORD", "(none)", "Redis password", strFlag(func(f *File) *string { return &f.Cluster.Password })},
+	{"TOLLGATE_NODES", "auto", "cluster size: auto (membership through Redis) or a number", strFlag(func(f *File) *string { return &f.Cluster.Nodes })},
+	{"TOLLGATE_REDIS_BUDGET", "20ms", "longest a request waits for Redis before deciding alone", durFlag(func(f *File) *Duration { return &f.Cluster.Budget })},
+	{"TOLLGATE_SIGN_WINDOW", "300s", "allowed clock difference for signed requests", durFlag(func(f *File) *Duration { return &f.Signature.Window })},
 	{"TOLLGATE_ADMIN_LISTEN", "127.0.0.1:9901", "admin listener address, or off", strFlag(func(f *File) *string { return &f.Admin.Listen })},
 	{"TOLLGATE_ADMIN_TOKEN", "(none)", "bearer token the admin API requires for changes", strFlag(func(f *File) *string { return &f.Admin.Token })},
 }

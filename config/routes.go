@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/ipacl"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
@@ -75,6 +76,25 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	}
 	if acl != nil {
 		filters = append(filters, acl)
+	}
+
+	switch rc.Auth {
+	case "", "none":
+	case "signature":
+		if s.Consumers.Len() == 0 {
+			return nil, errors.New("auth: signature needs consumers")
+		}
+		filters = append(filters, auth.NewSignature(auth.SignatureConfig{
+			Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock, Window: s.File.Signature.Window.D(),
+			Route: rc.Name, NewChecker: newChecker,
+		}))
+	case "jwt":
+		if s.jwt == nil {
+			return nil, errors.New("auth: jwt needs the jwt section")
+		}
+		filters = append(filters, s.jwt)
+	default:
+		return nil, fmt.Errorf("auth %q: want signature, jwt or none", rc.Auth)
 	}
 
 	actions := countSet(rc.Service, boolStr(len(rc.Split) > 0), boolStr(rc.Mock != nil), boolStr(rc.Offline != nil))

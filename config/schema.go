@@ -28,6 +28,12 @@ type File struct {
 
 	IPACL *IPACL `yaml:"ip_acl"` // applies to every request, before routing
 
+	Cluster   Cluster        `yaml:"cluster"`
+	Tiers     map[string]int `yaml:"tiers"` // name → requests per second
+	Consumers []*Consumer    `yaml:"consumers"`
+	Signature Signature      `yaml:"signature"`
+	JWT       *JWT           `yaml:"jwt"`
+
 	Services       map[string]*Service `yaml:"services"`
 	Routes         []*Route            `yaml:"routes"`
 	DefaultService string              `yaml:"default_service"`
@@ -110,12 +116,69 @@ type Instance struct {
 	Weight int    `yaml:"weight"` // default 1
 }
 
+// Cluster is how nodes share state.
+type Cluster struct {
+	// Redis is "host:port" (several, comma-separated or as a list in a
+	// future version, for Redis Cluster); empty = standalone.
+	Redis    string `yaml:"redis"`
+	Password string `yaml:"password"`
+	// Nodes is "auto" (membership through Redis) or a fixed count.
+	Nodes string `yaml:"nodes"`
+	// Budget bounds the one Redis call a request may wait for (the nonce
+	// claim); default 20ms. Past it the node decides alone.
+	Budget Duration `yaml:"budget"`
+}
+
+// Consumer is one calling application.
+type Consumer struct {
+	AppKey     string   `yaml:"app_key"`
+	Secret     string   `yaml:"secret"`      // literal (use ${ENV} to keep it out of the file)
+	SecretFile string   `yaml:"secret_file"` // or read from a file (trailing newline dropped)
+	Tier       string   `yaml:"tier"`        // a tiers name; default free
+	QPS        int      `yaml:"qps"`         // custom quota instead of a tier
+	Enabled    *bool    `yaml:"enabled"`     // default true
+	Routes     []string `yaml:"routes"`      // allow-list of route names; default all
+}
+
+// Signature configures signed-request verification.
+type Signature struct {
+	Window Duration `yaml:"window"` // default 300s; nonces are kept 2 × window
+	// NonceRate is the nonces per second the replay filter is sized for
+	// (default 10000) and NonceFalsePositive its false positive rate
+	// (default 0.0001).
+	NonceRate          int     `yaml:"nonce_rate"`
+	NonceFalsePositive float64 `yaml:"nonce_false_positive"`
+}
+
+// JWT configures bearer-token verification.
+type JWT struct {
+	Issuer   string   `yaml:"issuer"`
+	Audience string   `yaml:"audience"`
+	Leeway   Duration `yaml:"leeway"` // default 30s
+	Keys     []JWTKey `yaml:"keys"`
+	JWKSFile string   `yaml:"jwks_file"` // keys from a JWKS document (reloaded with the config)
+	// RevocationKey is the Redis sorted set of revoked "jti:<id>" and
+	// "sub:<subject>" members; default tollgate:revoked.
+	RevocationKey string `yaml:"revocation_key"`
+}
+
+// JWTKey is one verification key.
+type JWTKey struct {
+	KID           string `yaml:"kid"`
+	Alg           string `yaml:"alg"` // HS256 | RS256 | ES256
+	Secret        string `yaml:"secret"`
+	PublicKeyFile string `yaml:"public_key_file"`
+}
+
 // Route is one routing rule. Its action is exactly one of service, split,
 // mock or offline.
 type Route struct {
 	Name     string `yaml:"name"`
 	Priority int    `yaml:"priority"`
 	Match    Match  `yaml:"match"`
+
+	// Auth is signature, jwt or none (default): who may call the route.
+	Auth string `yaml:"auth"`
 
 	Service    string      `yaml:"service"`
 	Split      []SplitItem `yaml:"split"`

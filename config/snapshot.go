@@ -9,11 +9,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/auth"
+	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/ipacl"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
 	"github.com/tollgate/tollgate/upstream"
+	"go.uber.org/zap"
 )
 
 // Snapshot is one compiled configuration. It is immutable: a request loads
@@ -40,22 +44,55 @@ type Snapshot struct {
 	// else Fallback, a weighted choice among fallbacks, when set.
 	Default  *pipeline.Chain
 	Fallback *pipeline.Chain
+	// Consumers are the known apps; the auth filters of routes use them.
+	Consumers *auth.Consumers
+	nonces    *auth.NonceStore
+	jwt       *auth.JWT
+	clock     *clock.Clock
+
 	// NotFound answers when nothing matches and there is no default.
 	NotFound        *pipeline.Static
 	NotFoundDefault *pipeline.Canned
 }
 
-// Compiler turns Files into Snapshots with increasing versions, sharing
-// upstream instances between them through its registry.
+// Compiler turns Files into Snapshots with increasing versions. It also
+// owns the state that must outlive a reload: upstream instances (through
+// its registry), the Redis client, the nonce filters and revocation views.
 type Compiler struct {
 	Registry *upstream.Registry
+	Clock    *clock.Clock
+	Logger   *zap.Logger // for the cluster client; nil = silent
+	// Offline compiles without connecting anywhere (tollgate validate).
+	Offline bool
 
 	mu      sync.Mutex
 	version uint64
+
+	stateMu sync.Mutex
+	cluster *cluster.Client
+	nonces  map[string]*auth.NonceStore
+	views   map[string]*revocationView
 }
 
 // NewCompiler returns a compiler whose first snapshot is version 1.
-func NewCompiler() *Compiler { return &Compiler{Registry: upstream.NewRegistry()} }
+func NewCompiler() *Compiler {
+	return &Compiler{Registry: upstream.NewRegistry(), Clock: clock.New(nil, nil)}
+}
+
+// Cluster returns the Redis client, nil in standalone mode or before the
+// first snapshot that names one.
+func (c *Compiler) Cluster() *cluster.Client {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.cluster
+}
+
+// Close releases the long-lived state (the Redis client).
+func (c *Compiler) Close() {
+	if cl := c.Cluster(); cl != nil {
+		cl.Close()
+	}
+}
 
 // Compile validates f (defaults must be applied) and builds a snapshot. A
 // failure changes nothing: no version is used up, no instance is dropped.
@@ -116,6 +153,20 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 			return nil, &Error{File: source, Line: sc.Line, Msg: err.Error()}
 		}
 		s.Services[name] = svc
+	}
+	cl, err := c.clusterClient(f)
+	if err != nil {
+		return nil, &Error{File: source, Msg: err.Error()}
+	}
+	if s.Consumers, err = compileConsumers(f); err != nil {
+		return nil, &Error{File: source, Msg: err.Error()}
+	}
+	s.nonces = c.nonceStore(f, cl)
+	s.clock = c.Clock
+	if f.JWT != nil {
+		if s.jwt, err = c.compileJWT(f.JWT, cl); err != nil {
+			return nil, &Error{File: source, Msg: err.Error()}
+		}
 	}
 	if s.GlobalACL, err = ipacl.New(aclLists(f.IPACL)); err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}

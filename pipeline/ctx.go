@@ -33,6 +33,13 @@ type Ctx struct {
 
 	Trace Trace
 
+	// Consumer is the authenticated caller (a consumer's app_key, or a
+	// token's subject) and UserID the end user it acts for, "" when
+	// unauthenticated. Both point into config or a verified-token cache,
+	// so setting them allocates nothing.
+	Consumer string
+	UserID   string
+
 	// RouteName names the matched route ("" when none matched). It points
 	// into the config snapshot, so it costs no allocation.
 	RouteName string

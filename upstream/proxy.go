@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
@@ -24,6 +25,8 @@ type Forwarding struct {
 var (
 	strTraceparent = []byte("traceparent")
 	strRequestID   = []byte("X-Request-Id")
+	strConsumer    = []byte("X-Consumer")
+	strUserID      = []byte("X-User-Id")
 )
 
 // Handle implements pipeline.Filter.
@@ -47,6 +50,15 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge) {
 		c.Scratch = codec.SetForwarded(h, peer, client, trusted, c.Scratch)
 	} else {
 		h.DelBytes([]byte("X-Forwarded-For"))
+	}
+	// The identity fields are the gateway's word, never the client's.
+	h.DelBytes(strConsumer)
+	h.DelBytes(strUserID)
+	if c.Consumer != "" {
+		h.SetBytesKV(strConsumer, bytesconv.S2B(c.Consumer))
+	}
+	if c.UserID != "" {
+		h.SetBytesKV(strUserID, bytesconv.S2B(c.UserID))
 	}
 	c.Scratch = c.Trace.AppendTraceparent(c.Scratch[:0])
 	h.SetBytesKV(strTraceparent, c.Scratch)

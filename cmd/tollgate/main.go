@@ -2,6 +2,7 @@
 //
 //	tollgate [run] [-c FILE]   serve (the default; no file = built-in demo)
 //	tollgate validate FILE     check a configuration file and exit
+//	tollgate sign ...          sign a request for a consumer
 //	tollgate version           print the version
 package main
 
@@ -32,6 +33,8 @@ func mainWithArgs(args []string, stdout, stderr io.Writer) int {
 		return run(args, stdout, stderr)
 	case "validate":
 		return validate(args, stdout, stderr)
+	case "sign":
+		return signCommand(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "tollgate", version)
 		return 0
@@ -50,6 +53,8 @@ func usage(w io.Writer) {
 Usage:
   tollgate [run] [-c FILE]   serve; without a file, a built-in demo config and upstream
   tollgate validate FILE     check a configuration file (errors name their line)
+  tollgate sign --app-key K --secret S [--method M] [--curl] URL [-d FORM]
+                             print the signature headers (or a curl line) for a request
   tollgate version           print the version
 
 Signals: SIGHUP reloads the configuration file; SIGTERM/SIGINT drain and stop.
@@ -69,7 +74,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: tollgate validate FILE")
 		return 2
 	}
-	snap, err := config.NewCompiler().Load(args[0], nil, os.LookupEnv)
+	compiler := config.NewCompiler()
+	compiler.Offline = true
+	snap, err := compiler.Load(args[0], nil, os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

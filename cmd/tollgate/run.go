@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/admin"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/server"
 	"go.uber.org/zap"
@@ -41,19 +42,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func newLogger(level string, w io.Writer) *zap.Logger {
-	var lvl zapcore.Level
-	if err := lvl.Set(level); err != nil {
-		lvl = zapcore.InfoLevel
+// newLogger returns the operational logger; its level can be changed after
+// the configuration is read.
+func newLogger(w io.Writer) (*zap.Logger, zap.AtomicLevel) {
+	lvl := zap.NewAtomicLevelAt(zapcore.InfoLevel)
+	if v := os.Getenv("TOLLGATE_LOG_LEVEL"); v != "" {
+		_ = lvl.UnmarshalText([]byte(v))
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 	enc.TimeKey = "time"
-	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl))
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)), lvl
 }
 
 func serve(path string, stderr io.Writer) error {
+	log, level := newLogger(stderr)
+	defer log.Sync() //nolint:errcheck
 	compiler := config.NewCompiler()
+	compiler.Logger = log
+	compiler.Clock = clock.New(nil, func(by time.Duration) {
+		log.Warn("the host clock stepped back; gateway time holds until it catches up, so no replay window opens",
+			zap.Duration("by", by))
+	})
+	defer compiler.Close()
 	lookup := os.LookupEnv
 	var demo *demoUpstream
 	if path == "" {
@@ -75,8 +86,7 @@ func serve(path string, stderr io.Writer) error {
 		return err
 	}
 	f := snap.File
-	log := newLogger(f.LogLevel, stderr)
-	defer log.Sync() //nolint:errcheck
+	_ = level.UnmarshalText([]byte(f.LogLevel))
 	if f.Workers > 0 {
 		runtime.GOMAXPROCS(f.Workers)
 	}

@@ -1,0 +1,562 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func newClient(t testing.TB, addr string, edit ...func(*Options)) *Client {
+	t.Helper()
+	o := Options{Addrs: []string{addr}}
+	for _, e := range edit {
+		e(&o)
+	}
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// waitFor polls cond every millisecond and returns how long it took to
+// become true, failing the test after limit.
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"no address", Options{}},
+		{"empty address", Options{Addrs: []string{""}}},
+		{"negative budget", Options{Addrs: []string{"127.0.0.1:1"}, Budget: -1}},
+		{"space in node id", Options{Addrs: []string{"127.0.0.1:1"}, NodeID: "a b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.o); err == nil {
+				t.Fatal("New accepted invalid options")
+			}
+		})
+	}
+}
+
+func TestClaimNonceFreshThenReplayed(t *testing.T) {
+	r := testutil.StartRedis(t)
+	c := newClient(t, r.Addr)
+	if !c.Healthy() {
+		t.Fatal("not healthy with Redis up")
+	}
+	fresh, err := c.ClaimNonce("nonce:app:n1", 10*time.Second)
+	if err != nil || !fresh {
+		t.Fatalf("first claim = %v, %v; want fresh", fresh, err)
+	}
+	fresh, err = c.ClaimNonce("nonce:app:n1", 10*time.Second)
+	if err != nil || fresh {
+		t.Fatalf("second claim = %v, %v; want replayed", fresh, err)
+	}
+	if ttl, _ := r.Command("TTL", "nonce:app:n1"); ttl != "10" && ttl != "9" {
+		t.Fatalf("TTL = %s; want 10 (EX)", ttl)
+	}
+	if _, err := c.ClaimNonce("nonce:app:n2", 1500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	pttl, _ := r.Command("PTTL", "nonce:app:n2")
+	if ms, _ := strconv.Atoi(pttl); ms <= 1000 || ms > 1500 {
+		t.Fatalf("PTTL = %s; want (1000, 1500] (PX)", pttl)
+	}
+	if _, err := c.ClaimNonce("k", 0); !errors.Is(err, ErrBadTTL) {
+		t.Fatalf("zero ttl: %v", err)
+	}
+}
+
+func TestClaimNonceSharedByNodes(t *testing.T) {
+	r := testutil.StartRedis(t)
+	a := newClient(t, r.Addr, func(o *Options) { o.NodeID = "a" })
+	b := newClient(t, r.Addr, func(o *Options) { o.NodeID = "b" })
+	for i := range 50 {
+		key := "nonce:app:" + strconv.Itoa(i)
+		first, second := a, b
+		if i%2 == 1 {
+			first, second = b, a
+		}
+		if fresh, err := first.ClaimNonce(key, time.Minute); err != nil || !fresh {
+			t.Fatalf("%s on first node = %v, %v", key, fresh, err)
+		}
+		if fresh, err := second.ClaimNonce(key, time.Minute); err != nil || fresh {
+			t.Fatalf("%s on second node = %v, %v; want replayed", key, fresh, err)
+		}
+	}
+}
+
+func TestClaimNonceConcurrentExactlyOneFresh(t *testing.T) {
+	r := testutil.StartRedis(t)
+	a := newClient(t, r.Addr)
+	b := newClient(t, r.Addr)
+	var fresh atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 64 {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Go(func() {
+			ok, err := c.ClaimNonce("nonce:race", time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				fresh.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if fresh.Load() != 1 {
+		t.Fatalf("%d fresh claims of one nonce; want 1", fresh.Load())
+	}
+}
+
+func TestClaimNonceTTLHonoured(t *testing.T) {
+	r := testutil.StartRedis(t)
+	c := newClient(t, r.Addr)
+	if fresh, _ := c.ClaimNonce("nonce:short", 200*time.Millisecond); !fresh {
+		t.Fatal("not fresh")
+	}
+	if fresh, _ := c.ClaimNonce("nonce:short", 200*time.Millisecond); fresh {
+		t.Fatal("fresh again before the ttl")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if fresh, err := c.ClaimNonce("nonce:short", 200*time.Millisecond); err != nil || !fresh {
+		t.Fatalf("after the ttl = %v, %v; want fresh", fresh, err)
+	}
+}
+
+// claimStorm runs n concurrent ClaimNonce calls released together and
+// returns the slowest call and the errors.
+func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []error) {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		start = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			t0 := time.Now()
+			_, err := c.ClaimNonce(prefix+strconv.Itoa(i), time.Minute)
+			d := time.Since(t0)
+			mu.Lock()
+			slowest = max(slowest, d)
+			errs = append(errs, err)
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return slowest, errs
+}
+
+func TestFrozenRedisBoundedAndRecovers(t *testing.T) {
+	r := testutil.StartRedis(t)
+	core, logs := observer.New(zapcore.InfoLevel)
+	c := newClient(t, r.Addr, func(o *Options) { o.Logger = zap.New(core) })
+	if fresh, err := c.ClaimNonce("warm", time.Minute); err != nil || !fresh {
+		t.Fatalf("warm-up claim: %v, %v", fresh, err)
+	}
+
+	r.Freeze()
+	slowest, errs := claimStorm(c, 200, "frozen:")
+	for _, err := range errs {
+		if !errors.Is(err, ErrDegraded) {
+			t.Fatalf("claim while frozen: %v; want ErrDegraded", err)
+		}
+	}
+	budget := c.o.Budget
+	t.Logf("200 concurrent claims on a frozen Redis: slowest %v (budget %v)", slowest, budget)
+	if slowest > budget+5*time.Millisecond {
+		t.Fatalf("slowest claim took %v; budget %v + 5ms", slowest, budget)
+	}
+	st := c.Stats()
+	if st.Healthy || st.Degraded != 1 || st.Timeouts == 0 || st.Timeouts+st.Refused != 200 {
+		t.Fatalf("stats after the storm: %+v", st)
+	}
+	// Degraded: refused at once, Redis not touched.
+	t0 := time.Now()
+	if _, err := c.ClaimNonce("more", time.Minute); !errors.Is(err, ErrDegraded) || time.Since(t0) > time.Millisecond {
+		t.Fatalf("degraded claim: %v after %v", err, time.Since(t0))
+	}
+
+	time.Sleep(1500 * time.Millisecond) // stay frozen past rueidis's own timeouts
+	r.Thaw()
+	took := waitFor(t, 2*time.Second, "recovery after SIGCONT", c.Healthy)
+	t.Logf("recovered %v after SIGCONT", took)
+	if took > 1200*time.Millisecond {
+		t.Errorf("recovery took %v; want about a second at most", took)
+	}
+	if fresh, err := c.ClaimNonce("after-thaw", time.Minute); err != nil || !fresh {
+		t.Fatalf("claim after recovery: %v, %v", fresh, err)
+	}
+	st = c.Stats()
+	if st.Degraded != 1 || st.Recovered != 1 {
+		t.Fatalf("stats after recovery: %+v", st)
+	}
+	if n := logs.FilterMessageSnippet("degraded").Len(); n != 1 {
+		t.Errorf("%d degraded log lines; want 1", n)
+	}
+	if n := logs.FilterMessage("redis recovered").Len(); n != 1 {
+		t.Errorf("%d recovered log lines; want 1", n)
+	}
+}
+
+func TestSaturationRefuses(t *testing.T) {
+	r := testutil.StartRedis(t)
+	c := newClient(t, r.Addr, func(o *Options) { o.MaxInFlight = 4; o.Budget = 50 * time.Millisecond })
+	r.Freeze()
+	defer r.Thaw()
+	slowest, errs := claimStorm(c, 50, "sat:")
+	for _, err := range errs {
+		if !errors.Is(err, ErrDegraded) {
+			t.Fatalf("claim: %v; want ErrDegraded", err)
+		}
+	}
+	st := c.Stats()
+	t.Logf("slowest %v, stats %+v", slowest, st)
+	if st.Saturated == 0 || st.Timeouts > 4 || st.InFlight > 4 {
+		t.Fatalf("stats: %+v; want saturation with at most 4 calls in flight", st)
+	}
+}
+
+func TestKilledRedisRecoversAfterRestart(t *testing.T) {
+	r := testutil.StartRedis(t)
+	c := newClient(t, r.Addr)
+	if fresh, err := c.ClaimNonce("before", time.Minute); err != nil || !fresh {
+		t.Fatalf("claim: %v, %v", fresh, err)
+	}
+	r.Kill()
+	slowest, errs := claimStorm(c, 200, "dead:")
+	for _, err := range errs {
+		if !errors.Is(err, ErrDegraded) {
+			t.Fatalf("claim on a dead Redis: %v", err)
+		}
+	}
+	t.Logf("200 concurrent claims on a killed Redis: slowest %v", slowest)
+	if slowest > c.o.Budget+5*time.Millisecond {
+		t.Fatalf("slowest claim took %v", slowest)
+	}
+	time.Sleep(500 * time.Millisecond)
+	r.Restart()
+	took := waitFor(t, 2*time.Second, "recovery after restart", c.Healthy)
+	t.Logf("recovered %v after restart", took)
+	if took > time.Second {
+		t.Errorf("recovery took %v", took)
+	}
+	if fresh, err := c.ClaimNonce("after", time.Minute); err != nil || !fresh {
+		t.Fatalf("claim after restart: %v, %v", fresh, err)
+	}
+}
+
+func TestNewWithRedisDown(t *testing.T) {
+	r := testutil.StartRedis(t)
+	r.Kill()
+	t0 := time.Now()
+	c := newClient(t, r.Addr)
+	if d := time.Since(t0); d > 600*time.Millisecond {
+		t.Fatalf("New took %v with Redis down", d)
+	}
+	if c.Healthy() {
+		t.Fatal("healthy with Redis down")
+	}
+	if _, err := c.ClaimNonce("n", time.Minute); !errors.Is(err, ErrDegraded) {
+		t.Fatalf("claim: %v", err)
+	}
+	if err := c.AddToSet("revoked", "x", time.Minute); !errors.Is(err, ErrDegraded) {
+		t.Fatalf("AddToSet: %v", err)
+	}
+	v := c.WatchSet("revoked", 0)
+	if v.Len() != 0 || c.LiveNodes() != 1 {
+		t.Fatal("views not empty")
+	}
+	time.Sleep(600 * time.Millisecond) // a few failed probes
+	r.Restart()
+	took := waitFor(t, 2*time.Second, "first connection", c.Healthy)
+	t.Logf("connected %v after the server started", took)
+	if fresh, err := c.ClaimNonce("n", time.Minute); err != nil || !fresh {
+		t.Fatalf("claim after start: %v, %v", fresh, err)
+	}
+	if out, _ := r.Command("EXISTS", "n"); out != "1" {
+		t.Fatalf("nonce not in the new server: EXISTS = %s", out)
+	}
+	if err := c.AddToSet("revoked", "x", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "view after start", func() bool { return v.HasString("x") })
+	if st := c.Stats(); st.Degraded != 1 || st.Recovered != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	r := testutil.StartRedis(t)
+	c := newClient(t, r.Addr)
+	c.Close()
+	c.Close()
+	if _, err := c.ClaimNonce("n", time.Minute); !errors.Is(err, ErrClosed) {
+		t.Fatalf("claim after Close: %v", err)
+	}
+	if err := c.AddToSet("s", "m", time.Minute); !errors.Is(err, ErrClosed) {
+		t.Fatalf("AddToSet after Close: %v", err)
+	}
+	c.WatchSet("s", 0) // no loop, no panic
+	c.Heartbeat("", 0)
+}
+
+// TestSetViewPropagation: a revocation written on one node is seen by
+// another node's view within a second (in practice within a round trip,
+// thanks to the invalidation push).
+func TestSetViewPropagation(t *testing.T) {
+	r := testutil.StartRedis(t)
+	a := newClient(t, r.Addr)
+	b := newClient(t, r.Addr)
+	va := a.WatchSet("revoked", 200*time.Millisecond)
+	vb := b.WatchSet("revoked", 200*time.Millisecond)
+	<-va.Ready()
+	<-vb.Ready()
+
+	var delays []time.Duration
+	for i := range 20 {
+		m := "jti-" + strconv.Itoa(i)
+		t0 := time.Now()
+		if err := a.AddToSet("revoked", m, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Second, "revocation reaching the other node", func() bool { return vb.Has([]byte(m)) })
+		delays = append(delays, time.Since(t0))
+		time.Sleep(10 * time.Millisecond)
+	}
+	slices.Sort(delays)
+	t.Logf("AddToSet on node A -> visible on node B: median %v, max %v (20 runs)", delays[len(delays)/2], delays[len(delays)-1])
+	waitFor(t, time.Second, "own view", func() bool { return va.Len() == 20 })
+
+	// Expiry: a short revocation leaves every view by itself.
+	if err := b.AddToSet("revoked", "short", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "short entry visible", func() bool { return va.HasString("short") })
+	waitFor(t, time.Second, "short entry expired", func() bool { return !va.HasString("short") && !vb.HasString("short") })
+
+	// Re-adding with a shorter ttl keeps the later expiry.
+	if err := a.AddToSet("revoked", "jti-0", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if !vb.HasString("jti-0") {
+		t.Fatal("shorter re-add cut the expiry")
+	}
+	if err := a.RemoveFromSet("revoked", "jti-0"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "removal", func() bool { return !vb.HasString("jti-0") })
+
+	// The key itself expires with its last member.
+	pttl, _ := r.Command("PTTL", "revoked")
+	if ms, _ := strconv.Atoi(pttl); ms <= 0 || ms > 60_000 {
+		t.Fatalf("PTTL of the set = %s; want (0, 60000]", pttl)
+	}
+}
+
+// TestSetViewSteadyStateFromCache: refreshing a view every 200ms sends no
+// command to Redis while the set does not change; a control view whose
+// cache TTL is 1ms shows what polling would cost.
+func TestSetViewSteadyStateFromCache(t *testing.T) {
+	r := testutil.StartRedis(t)
+	a := newClient(t, r.Addr)
+	b := newClient(t, r.Addr)
+	if err := a.AddToSet("revoked", "jti", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	va := a.WatchSet("revoked", 200*time.Millisecond)
+	vb := b.WatchSet("revoked", 200*time.Millisecond)
+	waitFor(t, time.Second, "views loaded", func() bool { return va.HasString("jti") && vb.HasString("jti") })
+	time.Sleep(200 * time.Millisecond)
+
+	zrange := func() int64 {
+		n, err := r.CommandStat("zrange")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before, ra, rb := zrange(), va.Stats(), vb.Stats()
+	time.Sleep(3 * time.Second)
+	after, ra2, rb2 := zrange(), va.Stats(), vb.Stats()
+	reads := (ra2.Reads - ra.Reads) + (rb2.Reads - rb.Reads)
+	t.Logf("3s idle, 2 views at 200ms: %d refreshes, cmdstat_zrange %d -> %d (+%d), fetches +%d",
+		reads, before, after, after-before, (ra2.Fetches-ra.Fetches)+(rb2.Fetches-rb.Fetches))
+	if reads < 20 {
+		t.Fatalf("only %d refreshes in 3s", reads)
+	}
+	if after-before > 2 {
+		t.Fatalf("cmdstat_zrange grew by %d over %d refreshes; want the cache to serve them", after-before, reads)
+	}
+
+	// Control: the same view without effective caching polls Redis.
+	c := newClient(t, r.Addr, func(o *Options) { o.CacheTTL = time.Millisecond })
+	vc := c.WatchSet("revoked", 200*time.Millisecond)
+	<-vc.Ready()
+	before = zrange()
+	time.Sleep(time.Second)
+	after = zrange()
+	t.Logf("control view with a 1ms cache TTL: cmdstat_zrange +%d in 1s", after-before)
+	if after-before < 3 {
+		t.Fatalf("control view sent only %d ZRANGE in 1s; the measurement is blind", after-before)
+	}
+}
+
+func TestSetViewKeepsContentsWhileRedisDown(t *testing.T) {
+	r := testutil.StartRedis(t)
+	c := newClient(t, r.Addr)
+	v := c.WatchSet("revoked", 50*time.Millisecond)
+	if err := c.AddToSet("revoked", "jti", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddToSet("revoked", "brief", 400*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "loaded", func() bool { return v.Len() == 2 })
+	updated := v.Updated()
+	r.Kill()
+	waitFor(t, 2*time.Second, "degraded", func() bool { return !c.Healthy() })
+	time.Sleep(600 * time.Millisecond)
+	if !v.HasString("jti") || !v.HasString("brief") {
+		t.Fatalf("view lost contents while Redis is down: %v", v.Members())
+	}
+	if v.Updated().After(updated.Add(100 * time.Millisecond)) {
+		t.Fatal("Updated advanced while Redis is down")
+	}
+	r.Restart() // empty server
+	waitFor(t, 2*time.Second, "view resynced", func() bool { return c.Healthy() && v.Len() == 0 })
+}
+
+func TestLiveNodes(t *testing.T) {
+	r := testutil.StartRedis(t)
+	var cs []*Client
+	for i := range 3 {
+		c, err := New(Options{Addrs: []string{r.Addr}, NodeID: fmt.Sprintf("node-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if c.LiveNodes() != 1 {
+			t.Fatal("LiveNodes before Heartbeat")
+		}
+		c.Heartbeat("", 100*time.Millisecond)
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		waitFor(t, time.Second, "3 live nodes", func() bool { return c.LiveNodes() == 3 })
+	}
+	cs[2].Close()
+	for _, c := range cs[:2] {
+		waitFor(t, time.Second, "2 live nodes after a node left", func() bool { return c.LiveNodes() == 2 })
+	}
+	// A node that stops heartbeating without leaving expires in 3 beats.
+	r.Freeze()
+	waitFor(t, 3*time.Second, "degraded", func() bool { return !cs[0].Healthy() && !cs[1].Healthy() })
+	if cs[0].LiveNodes() != 2 {
+		t.Fatalf("LiveNodes while degraded = %d; want the last known 2", cs[0].LiveNodes())
+	}
+	r.Thaw()
+	waitFor(t, 3*time.Second, "recovered", func() bool { return cs[0].Healthy() && cs[0].LiveNodes() == 2 })
+}
+
+func TestSetViewHasNoAllocs(t *testing.T) {
+	v := &SetView{}
+	v.entries = []setEntry{{"jti-1", time.Now().Add(time.Hour).UnixMilli()}, {"jti-2", 1}}
+	v.publish(time.Now(), time.Now())
+	hit, miss := []byte("jti-1"), []byte("jti-2")
+	allocs := testing.AllocsPerRun(1000, func() {
+		if !v.Has(hit) || v.Has(miss) {
+			panic("wrong answer")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Has allocates %v per call", allocs)
+	}
+}
+
+func BenchmarkClaimNonce(b *testing.B) {
+	r := testutil.StartRedis(b)
+	c := newClient(b, r.Addr, func(o *Options) { o.Budget = time.Second })
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = "bench:" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if fresh, err := c.ClaimNonce(keys[i], time.Minute); err != nil || !fresh {
+			b.Fatal(fresh, err)
+		}
+	}
+}
+
+func BenchmarkClaimNonceParallel(b *testing.B) {
+	r := testutil.StartRedis(b)
+	c := newClient(b, r.Addr, func(o *Options) { o.Budget = time.Second })
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = "bench:" + strconv.Itoa(i)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1) - 1
+			if fresh, err := c.ClaimNonce(keys[i], time.Minute); err != nil || !fresh {
+				b.Error(fresh, err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkSetViewHas(b *testing.B) {
+	v := &SetView{}
+	for i := range 1000 {
+		v.entries = append(v.entries, setEntry{"jti-" + strconv.Itoa(i), time.Now().Add(time.Hour).UnixMilli()})
+	}
+	v.publish(time.Now(), time.Now())
+	m := []byte("jti-500")
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !v.Has(m) {
+				b.Error("miss")
+				return
+			}
+		}
+	})
+}

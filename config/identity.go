@@ -1,0 +1,191 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/tollgate/tollgate/auth"
+	"github.com/tollgate/tollgate/cluster"
+	"github.com/tollgate/tollgate/sign"
+)
+
+// compileConsumers builds the app-key index, reading secrets from files
+// where asked.
+func compileConsumers(f *File) (*auth.Consumers, error) {
+	cs := make([]*auth.Consumer, 0, len(f.Consumers))
+	for i, cc := range f.Consumers {
+		if cc == nil {
+			return nil, fmt.Errorf("consumers[%d] is empty", i)
+		}
+		secret := cc.Secret
+		switch {
+		case cc.SecretFile != "" && secret != "":
+			return nil, fmt.Errorf("consumer %q: give secret or secret_file, not both", cc.AppKey)
+		case cc.SecretFile != "":
+			b, err := os.ReadFile(cc.SecretFile)
+			if err != nil {
+				return nil, fmt.Errorf("consumer %q: reading secret_file: %w", cc.AppKey, err)
+			}
+			secret = strings.TrimRight(string(b), "\r\n")
+		}
+		c := &auth.Consumer{AppKey: cc.AppKey, Secret: []byte(secret), Enabled: *cc.Enabled}
+		switch {
+		case cc.QPS > 0 && cc.Tier != "":
+			return nil, fmt.Errorf("consumer %q: give tier or qps, not both", cc.AppKey)
+		case cc.QPS > 0:
+			c.Tier, c.QPS = "custom", cc.QPS
+		default:
+			c.Tier = cc.Tier
+			if c.Tier == "" {
+				c.Tier = "free"
+			}
+			qps, ok := f.Tiers[c.Tier]
+			if !ok {
+				return nil, fmt.Errorf("consumer %q: tier %q is not defined in tiers", cc.AppKey, c.Tier)
+			}
+			c.QPS = qps
+		}
+		if cc.Routes != nil {
+			c.Routes = map[string]bool{}
+			for _, r := range cc.Routes {
+				c.Routes[r] = true
+			}
+		}
+		cs = append(cs, c)
+	}
+	return auth.NewConsumers(cs)
+}
+
+// clusterClient returns the node's Redis client, created on first use. The
+// address is read once: changing it needs a restart (a reload says so).
+func (c *Compiler) clusterClient(f *File) (*cluster.Client, error) {
+	if f.Cluster.Redis == "" || c.Offline {
+		return nil, nil
+	}
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if c.cluster != nil {
+		return c.cluster, nil
+	}
+	cl, err := cluster.New(cluster.Options{
+		Addrs:    splitList(f.Cluster.Redis),
+		Password: f.Cluster.Password,
+		NodeID:   f.NodeID,
+		Budget:   f.Cluster.Budget.D(),
+		Logger:   c.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster.redis: %w", err)
+	}
+	c.cluster = cl
+	return cl, nil
+}
+
+// nonceStore returns the long-lived replay filter for these settings, so a
+// reload never forgets the nonces already seen.
+func (c *Compiler) nonceStore(f *File, cl *cluster.Client) *auth.NonceStore {
+	key := fmt.Sprintf("%s|%d|%g|%v", f.Signature.Window.D(), f.Signature.NonceRate, f.Signature.NonceFalsePositive, cl != nil)
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if s := c.nonces[key]; s != nil {
+		return s
+	}
+	o := auth.NonceOptions{TTL: 2 * f.Signature.Window.D(), ExpectedRate: f.Signature.NonceRate,
+		FalsePositive: f.Signature.NonceFalsePositive}
+	if cl != nil {
+		o.Cluster = cl
+	}
+	s := auth.NewNonceStore(o)
+	if c.nonces == nil {
+		c.nonces = map[string]*auth.NonceStore{}
+	}
+	c.nonces[key] = s
+	return s
+}
+
+// newChecker is what the signature filter pools.
+func newChecker() auth.SigChecker { return sign.NewVerifier() }
+
+// compileJWT builds the JWT filter shared by the snapshot's jwt routes.
+func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*auth.JWT, error) {
+	var keys []auth.JWTKey
+	for _, k := range j.Keys {
+		key := auth.JWTKey{KID: k.KID, Alg: k.Alg}
+		switch {
+		case (k.Secret == "") == (k.PublicKeyFile == ""):
+			return nil, fmt.Errorf("jwt key %q: give exactly one of secret or public_key_file", k.KID)
+		case k.Secret != "":
+			key.Secret = []byte(k.Secret)
+		default:
+			pub, err := auth.LoadPEMKey(k.PublicKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("jwt key %q: %w", k.KID, err)
+			}
+			key.Public = pub
+		}
+		keys = append(keys, key)
+	}
+	if j.JWKSFile != "" {
+		more, err := auth.LoadJWKS(j.JWKSFile)
+		if err != nil {
+			return nil, fmt.Errorf("jwt.jwks_file: %w", err)
+		}
+		keys = append(keys, more...)
+	}
+	cfg := auth.JWTConfig{Keys: keys, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway.D(), Now: c.Clock.Now}
+	if cl != nil {
+		cfg.Revoked = c.revocations(cl, j.RevocationKey)
+	}
+	return auth.NewJWT(cfg)
+}
+
+// revocations returns the long-lived view of a revocation set.
+func (c *Compiler) revocations(cl *cluster.Client, key string) *revocationView {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if v := c.views[key]; v != nil {
+		return v
+	}
+	if c.views == nil {
+		c.views = map[string]*revocationView{}
+	}
+	v := &revocationView{set: cl.WatchSet(key, 0)}
+	c.views[key] = v
+	return v
+}
+
+// revocationView answers auth.Revocations from a Redis set watched through
+// client-side caching: members are "jti:<id>" and "sub:<subject>".
+type revocationView struct {
+	set *cluster.SetView
+}
+
+// Revoked builds each member name on the stack; the map lookup does not
+// allocate.
+func (v *revocationView) Revoked(jti, sub []byte) bool {
+	var buf [256]byte
+	if len(jti) > 0 && len(jti) <= len(buf)-4 {
+		b := append(append(buf[:0], "jti:"...), jti...)
+		if v.set.Has(b) {
+			return true
+		}
+	}
+	if len(sub) > 0 && len(sub) <= len(buf)-4 {
+		b := append(append(buf[:0], "sub:"...), sub...)
+		if v.set.Has(b) {
+			return true
+		}
+	}
+	return false
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
