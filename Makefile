@@ -5,7 +5,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 FUZZTIME ?= 20s
 
-.PHONY: build run test test-race test-allocs bench chaos lint fuzz clean
+.PHONY: build run test test-deps test-race test-allocs bench chaos lint fuzz clean
+
+# Root installs directly; anyone else through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/tollgate
@@ -16,7 +19,15 @@ run: build
 
 ## test: vet, every test under the race detector, then the allocation gates
 ## (which must run without -race: the detector allocates).
-test: lint test-race test-allocs
+test: test-deps lint test-race test-allocs
+
+## test-deps: what the tests need beyond Go: a redis-server binary (each
+## test starts its own on a free loopback port and stops it).
+test-deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "installing redis-server"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@redis-server --version
 
 test-race:
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)

@@ -111,7 +111,7 @@ var (
 	ErrJWTRevoked     = errors.New("auth: JWT revoked")
 )
 
-const hdrAuthorization = "Authorization"
+const jwtHdrAuthorization = "Authorization"
 
 // jwtResult is the outcome of a check; it indexes the errors and the
 // canned answers, so failing costs no allocation either.
@@ -162,10 +162,10 @@ var jwtCanned = [jwtResults]*pipeline.Canned{
 }
 
 var (
-	hdrWWWAuthenticate = []byte("WWW-Authenticate")
+	jwtHdrWWWAuthenticate = []byte("WWW-Authenticate")
 	// RFC 6750 §3: no error code when the request carried no token.
-	challengeBearer       = []byte("Bearer")
-	challengeInvalidToken = []byte(`Bearer error="invalid_token"`)
+	jwtChallengeBearer  = []byte("Bearer")
+	jwtChallengeInvalid = []byte(`Bearer error="invalid_token"`)
 )
 
 // Claims is what a verified token says about its caller. Its strings point
@@ -336,9 +336,9 @@ func (j *JWT) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	if r != jwtOK {
 		c.Reject(jwtCanned[r])
 		if r == jwtMissing {
-			c.Resp.Header.SetBytesKV(hdrWWWAuthenticate, challengeBearer)
+			c.Resp.Header.SetBytesKV(jwtHdrWWWAuthenticate, jwtChallengeBearer)
 		} else {
-			c.Resp.Header.SetBytesKV(hdrWWWAuthenticate, challengeInvalidToken)
+			c.Resp.Header.SetBytesKV(jwtHdrWWWAuthenticate, jwtChallengeInvalid)
 		}
 		return pipeline.Stop
 	}
@@ -349,8 +349,8 @@ func (j *JWT) Handle(c *pipeline.Ctx) pipeline.Verdict {
 
 // Verify checks token (the compact JWS, without "Bearer ") exactly as
 // Handle does, against the clock and the revocation list, and returns its
-// claims or one of the ErrJWT errors. token is not kept; a cached token's
-// check allocates nothing.
+// claims or one of the ErrJWT errors. token itself is not retained (the
+// cache keeps its own copy); checking a cached token allocates nothing.
 func (j *JWT) Verify(token []byte) (Claims, error) {
 	e, r := j.check(token, j.now().UnixNano())
 	if r != jwtOK {
@@ -388,7 +388,7 @@ func (j *JWT) check(tok []byte, now int64) (*jwtEntry, jwtResult) {
 	if now-j.leeway >= e.exp {
 		return nil, jwtExpired
 	}
-	if satAdd(now, j.leeway) < e.nbf {
+	if jwtSatAdd(now, j.leeway) < e.nbf {
 		return nil, jwtNotYetValid
 	}
 	if j.revoked != nil && j.revoked.Revoked(e.jtiB, e.subB) {
@@ -397,7 +397,7 @@ func (j *JWT) check(tok []byte, now int64) (*jwtEntry, jwtResult) {
 	return e, jwtOK
 }
 
-func satAdd(a, b int64) int64 {
+func jwtSatAdd(a, b int64) int64 {
 	if b > 0 && a > math.MaxInt64-b {
 		return math.MaxInt64
 	}
@@ -411,7 +411,7 @@ func bearerToken(h *fasthttp.RequestHeader) ([]byte, jwtResult) {
 	var v []byte
 	n := 0
 	for k, val := range h.All() {
-		if jwtEqualFold(k, hdrAuthorization) {
+		if jwtEqualFold(k, jwtHdrAuthorization) {
 			v = val
 			n++
 		}
@@ -462,7 +462,7 @@ func jwtEqualFold(b []byte, s string) bool {
 	return true
 }
 
-var b64url = base64.RawURLEncoding.Strict()
+var jwtB64 = base64.RawURLEncoding.Strict()
 
 // jwtChar marks the bytes a compact JWS may contain.
 var jwtChar = func() (t [256]bool) {
@@ -478,7 +478,7 @@ func jwtDecode(buf, part []byte) (out, rest []byte, ok bool) {
 	if len(part) == 0 {
 		return nil, buf, false
 	}
-	n, err := b64url.Decode(buf, part)
+	n, err := jwtB64.Decode(buf, part)
 	if err != nil {
 		return nil, buf, false
 	}
@@ -510,7 +510,7 @@ func (j *JWT) verify(tok []byte) (*jwtEntry, jwtResult) {
 	}
 	signed := tok[:dot2]
 	// One buffer holds the three decoded parts.
-	buf := make([]byte, b64url.DecodedLen(dot1)+b64url.DecodedLen(dot2-dot1-1)+b64url.DecodedLen(len(tok)-dot2-1))
+	buf := make([]byte, jwtB64.DecodedLen(dot1)+jwtB64.DecodedLen(dot2-dot1-1)+jwtB64.DecodedLen(len(tok)-dot2-1))
 	headerB, buf, ok := jwtDecode(buf, tok[:dot1])
 	if !ok {
 		return nil, jwtMalformed

@@ -184,8 +184,9 @@ type Stats struct {
 	// back.
 	Degraded  uint64
 	Recovered uint64
-	// Refused counts request-path calls answered ErrDegraded without
-	// contacting Redis because the Client was degraded.
+	// Refused counts request-path calls answered ErrDegraded without an
+	// answer from Redis because the Client was degraded, or became
+	// degraded (another call timed out) while they waited.
 	Refused uint64
 	// Timeouts counts request-path calls that ran out of Budget.
 	Timeouts uint64
@@ -211,7 +212,12 @@ type Client struct {
 	rc       atomic.Pointer[rcBox]
 	degraded atomic.Bool
 	since    atomic.Int64 // unix nanos of the last transition into degraded
-	closed   atomic.Bool
+	// down is closed when the Client enters degraded mode, releasing calls
+	// still waiting for Redis; recovery installs a fresh one. stateMu
+	// serialises the transitions (the request path only reads atomics).
+	down    atomic.Pointer[chan struct{}]
+	stateMu sync.Mutex
+	closed  atomic.Bool
 
 	sem  chan struct{} // request-path slots (MaxInFlight)
 	work chan *call    // hands a call to an idle worker
@@ -270,12 +276,15 @@ func New(o Options) (*Client, error) {
 	}
 	c.degraded.Store(true) // until connected
 	c.since.Store(time.Now().UnixNano())
+	closedCh := make(chan struct{})
+	close(closedCh)
+	c.down.Store(&closedCh)
 	if err := c.connect(); err != nil {
 		c.nDegraded.Add(1)
 		c.log.Warn("redis unavailable at start; running degraded until it answers",
 			zap.Strings("addrs", o.Addrs), zap.Error(err))
 	} else {
-		c.degraded.Store(false)
+		c.setHealthy()
 	}
 	c.wg.Add(1)
 	go c.probeLoop()
@@ -330,16 +339,38 @@ func (c *Client) Stats() Stats {
 
 // markDegraded enters degraded mode; only the transition is logged.
 func (c *Client) markDegraded(reason string, err error) {
-	if c.degraded.CompareAndSwap(false, true) {
-		c.since.Store(time.Now().UnixNano())
-		c.nDegraded.Add(1)
-		c.log.Warn("redis degraded: cluster features fall back to local behaviour",
-			zap.String("reason", reason), zap.Error(err))
+	if c.degraded.Load() {
+		return
 	}
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if c.degraded.Load() {
+		return
+	}
+	c.degraded.Store(true)
+	close(*c.down.Load())
+	c.since.Store(time.Now().UnixNano())
+	c.nDegraded.Add(1)
+	c.log.Warn("redis degraded: cluster features fall back to local behaviour",
+		zap.String("reason", reason), zap.Error(err))
+}
+
+// setHealthy leaves degraded mode and reports whether it was degraded. The
+// fresh down channel is in place before callers can see the healthy state.
+func (c *Client) setHealthy() bool {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if !c.degraded.Load() {
+		return false
+	}
+	ch := make(chan struct{})
+	c.down.Store(&ch)
+	c.degraded.Store(false)
+	return true
 }
 
 func (c *Client) markRecovered() {
-	if c.degraded.CompareAndSwap(true, false) {
+	if c.setHealthy() {
 		c.nRecovered.Add(1)
 		c.log.Info("redis recovered",
 			zap.Duration("degraded_for", time.Since(time.Unix(0, c.since.Load()))))

@@ -154,6 +154,8 @@ func TestClaimNonceTTLHonoured(t *testing.T) {
 
 // claimStorm runs n concurrent ClaimNonce calls released together and
 // returns the slowest call and the errors.
+var stormDur []time.Duration
+
 func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []error) {
 	var (
 		wg    sync.WaitGroup
@@ -167,6 +169,7 @@ func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []
 			_, err := c.ClaimNonce(prefix+strconv.Itoa(i), time.Minute)
 			d := time.Since(t0)
 			mu.Lock()
+			stormDur = append(stormDur, d)
 			slowest = max(slowest, d)
 			errs = append(errs, err)
 			mu.Unlock()
@@ -174,6 +177,9 @@ func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []
 	}
 	close(start)
 	wg.Wait()
+	slices.Sort(stormDur)
+	fmt.Println("storm", stormDur[0], stormDur[len(stormDur)/2], stormDur[len(stormDur)*9/10], stormDur[len(stormDur)-1])
+	stormDur = nil
 	return slowest, errs
 }
 

@@ -60,6 +60,7 @@ func (c *Client) ClaimNonce(key string, ttl time.Duration) (fresh bool, err erro
 	if c.closed.Load() {
 		return false, ErrClosed
 	}
+	down := *c.down.Load()
 	rc := c.redis() // set before degraded mode is first cleared
 	cl := callPool.Get().(*call)
 	cl.timer.Reset(c.o.Budget)
@@ -92,6 +93,9 @@ func (c *Client) ClaimNonce(key string, ttl time.Duration) (fresh bool, err erro
 	case <-cl.timer.C:
 		c.nTimeouts.Add(1)
 		c.markDegraded("redis call exceeded budget", nil)
+		return false, ErrDegraded
+	case <-down: // another call found Redis unavailable: stop waiting
+		c.nRefused.Add(1)
 		return false, ErrDegraded
 	}
 }

@@ -17,15 +17,15 @@ import (
 // pool them with sync.Pool. The zero value is ready to use.
 type Verifier struct {
 	params []param
-	dec    []byte // decoded keys and values that differ from their raw form
-	buf    []byte // HMAC inner block: key^ipad followed by the signing string
+	order  []uint16 // v.params positions in signing order
+	dec    []byte   // decoded keys and values that differ from their raw form
+	buf    []byte   // HMAC inner block: key^ipad followed by the signing string
 }
 
 // param is one parameter; key and val point into the caller's input or into
-// Verifier.dec, and seq is its position among all parameters.
+// Verifier.dec.
 type param struct {
 	key, val []byte
-	seq      int
 }
 
 // NewVerifier returns a Verifier whose buffers are already sized for a
@@ -33,6 +33,7 @@ type param struct {
 func NewVerifier() *Verifier {
 	return &Verifier{
 		params: make([]param, 0, 32),
+		order:  make([]uint16, 0, 32),
 		dec:    make([]byte, 0, 1024),
 		buf:    make([]byte, 0, 2048),
 	}
@@ -61,9 +62,10 @@ func (v *Verifier) Append(dst, query, form, ts, nonce []byte) ([]byte, error) {
 	if err := v.parse(form); err != nil {
 		return dst, err
 	}
-	slices.SortFunc(v.params, compareParams)
-	for i, p := range v.params {
-		if i > 0 && bytes.Equal(p.key, v.params[i-1].key) {
+	v.sortParams()
+	for i, k := range v.order {
+		p := &v.params[k]
+		if i > 0 && bytes.Equal(p.key, v.params[v.order[i-1]].key) {
 			continue // a later value of a key already written
 		}
 		dst = append(dst, p.key...)
@@ -77,25 +79,54 @@ func (v *Verifier) Append(dst, query, form, ts, nonce []byte) ([]byte, error) {
 	return dst, nil
 }
 
-func compareParams(a, b param) int {
-	if c := compareKeys(a.key, b.key); c != 0 {
-		return c
+// sortParams sorts v.order, the positions of v.params, by key and then by
+// position. Typical requests have a handful of parameters, for which an
+// insertion sort of small indexes beats moving the parameters around.
+func (v *Verifier) sortParams() {
+	ps := v.params
+	v.order = v.order[:0]
+	for i := range ps {
+		v.order = append(v.order, uint16(i))
 	}
-	return a.seq - b.seq
+	o := v.order
+	if len(o) > 16 {
+		slices.SortFunc(o, func(a, b uint16) int {
+			if c := compareKeys(ps[a].key, ps[b].key); c != 0 {
+				return c
+			}
+			return int(a) - int(b)
+		})
+		return
+	}
+	for i := 1; i < len(o); i++ {
+		x := o[i]
+		j := i
+		for ; j > 0 && compareKeys(ps[x].key, ps[o[j-1]].key) < 0; j-- {
+			o[j] = o[j-1]
+		}
+		o[j] = x
+	}
 }
 
-// parse splits s into parameters and appends them to v.params.
+// parse splits s into parameters and appends them to v.params. One pass
+// finds the separators and notes, for key and value, whether they hold
+// anything that needs decoding or checking ('%', '+', non-ASCII bytes).
 func (v *Verifier) parse(s []byte) error {
-	for len(s) > 0 {
-		seg := s
-		if i := bytes.IndexByte(s, '&'); i >= 0 {
-			seg, s = s[:i], s[i+1:]
-		} else {
-			s = nil
+	for i := 0; i < len(s); i++ {
+		start, eq := i, -1
+		var plain [2]bool // key, value: nothing to decode or check
+		plain[0], plain[1] = true, true
+		for ; i < len(s) && s[i] != '&'; i++ {
+			switch c := s[i]; {
+			case c == '=' && eq < 0:
+				eq = i
+			case c == '%' || c == '+' || c >= utf8.RuneSelf:
+				plain[min(eq+1, 1)] = false
+			}
 		}
-		key, val := seg, seg[len(seg):]
-		if i := bytes.IndexByte(seg, '='); i >= 0 {
-			key, val = seg[:i], seg[i+1:]
+		key, val := s[start:i], s[i:i]
+		if eq >= 0 {
+			key, val = s[start:eq], s[eq+1:i]
 		}
 		if len(key) == 0 {
 			continue // empty segment or empty key
@@ -103,36 +134,28 @@ func (v *Verifier) parse(s []byte) error {
 		if len(v.params) == MaxParams {
 			return ErrTooManyParams
 		}
-		key, err := v.unescape(key)
-		if err != nil {
-			return err
+		var err error
+		if !plain[0] {
+			if key, err = v.unescape(key); err != nil {
+				return err
+			}
 		}
-		val, err = v.unescape(val)
-		if err != nil {
-			return err
+		if !plain[1] {
+			if val, err = v.unescape(val); err != nil {
+				return err
+			}
 		}
-		v.params = append(v.params, param{key: key, val: val, seq: len(v.params)})
+		v.params = append(v.params, param{key: key, val: val})
 	}
 	return nil
 }
 
-// unescape percent-decodes s, '+' meaning a space, and checks the result is
-// valid UTF-8. When s has nothing to decode it is returned as is; otherwise
-// the result is written to v.dec, which has room for it (see Append).
+// unescape percent-decodes s, '+' meaning a space, into v.dec, which has
+// room for it (see Append), and checks the result is valid UTF-8.
 func (v *Verifier) unescape(s []byte) ([]byte, error) {
-	i := 0
-	for i < len(s) && s[i] != '%' && s[i] != '+' {
-		i++
-	}
-	if i == len(s) {
-		if !utf8.Valid(s) {
-			return nil, ErrUTF8
-		}
-		return s, nil
-	}
 	start := len(v.dec)
-	d := append(v.dec, s[:i]...)
-	for ; i < len(s); i++ {
+	d := v.dec
+	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '+':
 			d = append(d, ' ')
