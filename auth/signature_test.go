@@ -101,7 +101,10 @@ func TestSignatureOutcomes(t *testing.T) {
 		{"unknown app", func(r *fasthttp.Request) { signedReq(t, r, "nobody", "a=1", "", now, "n-2") }, 401, "unknown app key"},
 		{"disabled app", func(r *fasthttp.Request) { signedReq(t, r, "off-app", "a=1", "", now, "n-3") }, 401, "app key disabled"},
 		{"not allowed", func(r *fasthttp.Request) { signedReq(t, r, "narrow", "a=1", "", now, "n-4") }, 403, "not allowed"},
-		{"tampered", func(r *fasthttp.Request) { signedReq(t, r, "demo-app", "a=1", "", now, "n-5"); r.SetRequestURI("/api/x?a=2") }, 401, "signature does not match"},
+		{"tampered", func(r *fasthttp.Request) {
+			signedReq(t, r, "demo-app", "a=1", "", now, "n-5")
+			r.SetRequestURI("/api/x?a=2")
+		}, 401, "signature does not match"},
 		{"bad nonce", func(r *fasthttp.Request) { signedReq(t, r, "demo-app", "a=1", "", now, "n 6") }, 401, "X-Nonce"},
 		{"form", func(r *fasthttp.Request) { signedReq(t, r, "demo-app", "q=1", "amount=10&to=x", now, "n-7") }, 0, ""},
 		{"form tampered", func(r *fasthttp.Request) {
