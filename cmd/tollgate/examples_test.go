@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,11 @@ func TestExamplesValidate(t *testing.T) {
 		t.Fatalf("no examples found: %v", err)
 	}
 	for _, f := range files {
-		out, err := exec.Command(binary, "validate", f).CombinedOutput()
+		cmd := exec.Command(binary, "validate", f)
+		// The secrets examples take from the environment.
+		cmd.Env = append(os.Environ(), "DEMO_APP_SECRET=example-secret-0123456789",
+			"BIG_PARTNER_SECRET=example-secret-0123456789", "JWT_SECRET=example-jwt-secret-0123456789abcdef")
+		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), ": ok (") {
 			t.Errorf("%s: %v\n%s", f, err, out)
 		}
