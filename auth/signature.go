@@ -1,13 +1,13 @@
 package auth
 
 import (
-	"bytes"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/sign"
 )
 
 // SigChecker checks one signed request (see package sign). One checker is
@@ -55,7 +55,6 @@ var (
 	hdrTimestamp = []byte("X-Timestamp")
 	hdrNonce     = []byte("X-Nonce")
 	hdrSign      = []byte("X-Sign")
-	ctForm       = []byte("application/x-www-form-urlencoded")
 
 	errNoAppKey     = pipeline.NewCanned(401, "missing X-App-Key header")
 	errNoTimestamp  = pipeline.NewCanned(401, "missing X-Timestamp header")
@@ -108,7 +107,7 @@ func (s *Signature) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		return c.Reject(errDisabledApp)
 	}
 	var form []byte
-	if bytes.HasPrefix(h.ContentType(), ctForm) {
+	if sign.IsForm(h.Method(), h.ContentType()) {
 		if c.Req.IsBodyStream() {
 			return c.Reject(errFormTooLarge)
 		}

@@ -416,20 +416,49 @@ func (c *Client) probe() error {
 }
 
 // Close stops the background loops, removes this node from membership
-// (best effort, bounded) and closes the connections. Calls after Close
-// return ErrClosed.
+// (best effort) and closes the connections. It returns within
+// ProbeTimeout + ConnTimeout: against a hung Redis, rueidis needs about a
+// second per connection to give up, and that part finishes in the
+// background. Calls after Close return ErrClosed.
 func (c *Client) Close() {
 	c.stopOnce.Do(func() {
 		c.mu.Lock() // no loop starts after this (see WatchSet, Heartbeat)
 		c.closed.Store(true)
 		c.mu.Unlock()
 		close(c.stop)
-		c.wg.Wait()
-		if m := c.member.Load(); m != nil && !c.degraded.Load() {
-			m.leave(c)
+		rc := c.redis()
+		if m := c.member.Load(); m != nil && rc != nil && !c.degraded.Load() {
+			c.bounded(c.o.ProbeTimeout, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), c.o.ProbeTimeout)
+				defer cancel()
+				_ = rc.Do(ctx, rc.B().Zrem().Key(NodesKey).Member(m.id).Build()).Error()
+			})
 		}
-		if rc := c.redis(); rc != nil {
-			rc.Close()
-		}
+		c.bounded(c.o.ConnTimeout, func() {
+			if rc != nil {
+				rc.Close() // also releases loops waiting on Redis
+			}
+			c.wg.Wait()
+			// A probe may have connected while Close ran.
+			if rc2 := c.redis(); rc2 != nil && rc2 != rc {
+				rc2.Close()
+			}
+		})
 	})
+}
+
+// bounded runs f and waits for it at most d; f goes on in the background
+// after that.
+func (c *Client) bounded(d time.Duration, f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }

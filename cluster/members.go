@@ -1,9 +1,6 @@
 package cluster
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // NodesKey is the sorted set holding cluster membership: members are node
 // ids, scores their heartbeat expiry (see the storage format in set.go).
@@ -64,15 +61,4 @@ func (c *Client) LiveNodes() int {
 		n++
 	}
 	return n
-}
-
-// leave removes this node from the membership, bounded by ProbeTimeout.
-func (m *membership) leave(c *Client) {
-	rc := c.redis()
-	if rc == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.o.ProbeTimeout)
-	defer cancel()
-	_ = rc.Do(ctx, rc.B().Zrem().Key(NodesKey).Member(m.id).Build()).Error()
 }

@@ -108,6 +108,14 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	if rc.SplitForce != nil && len(rc.Split) == 0 {
 		return nil, errors.New("split_force needs split")
 	}
+	var split *route.Split
+	if len(rc.Split) > 0 {
+		if split, err = s.compileSplit(rc); err != nil {
+			return nil, err
+		}
+		// The split decides before forwarding rewrites the headers.
+		filters = append(filters, split)
+	}
 	if forwards {
 		filters = append(filters, &upstream.Forwarding{Edge: s.Edge})
 	}
@@ -128,10 +136,8 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 			return nil, fmt.Errorf("service %q is not defined", rc.Service)
 		}
 		action = svc
-	case len(rc.Split) > 0:
-		if action, err = s.compileSplit(rc); err != nil {
-			return nil, err
-		}
+	case split != nil:
+		action = split
 	case rc.Mock != nil:
 		answers := make([]route.MockAnswer, 0, len(rc.Mock.Responses))
 		for i := range rc.Mock.Responses {
@@ -164,7 +170,7 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	return r, nil
 }
 
-func (s *Snapshot) compileSplit(rc *Route) (pipeline.Action, error) {
+func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
 	var key *route.Key
 	rest := -1
 	sum := 0.0

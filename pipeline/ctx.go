@@ -40,6 +40,10 @@ type Ctx struct {
 	Consumer string
 	UserID   string
 
+	// Choice is a route action's pick made earlier in the chain (a split's
+	// target, 1-based), 0 when none was made.
+	Choice int
+
 	// RouteName names the matched route ("" when none matched). It points
 	// into the config snapshot, so it costs no allocation.
 	RouteName string

@@ -74,17 +74,31 @@ func NewSplitWeights(targets []SplitTarget) (*Split, error) {
 // tests and tools can predict where a user lands.
 func Bucket(v []byte) int { return int(xxhash.Sum64(v) % 10000) }
 
-// Serve implements pipeline.Action.
-func (s *Split) Serve(c *pipeline.Ctx) {
-	s.pick(c).Action.Serve(c)
+// Handle implements pipeline.Filter: it takes the decision on the request
+// as the client sent it, before the forwarding step rewrites headers (it
+// drops a client's X-User-Id, a common split key), and leaves it in
+// c.Choice for Serve.
+func (s *Split) Handle(c *pipeline.Ctx) pipeline.Verdict {
+	c.Choice = s.pick(c) + 1
+	return pipeline.Continue
 }
 
-func (s *Split) pick(c *pipeline.Ctx) *SplitTarget {
+// Serve implements pipeline.Action, with the choice Handle made (or a new
+// one when the split runs without its filter step).
+func (s *Split) Serve(c *pipeline.Ctx) {
+	i := c.Choice - 1
+	if i < 0 || i >= len(s.targets) {
+		i = s.pick(c)
+	}
+	s.targets[i].Action.Serve(c)
+}
+
+func (s *Split) pick(c *pipeline.Ctx) int {
 	for _, f := range s.force {
 		if v := f.Value(c); len(v) > 0 {
 			for i := range s.targets {
 				if string(v) == s.targets[i].Name {
-					return &s.targets[i]
+					return i
 				}
 			}
 		}
@@ -97,10 +111,10 @@ func (s *Split) pick(c *pipeline.Ctx) *SplitTarget {
 	}
 	for i, end := range s.bounds {
 		if b < end {
-			return &s.targets[i]
+			return i
 		}
 	}
-	return &s.targets[len(s.targets)-1]
+	return len(s.targets) - 1
 }
 
 func (s *Split) keyValue(c *pipeline.Ctx) []byte {

@@ -138,8 +138,9 @@ func Headers(appKey, secret, method string, u *url.URL, form string, now time.Ti
 
 // SignRequest sets the four signature headers on r. When r is a POST with a
 // form Content-Type (see IsForm), its body is read, signed and put back
-// (GetBody is set too, so the request can be retried). A zero now means
-// time.Now(); an empty nonce means NewNonce().
+// (GetBody is set too, so the request can be retried); if that fails, the
+// body may have been consumed. A zero now means time.Now(); an empty nonce
+// means NewNonce().
 func SignRequest(r *http.Request, appKey, secret string, now time.Time, nonce string) error {
 	method := r.Method
 	if method == "" {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -94,6 +95,31 @@ func TestSignLiteral(t *testing.T) {
 	}
 	if !new(Verifier).Check([]byte("s3cr3t"), []byte("b=2&a=x+y&b=3"), nil, []byte("1700000000"), []byte("n1"), []byte(want)) {
 		t.Fatal("Check rejected the literal signature")
+	}
+}
+
+// TestSignManyParams covers requests past the small-request sort: 40 keys
+// given in reverse order, each twice, half of them again in the form.
+func TestSignManyParams(t *testing.T) {
+	var q, f, want []string
+	for i := 39; i >= 0; i-- {
+		k := fmt.Sprintf("k%02d", i)
+		q = append(q, k+"=q"+k, k+"=again")
+		if i%2 == 0 {
+			f = append(f, k+"=form")
+		}
+	}
+	for i := range 40 {
+		k := fmt.Sprintf("k%02d", i)
+		want = append(want, k+"q"+k)
+	}
+	query, form := strings.Join(q, "&"), strings.Join(f, "&")
+	wantS := strings.Join(want, "") + testTail
+	if got, err := StringToSign(query, form, testTS, testNonce); err != nil || got != wantS {
+		t.Errorf("StringToSign = %q, %v", got, err)
+	}
+	if got, err := new(Verifier).Append(nil, []byte(query), []byte(form), []byte(testTS), []byte(testNonce)); err != nil || string(got) != wantS {
+		t.Errorf("Append = %q, %v", got, err)
 	}
 }
 

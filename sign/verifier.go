@@ -56,10 +56,12 @@ func (v *Verifier) Append(dst, query, form, ts, nonce []byte) ([]byte, error) {
 	}
 	v.dec = v.dec[:0]
 	v.params = v.params[:0]
-	if err := v.parse(query); err != nil {
-		return dst, err
+	err := v.parse(query)
+	if err == nil {
+		err = v.parse(form)
 	}
-	if err := v.parse(form); err != nil {
+	if err != nil {
+		clear(v.params)
 		return dst, err
 	}
 	v.sortParams()

@@ -1,0 +1,630 @@
+// Command signload drives the gateway with signed requests, each with a
+// fresh nonce, at a constant rate, and then checks replay protection.
+//
+// Load: request i is due at t0 + i/rate (open loop, like bench/cmd/loadgen).
+// A fixed pool of workers takes the next index, sleeps until it is due and
+// sends it with the four signature headers: X-App-Key, X-Timestamp (the
+// current unix second), X-Nonce (a random 16-hex-digit run prefix, '-', and
+// the index in hex, so no two requests of any run share a nonce) and X-Sign
+// (HMAC-SHA256 of the query, timestamp and nonce under -secret, computed with
+// the allocation-free sign.Verifier to keep the generator cheap).
+//
+// Memory: with -pid, the VmRSS of that process (the gateway) is sampled once
+// a second and printed with the progress; the summary gives the RSS at the
+// end of the warm-up, the minimum and maximum after it and the growth.
+//
+// Replays: one request in 1/-replay-sample, among those the gateway accepted
+// (2xx), is kept whole and, after the run, sent again with the same headers
+// to -replay-url (another node of the same cluster, or the same node). Every
+// one of them must be refused with 401 "replayed nonce".
+//
+// Output: one progress line per second, then one machine-readable line
+// starting with "SIGNLOAD" (key=value pairs) and lines for people.
+// Exit status: 0 when every replay was refused as a replay, 1 when a replay
+// was accepted, 3 when some replay got any other answer (or none), 2 on bad
+// flags.
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/sign"
+	"github.com/valyala/fasthttp"
+)
+
+type config struct {
+	rawURL, replayURL string
+	appKey, secret    string
+	query             string
+	rate              float64
+	duration, warmup  time.Duration
+	conns, workers    int
+	timeout, grace    time.Duration
+	pid               int
+	sample            float64
+	replayFor         time.Duration
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.rawURL, "url", "http://127.0.0.1:18080/api/x", "target URL (http only, no query: see -query)")
+	flag.StringVar(&c.replayURL, "replay-url", "", "where the kept requests are replayed after the run (default -url)")
+	flag.StringVar(&c.appKey, "app-key", "bench-app", "X-App-Key")
+	flag.StringVar(&c.secret, "secret", "", "the app's secret (default $SIGNLOAD_SECRET)")
+	flag.StringVar(&c.query, "query", "channel=app&page=2", "raw query string sent and signed with every request")
+	flag.Float64Var(&c.rate, "rate", 50000, "offered load in requests per second")
+	flag.DurationVar(&c.duration, "duration", 60*time.Second, "measured duration, after the warm-up")
+	flag.DurationVar(&c.warmup, "warmup", 5*time.Second, "warm-up at the same rate before measuring")
+	flag.IntVar(&c.conns, "conns", 64, "maximum TCP connections (per target)")
+	flag.IntVar(&c.workers, "workers", 0, "worker goroutines (0 = 4 x conns)")
+	flag.DurationVar(&c.timeout, "timeout", 5*time.Second, "per-request timeout (includes waiting for a free connection)")
+	flag.DurationVar(&c.grace, "grace", time.Second, "when behind schedule, keep sending this long after the schedule ends, then stop")
+	flag.IntVar(&c.pid, "pid", 0, "gateway pid whose VmRSS is sampled once a second (0 = none)")
+	flag.Float64Var(&c.sample, "replay-sample", 0.01, "fraction of the requests kept to be replayed (0 = no replay check)")
+	flag.DurationVar(&c.replayFor, "replay-timeout", 2*time.Minute, "upper bound on the replay phase")
+	flag.Parse()
+
+	if c.secret == "" {
+		c.secret = os.Getenv("SIGNLOAD_SECRET")
+	}
+	if c.replayURL == "" {
+		c.replayURL = c.rawURL
+	}
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "signload:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
+	code, err := run(&c)
+	if err != nil {
+		log.Fatalf("signload: %v", err)
+	}
+	os.Exit(code)
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.secret == "":
+		return errors.New("-secret (or $SIGNLOAD_SECRET) is required")
+	case c.appKey == "":
+		return errors.New("-app-key is required")
+	case c.rate <= 0:
+		return errors.New("-rate must be > 0")
+	case c.duration <= 0:
+		return errors.New("-duration must be > 0")
+	case c.warmup < 0:
+		return errors.New("-warmup must be >= 0")
+	case c.conns <= 0:
+		return errors.New("-conns must be > 0")
+	case c.timeout <= 0:
+		return errors.New("-timeout must be > 0")
+	case c.grace < 0:
+		return errors.New("-grace must be >= 0")
+	case c.sample < 0 || c.sample > 1:
+		return errors.New("-replay-sample must be within [0, 1]")
+	case c.replayFor <= 0:
+		return errors.New("-replay-timeout must be > 0")
+	case c.pid < 0:
+		return errors.New("-pid must be >= 0")
+	}
+	if c.workers <= 0 {
+		c.workers = 4 * c.conns
+	}
+	if total := c.rate * (c.warmup + c.duration).Seconds(); total > 1e9 {
+		return fmt.Errorf("rate x (warmup + duration) is %.0f requests; refusing more than 1e9", total)
+	}
+	return nil
+}
+
+// target is one gateway node: its client and the request URI to send.
+type target struct {
+	uri string
+	hc  *fasthttp.HostClient
+}
+
+func newTarget(raw, query string, c *config) (*target, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("bad URL %q: %w", raw, err)
+	}
+	if u.Scheme != "http" {
+		return nil, "", fmt.Errorf("only http:// URLs are supported, got %q", raw)
+	}
+	if u.RawQuery != "" {
+		return nil, "", fmt.Errorf("URL %q has a query; pass it with -query so that it is signed", raw)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr += ":80"
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	uri := "http://" + u.Host + path
+	if query != "" {
+		uri += "?" + query
+	}
+	return &target{uri: uri, hc: &fasthttp.HostClient{
+		Addr:                      addr,
+		Name:                      "tollgate-signload",
+		MaxConns:                  c.conns,
+		MaxConnWaitTimeout:        c.timeout,
+		ReadTimeout:               c.timeout,
+		WriteTimeout:              c.timeout,
+		MaxIdemponentCallAttempts: 1,
+		MaxIdleConnDuration:       time.Minute,
+	}}, addr, nil
+}
+
+// kept is one request saved for the replay check. Its nonce is rebuilt from
+// the run prefix and the index.
+type kept struct {
+	index    uint64
+	ts       int64
+	sig      [sign.SignatureLen]byte
+	accepted bool // the first send got a 2xx
+}
+
+// counts are the outcomes of a set of requests.
+type counts struct {
+	ok, s401, other, errors atomic.Int64
+}
+
+// messages tallies the "message" of 401 bodies.
+type messages struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+var msgKey = []byte(`"message":"`)
+
+func (ms *messages) add(body []byte) {
+	msg := body
+	if i := bytes.Index(body, msgKey); i >= 0 {
+		msg = body[i+len(msgKey):]
+		if j := bytes.IndexByte(msg, '"'); j >= 0 {
+			msg = msg[:j]
+		}
+	}
+	if len(msg) > 100 {
+		msg = msg[:100]
+	}
+	ms.mu.Lock()
+	ms.m[string(msg)]++
+	ms.mu.Unlock()
+}
+
+func (ms *messages) get(msg string) int64 {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.m[msg]
+}
+
+// String lists the messages, most frequent first, as `"msg" xN; ...`.
+func (ms *messages) String() string {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	keys := make([]string, 0, len(ms.m))
+	for k := range ms.m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if ms.m[a] != ms.m[b] {
+			return int(ms.m[b] - ms.m[a])
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%q x%d", k, ms.m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+const replayedMsg = "replayed nonce"
+
+var (
+	hdrAppKey    = []byte(sign.HeaderAppKey)
+	hdrTimestamp = []byte(sign.HeaderTimestamp)
+	hdrNonce     = []byte(sign.HeaderNonce)
+	hdrSign      = []byte(sign.HeaderSign)
+)
+
+// signer builds the headers of one request; one per worker.
+type signer struct {
+	v              *sign.Verifier
+	secret, query  []byte
+	prefix         []byte // run prefix and '-'
+	ts, nonce, sig []byte
+}
+
+func newSigner(secret, query string, prefix []byte) *signer {
+	return &signer{
+		v: sign.NewVerifier(), secret: []byte(secret), query: []byte(query), prefix: prefix,
+		ts: make([]byte, 0, 16), nonce: make([]byte, 0, 64), sig: make([]byte, 0, sign.SignatureLen),
+	}
+}
+
+// set signs request index i at unix second ts (with sig already known
+// when non-nil) and puts the headers on req.
+func (s *signer) set(req *fasthttp.Request, i uint64, ts int64, sig []byte) error {
+	s.ts = strconv.AppendInt(s.ts[:0], ts, 10)
+	s.nonce = strconv.AppendUint(append(s.nonce[:0], s.prefix...), i, 16)
+	if sig == nil {
+		var err error
+		if s.sig, err = s.v.AppendSignature(s.sig[:0], s.secret, s.query, nil, s.ts, s.nonce); err != nil {
+			return err
+		}
+		sig = s.sig
+	}
+	req.Header.SetCanonical(hdrTimestamp, s.ts)
+	req.Header.SetCanonical(hdrNonce, s.nonce)
+	req.Header.SetCanonical(hdrSign, sig)
+	return nil
+}
+
+// rssSample is one VmRSS reading.
+type rssSample struct {
+	t   time.Duration // since t0
+	kib int64         // -1 when unreadable
+}
+
+func readRSS(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return v
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func mib(kib int64) string {
+	if kib < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", float64(kib)/1024)
+}
+
+func run(c *config) (int, error) {
+	tgt, _, err := newTarget(c.rawURL, c.query, c)
+	if err != nil {
+		return 0, err
+	}
+	rtgt, _, err := newTarget(c.replayURL, c.query, c)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := sign.Sign(c.secret, c.query, "", "0", "x"); err != nil {
+		return 0, fmt.Errorf("-query cannot be signed: %w", err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	prefix := append(hex.AppendEncode(nil, rnd[:]), '-')
+
+	warmN := uint64(math.Round(c.rate * c.warmup.Seconds()))
+	total := warmN + max(1, uint64(math.Round(c.rate*c.duration.Seconds())))
+	nsPerReq := 1e9 / c.rate
+	schedule := time.Duration(float64(total) * nsPerReq)
+
+	// Replay sample: request i is kept when i % stride == 0; its slot is
+	// written by the one worker that sends it and read after wg.Wait.
+	var stride uint64
+	var keep []kept
+	if c.sample > 0 {
+		stride = max(1, uint64(math.Round(1/c.sample)))
+		keep = make([]kept, (total+stride-1)/stride)
+	}
+
+	var (
+		next        atomic.Uint64
+		sent        atomic.Int64
+		cnt         counts
+		msgs        = &messages{m: map[string]int64{}}
+		late10ms    atomic.Int64 // sent more than 10 ms after due
+		maxLag      atomic.Int64 // ns
+		errOnce     sync.Once
+		firstErr    string
+		wg          sync.WaitGroup
+		t0          = time.Now().Add(20 * time.Millisecond)
+		stopSending = t0.Add(schedule + c.grace)
+		appKey      = []byte(c.appKey)
+	)
+
+	fmt.Printf("signload: %s rate=%g/s warmup=%v duration=%v conns=%d workers=%d requests=%d nonce prefix %s, replay to %s (1 in %d kept)\n",
+		tgt.uri, c.rate, c.warmup, c.duration, c.conns, c.workers, total, prefix, rtgt.uri, stride)
+
+	for range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := fasthttp.AcquireRequest()
+			resp := fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.SetRequestURI(tgt.uri)
+			req.Header.SetMethod(fasthttp.MethodGet)
+			req.Header.SetCanonical(hdrAppKey, appKey)
+			s := newSigner(c.secret, c.query, prefix)
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				due := t0.Add(time.Duration(float64(i) * nsPerReq))
+				now := time.Now()
+				if now.After(stopSending) {
+					return // the rest stays unsent
+				}
+				if d := due.Sub(now); d > 0 {
+					time.Sleep(d)
+					now = time.Now()
+				}
+				if lag := int64(now.Sub(due)); lag > int64(10*time.Millisecond) {
+					late10ms.Add(1)
+					for {
+						m := maxLag.Load()
+						if lag <= m || maxLag.CompareAndSwap(m, lag) {
+							break
+						}
+					}
+				}
+				ts := now.Unix()
+				if err := s.set(req, i, ts, nil); err != nil {
+					errOnce.Do(func() { firstErr = err.Error() })
+					cnt.errors.Add(1)
+					continue
+				}
+				sent.Add(1)
+				err := tgt.hc.DoTimeout(req, resp, c.timeout)
+				accepted := false
+				switch {
+				case err != nil:
+					cnt.errors.Add(1)
+					errOnce.Do(func() { firstErr = err.Error() })
+				case resp.StatusCode() >= 200 && resp.StatusCode() < 300:
+					cnt.ok.Add(1)
+					accepted = true
+				case resp.StatusCode() == 401:
+					cnt.s401.Add(1)
+					msgs.add(resp.Body())
+				default:
+					cnt.other.Add(1)
+				}
+				if stride > 0 && i%stride == 0 {
+					k := &keep[i/stride]
+					k.index, k.ts, k.accepted = i, ts, accepted
+					copy(k.sig[:], s.sig)
+				}
+			}
+		}()
+	}
+
+	// Sampler: one line a second until the workers are done. The response
+	// counter is also read at the edges of the measured window (the first
+	// tick at or after the end of the warm-up and of the schedule).
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	responses := func() int64 { return cnt.ok.Load() + cnt.s401.Load() + cnt.other.Load() }
+	var (
+		series              []rssSample
+		gatewayGone         bool
+		prevResp            int64
+		startSet, endSet    bool
+		startResp, endResp  int64
+		startT, endT        time.Duration
+		warmEdge, schedEdge = c.warmup, c.warmup + c.duration
+	)
+	sample := func(now time.Time) {
+		el := now.Sub(t0)
+		r := responses()
+		if !startSet && el >= warmEdge {
+			startSet, startResp, startT = true, r, el
+		}
+		if startSet && !endSet && el >= schedEdge {
+			endSet, endResp, endT = true, r, el
+		}
+		kib := int64(-1)
+		if c.pid > 0 {
+			if kib = readRSS(c.pid); kib < 0 && !gatewayGone {
+				gatewayGone = true
+				fmt.Printf("signload: cannot read /proc/%d/status: the gateway is gone?\n", c.pid)
+			}
+		}
+		t := el.Round(time.Second)
+		series = append(series, rssSample{t: t, kib: kib})
+		fmt.Printf("t=%ds rss=%s MiB sent=%d resp/s=%d ok=%d 401=%d other=%d errors=%d\n",
+			int(t.Seconds()), mib(kib), sent.Load(), r-prevResp, cnt.ok.Load(), cnt.s401.Load(), cnt.other.Load(), cnt.errors.Load())
+		prevResp = r
+	}
+	time.Sleep(time.Until(t0))
+	tick := time.NewTicker(time.Second)
+	sample(time.Now())
+loop:
+	for {
+		select {
+		case now := <-tick.C:
+			sample(now)
+		case <-done:
+			break loop
+		}
+	}
+	tick.Stop()
+	sample(time.Now())
+	if !endSet { // every response came in before the schedule's end
+		endResp, endT = responses(), time.Since(t0)
+	}
+	tgt.hc.CloseIdleConnections()
+	window := endT - startT
+	achieved := 0.0
+	if startSet && window > 0 {
+		achieved = float64(endResp-startResp) / window.Seconds()
+	}
+	unsent := int64(total) - sent.Load()
+
+	// RSS: value at the end of the warm-up (the first sample at or after
+	// it), then min and max after it.
+	var warmKiB, minKiB, maxKiB, endKiB int64 = -1, -1, -1, -1
+	for _, s := range series {
+		if s.kib < 0 {
+			continue
+		}
+		switch {
+		case s.t < warmEdge:
+			continue
+		case warmKiB < 0:
+			warmKiB, minKiB, maxKiB = s.kib, s.kib, s.kib
+		default:
+			minKiB, maxKiB = min(minKiB, s.kib), max(maxKiB, s.kib)
+		}
+		endKiB = s.kib
+	}
+	growthMiB, growthPct := math.NaN(), math.NaN()
+	if warmKiB > 0 {
+		growthMiB = float64(maxKiB-warmKiB) / 1024
+		growthPct = 100 * float64(maxKiB-warmKiB) / float64(warmKiB)
+	}
+
+	// Replays.
+	rp := replay(c, rtgt, keep, prefix, appKey)
+
+	fmt.Printf("SIGNLOAD url=%s replay_url=%s rate=%g duration_s=%g warmup_s=%g conns=%d workers=%d"+
+		" scheduled=%d sent=%d unsent=%d achieved_rps=%.0f window_s=%.1f ok=%d s401=%d s401_replayed=%d other=%d errors=%d"+
+		" late_10ms=%d max_lag_ms=%.1f"+
+		" rss_warm_mib=%s rss_min_mib=%s rss_max_mib=%s rss_end_mib=%s rss_growth_mib=%.1f rss_growth_pct=%.1f"+
+		" replays_total=%d replays_refused=%d replays_accepted=%d replays_other=%d replays_errors=%d replays_unsent=%d\n",
+		tgt.uri, rtgt.uri, c.rate, c.duration.Seconds(), c.warmup.Seconds(), c.conns, c.workers,
+		total, sent.Load(), unsent, achieved, window.Seconds(), cnt.ok.Load(), cnt.s401.Load(), msgs.get(replayedMsg), cnt.other.Load(), cnt.errors.Load(),
+		late10ms.Load(), float64(maxLag.Load())/1e6,
+		mib(warmKiB), mib(minKiB), mib(maxKiB), mib(endKiB), growthMiB, growthPct,
+		rp.total, rp.refused, rp.accepted, rp.other, rp.errors, rp.unsent)
+
+	below := ""
+	if achieved < 0.98*c.rate {
+		below = fmt.Sprintf(" (BELOW the %g/s asked: %.0f%%)", c.rate, 100*achieved/c.rate)
+	}
+	fmt.Printf("signload: %.0f signed req/s achieved over the %.1fs after warm-up%s; %d sent, %d unsent; %d 2xx, %d 401, %d other, %d errors; %d sent >10ms late (max %.1f ms)\n",
+		achieved, window.Seconds(), below, sent.Load(), unsent, cnt.ok.Load(), cnt.s401.Load(), cnt.other.Load(), cnt.errors.Load(), late10ms.Load(), float64(maxLag.Load())/1e6)
+	fmt.Printf("signload: 401 messages during the load: %s\n", msgs)
+	if c.pid > 0 {
+		fmt.Printf("signload: gateway pid %d RSS: %s MiB at the end of warm-up, then min %s / max %s / end %s MiB; growth after warm-up %+.1f MiB (%+.1f%%)\n",
+			c.pid, mib(warmKiB), mib(minKiB), mib(maxKiB), mib(endKiB), growthMiB, growthPct)
+	}
+	if firstErr != "" {
+		fmt.Printf("signload: first error: %s\n", firstErr)
+	}
+	fmt.Printf("signload: replays to %s: %d of %d refused as %q; %d accepted, %d other answers (%s), %d errors, %d not sent (replay phase %.1fs)\n",
+		rtgt.uri, rp.refused, rp.total, replayedMsg, rp.accepted, rp.other, rp.msgs, rp.errors, rp.unsent, rp.took.Seconds())
+	if rp.firstErr != "" {
+		fmt.Printf("signload: first replay error: %s\n", rp.firstErr)
+	}
+	switch {
+	case rp.accepted > 0:
+		fmt.Printf("signload: FAIL: %d replays were accepted\n", rp.accepted)
+		return 1, nil
+	case rp.refused != rp.total:
+		fmt.Printf("signload: FAIL: %d replays got no %q answer\n", rp.total-rp.refused, replayedMsg)
+		return 3, nil
+	}
+	return 0, nil
+}
+
+type replayResult struct {
+	total, refused, accepted, other, errors, unsent int64
+	msgs                                            *messages
+	firstErr                                        string
+	took                                            time.Duration
+}
+
+// replay sends every kept request that was accepted again, with the same
+// headers, closed loop over -conns connections, within -replay-timeout.
+func replay(c *config, tgt *target, keep []kept, prefix, appKey []byte) replayResult {
+	var todo []*kept
+	for i := range keep {
+		if keep[i].accepted {
+			todo = append(todo, &keep[i])
+		}
+	}
+	r := replayResult{total: int64(len(todo)), msgs: &messages{m: map[string]int64{}}}
+	var (
+		next                                 atomic.Int64
+		refused, accepted, other, errs, sent atomic.Int64
+		errOnce                              sync.Once
+		wg                                   sync.WaitGroup
+		start                                = time.Now()
+		deadline                             = start.Add(c.replayFor)
+	)
+	for range min(c.conns, max(1, len(todo))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := fasthttp.AcquireRequest()
+			resp := fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.SetRequestURI(tgt.uri)
+			req.Header.SetMethod(fasthttp.MethodGet)
+			req.Header.SetCanonical(hdrAppKey, appKey)
+			s := newSigner(c.secret, c.query, prefix)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(todo)) || time.Now().After(deadline) {
+					return
+				}
+				k := todo[i]
+				_ = s.set(req, k.index, k.ts, k.sig[:])
+				sent.Add(1)
+				err := tgt.hc.DoTimeout(req, resp, c.timeout)
+				switch {
+				case err != nil:
+					errs.Add(1)
+					errOnce.Do(func() { r.firstErr = err.Error() })
+				case resp.StatusCode() >= 200 && resp.StatusCode() < 300:
+					accepted.Add(1)
+				case resp.StatusCode() == 401 && bytes.Contains(resp.Body(), []byte(`"message":"`+replayedMsg+`"`)):
+					refused.Add(1)
+				default:
+					other.Add(1)
+					if resp.StatusCode() == 401 {
+						r.msgs.add(resp.Body())
+					} else {
+						r.msgs.add([]byte("status " + strconv.Itoa(resp.StatusCode())))
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	tgt.hc.CloseIdleConnections()
+	r.refused, r.accepted, r.other, r.errors = refused.Load(), accepted.Load(), other.Load(), errs.Load()
+	r.unsent = r.total - sent.Load()
+	r.took = time.Since(start)
+	return r
+}

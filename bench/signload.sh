@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Signed-request load with replay protection. See bench/README.md.
+#
+# Starts redis-server (127.0.0.1:16379, no persistence), the bench upstream
+# (127.0.0.1:19100) and two gateway nodes sharing that Redis (A on
+# 127.0.0.1:18080, B on 127.0.0.1:18081), then runs bench/cmd/signload
+# against node A: signed requests with fresh nonces at SIGNLOAD_RATE for
+# SIGNLOAD_DURATION, node A's RSS sampled once a second, and afterwards a
+# sample of the accepted requests replayed to node B, each of which must be
+# refused as a replay. Exits non-zero when a replay was not refused.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# ---------------------------------------------------------------- knobs
+RATE=${SIGNLOAD_RATE:-50000}
+DURATION=${SIGNLOAD_DURATION:-60s}
+WARMUP=${SIGNLOAD_WARMUP:-5s}
+CONNS=${SIGNLOAD_CONNS:-64}
+SAMPLE=${SIGNLOAD_SAMPLE:-0.01}
+RECORD=${SIGNLOAD_RECORD:-0}
+NPROC=$(nproc)
+
+REDIS_ADDR=127.0.0.1:16379
+UPSTREAM_ADDR=127.0.0.1:19100
+NODE_A=127.0.0.1:18080
+NODE_B=127.0.0.1:18081
+REQ_PATH=/api/x
+QUERY='channel=app&page=2'
+APP_KEY=bench-app
+
+# The exact command, for the record (every SIGNLOAD_*/TOLLGATE_* variable set).
+COMMAND=""
+while IFS='=' read -r k _; do
+	[[ $k =~ TOKEN|SECRET|PASSWORD ]] && continue
+	COMMAND+="$k=$(printf '%q' "${!k}") "
+done < <(env | grep -E '^(SIGNLOAD|TOLLGATE)_[A-Z0-9_]*=' | sort)
+COMMAND+="bash bench/signload.sh"
+
+die() { echo "signload.sh: $*" >&2; exit 1; }
+log() { echo "signload.sh: $*" >&2; }
+
+[[ $RATE =~ ^[0-9]+([.][0-9]+)?$ ]] || die "SIGNLOAD_RATE must be a number"
+[[ $CONNS =~ ^[1-9][0-9]*$ ]] || die "SIGNLOAD_CONNS must be a positive integer"
+NONCE_RATE=$(awk -v r="$RATE" 'BEGIN { printf "%d", (r < 1 ? 1 : r + 0.5) }')
+
+# ---------------------------------------------------------------- prerequisites
+if ! command -v redis-server >/dev/null 2>&1; then
+	[[ $(id -u) == 0 ]] || die "redis-server is missing; install it or run as root so apt-get can"
+	command -v apt-get >/dev/null 2>&1 || die "redis-server is missing and there is no apt-get to install it"
+	log "installing redis-server"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+fi
+
+# ---------------------------------------------------------------- build
+mkdir -p bin
+log "building bin/tollgate, bin/bench-upstream and bin/bench-signload"
+go build -o bin/tollgate ./cmd/tollgate
+go build -o bin/bench-upstream ./bench/cmd/upstream
+go build -o bin/bench-signload ./bench/cmd/signload
+
+# ---------------------------------------------------------------- processes
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-signload.XXXXXX")
+declare -A PIDS=() # name -> pid
+
+stop() { # name: TERM, then KILL after 5 s
+	local name=$1 pid=${PIDS[$1]:-} i
+	[[ -n $pid ]] || return 0
+	unset "PIDS[$name]"
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+exec 9>&2
+cleanup() {
+	local rc=$? name
+	trap - EXIT INT TERM
+	for name in "${!PIDS[@]}"; do stop "$name"; done
+	if ((rc == 0)); then
+		rm -rf "$TMP"
+	else
+		echo "signload.sh: stopped (exit $rc); logs kept in $TMP" >&9
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_busy() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+
+# start name cmd...: run cmd in the background, logging to $TMP/name.log;
+# exec makes the recorded pid the program itself.
+start() {
+	local name=$1
+	shift
+	exec_bg "$@" >"$TMP/$name.log" 2>&1 &
+	PIDS[$name]=$!
+}
+exec_bg() { exec "$@"; }
+
+wait_port() { # name addr: up to 15 s
+	local i
+	for ((i = 0; i < 150; i++)); do
+		port_busy "$2" && return 0
+		if ! kill -0 "${PIDS[$1]}" 2>/dev/null; then
+			tail -n 30 "$TMP/$1.log" >&2 || true
+			die "$1 exited during start-up (log above)"
+		fi
+		sleep 0.1
+	done
+	tail -n 30 "$TMP/$1.log" >&2 || true
+	die "$1 did not listen on $2 within 15 s"
+}
+
+for addr in $REDIS_ADDR $UPSTREAM_ADDR $NODE_A $NODE_B; do
+	port_busy "$addr" && die "$addr is already in use; stop whatever listens there"
+done
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+mkdir -p "$TMP/redis"
+start redis redis-server --port "${REDIS_ADDR##*:}" --bind 127.0.0.1 --save "" --appendonly no \
+	--protected-mode no --daemonize no --dir "$TMP/redis"
+wait_port redis $REDIS_ADDR
+
+start upstream bin/bench-upstream -listen $UPSTREAM_ADDR
+wait_port upstream $UPSTREAM_ADDR
+
+SECRET=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n') # 48 hex digits
+write_config() { # listen file
+	cat >"$2" <<-EOF
+		listen: "$1"
+		workers: 0
+		watch: false
+		admin: {listen: "off"}
+		access_log: {path: "off"}
+		consumers:
+		  - {app_key: $APP_KEY, secret: "$SECRET", tier: enterprise}
+		signature: {nonce_rate: $NONCE_RATE}
+		services:
+		  up:
+		    instances: [{addr: "$UPSTREAM_ADDR"}]
+		routes:
+		  - {name: signed, match: {prefix: /}, auth: signature, service: up}
+	EOF
+	chmod 600 "$2"
+}
+for node in a b; do
+	if [[ $node == a ]]; then addr=$NODE_A; else addr=$NODE_B; fi
+	write_config "$addr" "$TMP/node-$node.yaml"
+	# Only the generated config and TOLLGATE_REDIS decide how the node runs.
+	start "node-$node" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG -u TOLLGATE_NODES \
+		TOLLGATE_REDIS=$REDIS_ADDR bin/tollgate run -c "$TMP/node-$node.yaml"
+done
+wait_port node-a $NODE_A
+wait_port node-b $NODE_B
+
+# ---------------------------------------------------------------- run
+log "nproc=$NPROC rate=$RATE/s duration=$DURATION warm-up=$WARMUP conns=$CONNS nonce_rate=$NONCE_RATE"
+log "node A pid ${PIDS[node-a]} on $NODE_A, node B pid ${PIDS[node-b]} on $NODE_B, redis on $REDIS_ADDR"
+rc=0
+SIGNLOAD_SECRET=$SECRET bin/bench-signload -url "http://$NODE_A$REQ_PATH" -replay-url "http://$NODE_B$REQ_PATH" \
+	-app-key $APP_KEY -query "$QUERY" -rate "$RATE" -duration "$DURATION" -warmup "$WARMUP" \
+	-conns "$CONNS" -pid "${PIDS[node-a]}" -replay-sample "$SAMPLE" | tee "$TMP/signload.out" || rc=$?
+SUMMARY=$(grep '^SIGNLOAD ' "$TMP/signload.out" || true)
+[[ -n $SUMMARY ]] || die "no SIGNLOAD line from the generator (exit $rc)"
+
+val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$SUMMARY"; }
+
+rss_b=$(awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/${PIDS[node-b]}/status" 2>/dev/null || echo n/a)
+redis_mem=$(redis-cli -h "${REDIS_ADDR%:*}" -p "${REDIS_ADDR##*:}" INFO memory | tr -d '\r' | sed -n 's/^used_memory_human://p')
+redis_keys=$(redis-cli -h "${REDIS_ADDR%:*}" -p "${REDIS_ADDR##*:}" DBSIZE | tr -d '\r')
+# The cluster client logs each switch into degraded mode (Redis slower than
+# its budget: the node then decides alone) and each recovery.
+degraded_a=$(grep -c 'redis degraded' "$TMP/node-a.log" || true)
+degraded_b=$(grep -c 'redis degraded' "$TMP/node-b.log" || true)
+echo "redis: used_memory_human=$redis_mem keys=$redis_keys"
+echo "gateway: node B RSS ${rss_b} MiB after the replays; switches into degraded Redis mode: node A $degraded_a, node B $degraded_b"
+
+achieved=$(val achieved_rps)
+rate_line="achieved $achieved signed req/s of $RATE asked"
+if awk -v a="$achieved" -v r="$RATE" 'BEGIN { exit !(a < 0.98 * r) }'; then
+	rate_line="**achieved $achieved req/s, below the $RATE req/s asked** (the most this run reached)"
+fi
+verdict=pass
+((rc == 0)) || verdict="FAIL (signload exit $rc)"
+
+if [[ $RECORD == 1 ]]; then
+	results=bench/RESULTS.md
+	[[ -s $results ]] || printf '# Benchmark results\n' >"$results"
+	{
+		echo
+		echo "## Signed-request load with replay protection, $(date -u)"
+		echo
+		echo "- command: \`$COMMAND\`"
+		echo "- host: nproc $NPROC; $(go version | cut -d' ' -f3-); redis $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'); commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+		echo "- setup: two gateway nodes sharing one Redis, generator, upstream and Redis on the same $NPROC cores; load on node A, replays to node B; signature.nonce_rate $NONCE_RATE; $CONNS connections; warm-up $WARMUP, then $DURATION measured"
+		echo "- rate: $rate_line"
+		echo "- statuses: $(val ok) 2xx, $(val s401) 401 (of which $(val s401_replayed) \"replayed nonce\" on fresh nonces), $(val other) other, $(val errors) errors; $(val sent) sent, $(val unsent) unsent; $(val late_10ms) sent more than 10 ms late"
+		echo "- node A RSS: $(val rss_warm_mib) MiB at the end of warm-up; after it min $(val rss_min_mib) / max $(val rss_max_mib) / end $(val rss_end_mib) MiB; growth $(val rss_growth_mib) MiB ($(val rss_growth_pct) %)"
+		echo "- replays to node B: $(val replays_refused) of $(val replays_total) refused as \"replayed nonce\"; $(val replays_accepted) accepted, $(val replays_other) other, $(val replays_errors) errors"
+		echo "- Redis after the run: used_memory $redis_mem, $redis_keys keys; degraded-mode switches: node A $degraded_a, node B $degraded_b"
+		echo "- verdict: $verdict"
+		echo
+		echo '```'
+		echo "$SUMMARY"
+		echo '```'
+	} >>"$results"
+	log "appended to $results"
+fi
+exit "$rc"
