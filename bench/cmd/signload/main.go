@@ -177,6 +177,7 @@ func newTarget(raw, query string, c *config) (*target, string, error) {
 type kept struct {
 	index    uint64
 	ts       int64
+	at       time.Duration // sent, since the start of the run
 	sig      [sign.SignatureLen]byte
 	accepted bool // the first send got a 2xx
 }
@@ -358,8 +359,9 @@ func run(c *config) (int, error) {
 		appKey      = []byte(c.appKey)
 	)
 
-	fmt.Printf("signload: %s rate=%g/s warmup=%v duration=%v conns=%d workers=%d requests=%d nonce prefix %s, replay to %s (1 in %d kept)\n",
-		tgt.uri, c.rate, c.warmup, c.duration, c.conns, c.workers, total, prefix, rtgt.uri, stride)
+	fmt.Printf("signload: %s rate=%g/s warmup=%v duration=%v conns=%d workers=%d requests=%d nonce prefix %s, replay to %s (1 in %d kept); t=0 is %s\n",
+		tgt.uri, c.rate, c.warmup, c.duration, c.conns, c.workers, total, prefix, rtgt.uri, stride,
+		t0.UTC().Format("15:04:05.000Z"))
 
 	for range c.workers {
 		wg.Add(1)
@@ -420,7 +422,7 @@ func run(c *config) (int, error) {
 				}
 				if stride > 0 && i%stride == 0 {
 					k := &keep[i/stride]
-					k.index, k.ts, k.accepted = i, ts, accepted
+					k.index, k.ts, k.at, k.accepted = i, ts, now.Sub(t0), accepted
 					copy(k.sig[:], s.sig)
 				}
 			}
@@ -442,7 +444,7 @@ func run(c *config) (int, error) {
 		startT, endT        time.Duration
 		warmEdge, schedEdge = c.warmup, c.warmup + c.duration
 	)
-	sample := func(now time.Time) {
+	sample := func(now time.Time, last bool) {
 		el := now.Sub(t0)
 		r := responses()
 		if !startSet && el >= warmEdge {
@@ -460,24 +462,28 @@ func run(c *config) (int, error) {
 		}
 		t := el.Round(time.Second)
 		series = append(series, rssSample{t: t, kib: kib})
-		fmt.Printf("t=%ds rss=%s MiB sent=%d resp/s=%d ok=%d 401=%d other=%d errors=%d\n",
-			int(t.Seconds()), mib(kib), sent.Load(), r-prevResp, cnt.ok.Load(), cnt.s401.Load(), cnt.other.Load(), cnt.errors.Load())
+		end := ""
+		if last {
+			end = " (end)"
+		}
+		fmt.Printf("t=%ds rss=%s MiB sent=%d resp/s=%d ok=%d 401=%d other=%d errors=%d%s\n",
+			int(t.Seconds()), mib(kib), sent.Load(), r-prevResp, cnt.ok.Load(), cnt.s401.Load(), cnt.other.Load(), cnt.errors.Load(), end)
 		prevResp = r
 	}
 	time.Sleep(time.Until(t0))
 	tick := time.NewTicker(time.Second)
-	sample(time.Now())
+	sample(time.Now(), false)
 loop:
 	for {
 		select {
 		case now := <-tick.C:
-			sample(now)
+			sample(now, false)
 		case <-done:
 			break loop
 		}
 	}
 	tick.Stop()
-	sample(time.Now())
+	sample(time.Now(), true)
 	if !endSet { // every response came in before the schedule's end
 		endResp, endT = responses(), time.Since(t0)
 	}
@@ -545,6 +551,9 @@ loop:
 	if rp.firstErr != "" {
 		fmt.Printf("signload: first replay error: %s\n", rp.firstErr)
 	}
+	if len(rp.acceptedAt) > 0 {
+		fmt.Printf("signload: accepted replays by the second their original was sent: %s\n", perSecond(rp.acceptedAt))
+	}
 	switch {
 	case rp.accepted > 0:
 		fmt.Printf("signload: FAIL: %d replays were accepted\n", rp.accepted)
@@ -561,6 +570,26 @@ type replayResult struct {
 	msgs                                            *messages
 	firstErr                                        string
 	took                                            time.Duration
+	acceptedAt                                      []time.Duration // original send times of accepted replays
+}
+
+// perSecond renders times as "t=3s:12 t=4s:40 ...", counts per whole second.
+func perSecond(ts []time.Duration) string {
+	n := map[int]int{}
+	var secs []int
+	for _, t := range ts {
+		s := int(t / time.Second)
+		if n[s] == 0 {
+			secs = append(secs, s)
+		}
+		n[s]++
+	}
+	slices.Sort(secs)
+	parts := make([]string, len(secs))
+	for i, s := range secs {
+		parts[i] = fmt.Sprintf("t=%ds:%d", s, n[s])
+	}
+	return strings.Join(parts, " ")
 }
 
 // replay sends every kept request that was accepted again, with the same
@@ -577,6 +606,7 @@ func replay(c *config, tgt *target, keep []kept, prefix, appKey []byte) replayRe
 		next                                 atomic.Int64
 		refused, accepted, other, errs, sent atomic.Int64
 		errOnce                              sync.Once
+		acceptedMu                           sync.Mutex
 		wg                                   sync.WaitGroup
 		start                                = time.Now()
 		deadline                             = start.Add(c.replayFor)
@@ -608,6 +638,9 @@ func replay(c *config, tgt *target, keep []kept, prefix, appKey []byte) replayRe
 					errOnce.Do(func() { r.firstErr = err.Error() })
 				case resp.StatusCode() >= 200 && resp.StatusCode() < 300:
 					accepted.Add(1)
+					acceptedMu.Lock()
+					r.acceptedAt = append(r.acceptedAt, k.at)
+					acceptedMu.Unlock()
 				case resp.StatusCode() == 401 && bytes.Contains(resp.Body(), []byte(`"message":"`+replayedMsg+`"`)):
 					refused.Add(1)
 				default:
