@@ -74,7 +74,7 @@ type setEntry struct {
 // setSnap is an immutable published state of a view.
 type setSnap struct {
 	m       map[string]struct{}
-	updated time.Time // when Redis was last read successfully
+	updated time.Time // when the contents were last confirmed current
 }
 
 var emptySnap = &setSnap{m: map[string]struct{}{}}
@@ -136,8 +136,9 @@ func (v *SetView) Members() []string {
 	return out
 }
 
-// Updated is when the view last read Redis successfully (zero before the
-// first read): how stale the view may be while Redis is unavailable.
+// Updated is when the view was last confirmed current, from Redis or from
+// the client-side cache that Redis keeps invalidated (zero before the first
+// read): how stale the view may be while Redis is unavailable.
 func (v *SetView) Updated() time.Time { return v.snap.Load().updated }
 
 // Ready is closed once the view has read Redis successfully for the first
@@ -209,8 +210,12 @@ func (v *SetView) refreshOnce() {
 	v.lastErr = ""
 	now := time.Now()
 	if res.IsCacheHit() && v.loaded {
+		// Unchanged in Redis (no invalidation arrived): only expiry can
+		// change the contents.
 		if v.nextExp != 0 && now.UnixMilli() >= v.nextExp {
-			v.publish(now, v.snap.Load().updated)
+			v.publish(now, now)
+		} else {
+			v.snap.Store(&setSnap{m: v.snap.Load().m, updated: now})
 		}
 		return
 	}
