@@ -87,6 +87,15 @@ func (c *Compiler) Cluster() *cluster.Client {
 	return c.cluster
 }
 
+// NonceStats reports replays refused and nonce claims decided without Redis
+// (degraded) by the running replay filter.
+func (s *Snapshot) NonceStats() (replays, degraded uint64) {
+	if s.nonces == nil {
+		return 0, 0
+	}
+	return s.nonces.Stats()
+}
+
 // Close releases the long-lived state (the Redis client).
 func (c *Compiler) Close() {
 	if cl := c.Cluster(); cl != nil {

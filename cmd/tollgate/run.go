@@ -144,6 +144,12 @@ func serve(path string, stderr io.Writer) error {
 				if accessLog != nil {
 					st["access_log_dropped"] = accessLog.Dropped()
 				}
+				replays, degraded := gw.Snapshot().NonceStats()
+				st["nonces"] = map[string]uint64{"replays_refused": replays, "decided_without_redis": degraded}
+				st["clock_back_steps"] = compiler.Clock.BackSteps()
+				if cl := compiler.Cluster(); cl != nil {
+					st["redis"] = map[string]any{"healthy": cl.Healthy(), "stats": cl.Stats()}
+				}
 				return st
 			},
 		})
