@@ -19,6 +19,7 @@ WARMUP=${SIGNLOAD_WARMUP:-5s}
 CONNS=${SIGNLOAD_CONNS:-64}
 SAMPLE=${SIGNLOAD_SAMPLE:-0.01}
 RECORD=${SIGNLOAD_RECORD:-0}
+KEEP=${SIGNLOAD_KEEP:-0}
 NPROC=$(nproc)
 
 REDIS_ADDR=127.0.0.1:16379
@@ -82,8 +83,10 @@ cleanup() {
 	local rc=$? name
 	trap - EXIT INT TERM
 	for name in "${!PIDS[@]}"; do stop "$name"; done
-	if ((rc == 0)); then
+	if ((rc == 0)) && [[ $KEEP != 1 ]]; then
 		rm -rf "$TMP"
+	elif ((rc == 0)); then
+		echo "signload.sh: logs and configs kept in $TMP" >&9
 	else
 		echo "signload.sh: stopped (exit $rc); logs kept in $TMP" >&9
 	fi
@@ -210,7 +213,7 @@ if [[ $RECORD == 1 ]]; then
 		echo "- setup: two gateway nodes sharing one Redis, generator, upstream and Redis on the same $NPROC cores; load on node A, replays to node B; signature.nonce_rate $NONCE_RATE; $CONNS connections; warm-up $WARMUP, then $DURATION measured"
 		echo "- rate: $rate_line"
 		echo "- statuses: $(val ok) 2xx, $(val s401) 401 (of which $(val s401_replayed) \"replayed nonce\" on fresh nonces), $(val other) other, $(val errors) errors; $(val sent) sent, $(val unsent) unsent; $(val late_10ms) sent more than 10 ms late"
-		echo "- node A RSS: $(val rss_warm_mib) MiB at the end of warm-up; after it min $(val rss_min_mib) / max $(val rss_max_mib) / end $(val rss_end_mib) MiB; growth $(val rss_growth_mib) MiB ($(val rss_growth_pct) %)"
+		echo "- node A RSS: $(val rss_warm_mib) MiB at the end of warm-up; after it min $(val rss_min_mib) / max $(val rss_max_mib) / end $(val rss_end_mib) MiB; growth $(val rss_growth_mib) MiB ($(val rss_growth_pct) %), of which $(val rss_growth_2nd_half_mib) MiB in the second half of the measured time"
 		echo "- replays to node B: $(val replays_refused) of $(val replays_total) refused as \"replayed nonce\"; $(val replays_accepted) accepted, $(val replays_other) other, $(val replays_errors) errors"
 		echo "- Redis after the run: used_memory $redis_mem, $redis_keys keys; nodes in degraded Redis mode: node A $degraded_a, node B $degraded_b"
 		echo "- verdict: $verdict"

@@ -21,8 +21,8 @@
 // Output: one progress line per second, then one machine-readable line
 // starting with "SIGNLOAD" (key=value pairs) and lines for people.
 // Exit status: 0 when every replay was refused as a replay, 1 when a replay
-// was accepted, 3 when some replay got any other answer (or none), 2 on bad
-// flags.
+// was accepted, 3 when some replay got any other answer (or none) or no
+// request was kept to replay, 2 on bad flags.
 package main
 
 import (
@@ -496,8 +496,12 @@ loop:
 	unsent := int64(total) - sent.Load()
 
 	// RSS: value at the end of the warm-up (the first sample at or after
-	// it), then min and max after it.
-	var warmKiB, minKiB, maxKiB, endKiB int64 = -1, -1, -1, -1
+	// it), then min and max after it. The growth in the second half of the
+	// time after warm-up (its max minus the max of the first half) tells a
+	// plateau from a steady climb: a Go heap grows until the collector's
+	// goal before it levels off.
+	var warmKiB, minKiB, maxKiB, endKiB, max1KiB, max2KiB int64 = -1, -1, -1, -1, -1, -1
+	mid := warmEdge + (series[len(series)-1].t-warmEdge)/2
 	for _, s := range series {
 		if s.kib < 0 {
 			continue
@@ -510,12 +514,20 @@ loop:
 		default:
 			minKiB, maxKiB = min(minKiB, s.kib), max(maxKiB, s.kib)
 		}
+		if s.t <= mid {
+			max1KiB = max(max1KiB, s.kib)
+		} else {
+			max2KiB = max(max2KiB, s.kib)
+		}
 		endKiB = s.kib
 	}
-	growthMiB, growthPct := math.NaN(), math.NaN()
+	growthMiB, growthPct, growth2MiB := math.NaN(), math.NaN(), math.NaN()
 	if warmKiB > 0 {
 		growthMiB = float64(maxKiB-warmKiB) / 1024
 		growthPct = 100 * float64(maxKiB-warmKiB) / float64(warmKiB)
+	}
+	if max1KiB > 0 && max2KiB > 0 {
+		growth2MiB = float64(max2KiB-max1KiB) / 1024
 	}
 
 	// Replays.
@@ -524,12 +536,12 @@ loop:
 	fmt.Printf("SIGNLOAD url=%s replay_url=%s rate=%g duration_s=%g warmup_s=%g conns=%d workers=%d"+
 		" scheduled=%d sent=%d unsent=%d achieved_rps=%.0f window_s=%.1f ok=%d s401=%d s401_replayed=%d other=%d errors=%d"+
 		" late_10ms=%d max_lag_ms=%.1f"+
-		" rss_warm_mib=%s rss_min_mib=%s rss_max_mib=%s rss_end_mib=%s rss_growth_mib=%.1f rss_growth_pct=%.1f"+
+		" rss_warm_mib=%s rss_min_mib=%s rss_max_mib=%s rss_end_mib=%s rss_growth_mib=%.1f rss_growth_pct=%.1f rss_growth_2nd_half_mib=%.1f"+
 		" replays_total=%d replays_refused=%d replays_accepted=%d replays_other=%d replays_errors=%d replays_unsent=%d\n",
 		tgt.uri, rtgt.uri, c.rate, c.duration.Seconds(), c.warmup.Seconds(), c.conns, c.workers,
 		total, sent.Load(), unsent, achieved, window.Seconds(), cnt.ok.Load(), cnt.s401.Load(), msgs.get(replayedMsg), cnt.other.Load(), cnt.errors.Load(),
 		late10ms.Load(), float64(maxLag.Load())/1e6,
-		mib(warmKiB), mib(minKiB), mib(maxKiB), mib(endKiB), growthMiB, growthPct,
+		mib(warmKiB), mib(minKiB), mib(maxKiB), mib(endKiB), growthMiB, growthPct, growth2MiB,
 		rp.total, rp.refused, rp.accepted, rp.other, rp.errors, rp.unsent)
 
 	below := ""
@@ -540,8 +552,8 @@ loop:
 		achieved, window.Seconds(), below, sent.Load(), unsent, cnt.ok.Load(), cnt.s401.Load(), cnt.other.Load(), cnt.errors.Load(), late10ms.Load(), float64(maxLag.Load())/1e6)
 	fmt.Printf("signload: 401 messages during the load: %s\n", msgs)
 	if c.pid > 0 {
-		fmt.Printf("signload: gateway pid %d RSS: %s MiB at the end of warm-up, then min %s / max %s / end %s MiB; growth after warm-up %+.1f MiB (%+.1f%%)\n",
-			c.pid, mib(warmKiB), mib(minKiB), mib(maxKiB), mib(endKiB), growthMiB, growthPct)
+		fmt.Printf("signload: gateway pid %d RSS: %s MiB at the end of warm-up, then min %s / max %s / end %s MiB; growth after warm-up %+.1f MiB (%+.1f%%), of which %+.1f MiB in its second half\n",
+			c.pid, mib(warmKiB), mib(minKiB), mib(maxKiB), mib(endKiB), growthMiB, growthPct, growth2MiB)
 	}
 	if firstErr != "" {
 		fmt.Printf("signload: first error: %s\n", firstErr)
@@ -555,6 +567,9 @@ loop:
 		fmt.Printf("signload: accepted replays by the second their original was sent: %s\n", perSecond(rp.acceptedAt))
 	}
 	switch {
+	case c.sample > 0 && rp.total == 0:
+		fmt.Println("signload: FAIL: no accepted request was kept, so replay protection was not checked")
+		return 3, nil
 	case rp.accepted > 0:
 		fmt.Printf("signload: FAIL: %d replays were accepted\n", rp.accepted)
 		return 1, nil
