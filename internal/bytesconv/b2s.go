@@ -1,5 +1,5 @@
-// Package bytesconv holds the one unsafe conversion the gateway uses, kept in
-// its own file so that every use is easy to find and review.
+// Package bytesconv holds the unsafe string/[]byte conversions the gateway
+// uses, kept in one place so that every use is easy to find and review.
 package bytesconv
 
 import "unsafe"
