@@ -199,6 +199,10 @@ type Stats struct {
 	// InFlight is the number of request-path Redis calls running now,
 	// including ones whose callers already gave up.
 	InFlight int
+	// Backfilled counts nonce claims decided while degraded and written to
+	// Redis after recovery; BackfillDropped those the backlog had no room
+	// for.
+	Backfilled, BackfillDropped uint64
 }
 
 // Client is a bounded, self-healing Redis client. It is safe for
@@ -224,6 +228,11 @@ type Client struct {
 
 	nDegraded, nRecovered, nRefused, nTimeouts, nSaturated, nErrors atomic.Uint64
 
+	// backlog keeps nonce claims decided while degraded, to be written to
+	// Redis after recovery (see ClaimNonce).
+	backlog                 chan pendingClaim
+	nBackfilled, nBackDrops atomic.Uint64
+
 	// mu guards views and orders starting background loops against Close.
 	mu    sync.Mutex
 	views map[string]*SetView // by Redis key
@@ -247,12 +256,14 @@ func New(o Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		o:     o,
-		log:   o.Logger,
-		sem:   make(chan struct{}, o.MaxInFlight),
-		work:  make(chan *call),
-		views: make(map[string]*SetView),
-		stop:  make(chan struct{}),
+		o:    o,
+		log:  o.Logger,
+		sem:  make(chan struct{}, o.MaxInFlight),
+		work: make(chan *call),
+
+		backlog: make(chan pendingClaim, backlogSize),
+		views:   make(map[string]*SetView),
+		stop:    make(chan struct{}),
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()
@@ -334,6 +345,9 @@ func (c *Client) Stats() Stats {
 		Saturated: c.nSaturated.Load(),
 		Errors:    c.nErrors.Load(),
 		InFlight:  len(c.sem),
+
+		Backfilled:      c.nBackfilled.Load(),
+		BackfillDropped: c.nBackDrops.Load(),
 	}
 }
 
@@ -375,6 +389,8 @@ func (c *Client) markRecovered() {
 		c.log.Info("redis recovered",
 			zap.Duration("degraded_for", time.Since(time.Unix(0, c.since.Load()))))
 		c.kickViews() // refresh every view now rather than on the next tick
+		c.wg.Add(1)
+		go c.backfill()
 	}
 }
 

@@ -620,3 +620,33 @@ func TestCloseWhileFrozenIsBounded(t *testing.T) {
 		t.Fatalf("Close took %v; want at most %v", d, limit)
 	}
 }
+
+// TestClaimsDecidedWhileDegradedReachRedisAfterRecovery: a nonce a node
+// accepted while Redis was away is written once Redis is back, so a later
+// replay to another node is refused.
+func TestClaimsDecidedWhileDegradedReachRedisAfterRecovery(t *testing.T) {
+	r := testutil.StartRedis(t)
+	a := newClient(t, r.Addr, budgeted)
+	b := newClient(t, r.Addr, budgeted)
+	warm(t, a)
+	warm(t, b)
+	r.Kill()
+	waitFor(t, 3*time.Second, "degraded after kill", func() bool {
+		_, err := a.ClaimNonce("probe-"+time.Now().String(), time.Minute)
+		return err != nil && !a.Healthy()
+	})
+	// Decided locally while degraded.
+	if _, err := a.ClaimNonce("offline-nonce", time.Minute); err == nil {
+		t.Fatal("claim succeeded with Redis killed")
+	}
+	r.Restart()
+	waitFor(t, 3*time.Second, "recovery", a.Healthy)
+	waitFor(t, 3*time.Second, "backfill", func() bool { return a.Stats().Backfilled > 0 })
+	waitFor(t, 3*time.Second, "node B healthy", b.Healthy)
+	if fresh, err := b.ClaimNonce("offline-nonce", time.Minute); err != nil || fresh {
+		t.Fatalf("node B after recovery: fresh=%v err=%v; want the backfilled claim to refuse it", fresh, err)
+	}
+	if ttl, err := r.Command("PTTL", "offline-nonce"); err != nil || ttl == "-1" || ttl == "-2" {
+		t.Fatalf("backfilled key PTTL %q, %v: want the nonce's remaining lifetime", ttl, err)
+	}
+}

@@ -55,6 +55,7 @@ func (c *Client) ClaimNonce(key string, ttl time.Duration) (fresh bool, err erro
 			return false, ErrClosed
 		}
 		c.nRefused.Add(1)
+		c.deferClaim(key, ttl)
 		return false, ErrDegraded
 	}
 	if c.closed.Load() {
@@ -71,6 +72,7 @@ func (c *Client) ClaimNonce(key string, ttl time.Duration) (fresh bool, err erro
 		callPool.Put(cl)
 		c.nSaturated.Add(1)
 		c.markDegraded("too many redis calls in flight", nil)
+		c.deferClaim(key, ttl)
 		return false, ErrDegraded
 	}
 	cl.rc, cl.key, cl.ttl = rc, key, ttl
@@ -97,6 +99,62 @@ func (c *Client) ClaimNonce(key string, ttl time.Duration) (fresh bool, err erro
 	case <-down: // another call found Redis unavailable: stop waiting
 		c.nRefused.Add(1)
 		return false, ErrDegraded
+	}
+}
+
+// backlogSize bounds the claims remembered while degraded (about 100 bytes
+// each); beyond it they are dropped and counted.
+const backlogSize = 1 << 16
+
+// pendingClaim is a nonce claim decided locally while Redis was away.
+type pendingClaim struct {
+	key string
+	exp time.Time // when the claim would have expired in Redis
+}
+
+// deferClaim remembers a claim the caller decided without Redis. Nodes cannot
+// see each other's claims while Redis is away, so a replay sent to another
+// node during that time can get through (the availability the budget buys);
+// writing the claims once Redis is back closes that gap for the rest of
+// each nonce's lifetime instead of leaving it open until it expires.
+func (c *Client) deferClaim(key string, ttl time.Duration) {
+	select {
+	case c.backlog <- pendingClaim{key: key, exp: time.Now().Add(ttl)}:
+	default:
+		c.nBackDrops.Add(1)
+	}
+}
+
+// backfill writes the backlog after a recovery, off the request path, with
+// the time each claim has left. It stops at the next degradation; what is
+// left waits for the next recovery.
+func (c *Client) backfill() {
+	defer c.wg.Done()
+	rc := c.redis()
+	if rc == nil {
+		return
+	}
+	for {
+		if c.degraded.Load() {
+			return
+		}
+		var p pendingClaim
+		select {
+		case p = <-c.backlog:
+		case <-c.stop:
+			return
+		default:
+			return
+		}
+		left := time.Until(p.exp)
+		if left < time.Millisecond {
+			continue
+		}
+		if r := claim(rc, p.key, left.Truncate(time.Millisecond)); r.err != nil {
+			c.deferClaim(p.key, left) // try again after the next recovery
+			return
+		}
+		c.nBackfilled.Add(1)
 	}
 }
 
