@@ -14,16 +14,11 @@ var framingErrors = []error{ErrObsFold, ErrBadHeaderName, ErrBadHeaderValue, Err
 // Errors lists every error of the package, for callers that prebuild one
 // answer per error.
 var Errors = append([]error{ErrHeaderTooLarge, ErrURITooLong, ErrBodyTooLarge, ErrMethodNotAllowed,
-	errTimeoutExample}, framingErrors...)
+	ErrReadTimeout}, framingErrors...)
 
-// errTimeoutExample stands for the read timeouts Status maps to 408.
-var errTimeoutExample error = timeoutError{}
-
-type timeoutError struct{}
-
-func (timeoutError) Error() string   { return "codec: timeout" }
-func (timeoutError) Timeout() bool   { return true }
-func (timeoutError) Temporary() bool { return true }
+// ErrReadTimeout stands for a client too slow to send its request; Status
+// maps it, and any net.Error timeout, to 408.
+var ErrReadTimeout = errors.New("codec: request not received in time")
 
 // Status maps a parse or limit error (the package's own, or fasthttp's) to
 // the status the client gets. Anything not recognised is a malformed
@@ -40,7 +35,7 @@ func Status(err error) int {
 		return fasthttp.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrMethodNotAllowed):
 		return fasthttp.StatusMethodNotAllowed
-	case errors.As(err, &netErr) && netErr.Timeout():
+	case errors.Is(err, ErrReadTimeout), errors.As(err, &netErr) && netErr.Timeout():
 		return fasthttp.StatusRequestTimeout
 	}
 	return fasthttp.StatusBadRequest

@@ -98,8 +98,6 @@ func yamlError(name string, err error) error {
 	return &Error{File: name, Msg: msg}
 }
 
-var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
-
 // checkFields walks the document against the schema and refuses keys the
 // schema does not have, naming the line and column of the key: a typo such
 // as "priorty" must not silently mean "priority 0".
@@ -113,10 +111,7 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			if reflect.PointerTo(t).Implements(unmarshalerType) && !hasYAMLFields(t) {
-				return nil
-			}
-			return nil // a type mismatch is reported by Decode with its line
+			return nil // a scalar type (Duration) or a mismatch Decode reports with its line
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
@@ -151,15 +146,6 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 		}
 	}
 	return nil
-}
-
-func hasYAMLFields(t reflect.Type) bool {
-	for i := 0; i < t.NumField(); i++ {
-		if tag := t.Field(i).Tag.Get("yaml"); tag != "" && tag != "-" {
-			return true
-		}
-	}
-	return false
 }
 
 func fieldByTag(t reflect.Type, key string) (reflect.Type, bool) {
