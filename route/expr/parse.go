@@ -128,58 +128,37 @@ func (p *parser) peek2(op string) bool {
 	return strings.HasPrefix(p.src[p.pos:], op)
 }
 
-func (p *parser) or() (node, error) {
-	first, err := p.and()
-	if err != nil {
-		return node{}, err
-	}
-	var kids []node
-	for {
-		p.space()
-		if !p.peek2("||") {
-			break
-		}
-		p.pos += 2
-		next, err := p.and()
-		if err != nil {
-			return node{}, err
-		}
-		if kids == nil {
-			kids = appendFlat(kids, opOr, first)
-		}
-		kids = appendFlat(kids, opOr, next)
-	}
-	if kids == nil {
-		return first, nil
-	}
-	return node{op: opOr, kids: kids}, nil
-}
+func (p *parser) or() (node, error) { return p.chain(opOr, "||", p.and) }
 
-func (p *parser) and() (node, error) {
-	first, err := p.unary()
+func (p *parser) and() (node, error) { return p.chain(opAnd, "&&", p.unary) }
+
+// chain parses operand (tok operand)* into one flat node of op, or the
+// single operand when there is no tok.
+func (p *parser) chain(op opcode, tok string, operand func() (node, error)) (node, error) {
+	first, err := operand()
 	if err != nil {
 		return node{}, err
 	}
 	var kids []node
 	for {
 		p.space()
-		if !p.peek2("&&") {
+		if !p.peek2(tok) {
 			break
 		}
 		p.pos += 2
-		next, err := p.unary()
+		next, err := operand()
 		if err != nil {
 			return node{}, err
 		}
 		if kids == nil {
-			kids = appendFlat(kids, opAnd, first)
+			kids = appendFlat(kids, op, first)
 		}
-		kids = appendFlat(kids, opAnd, next)
+		kids = appendFlat(kids, op, next)
 	}
 	if kids == nil {
 		return first, nil
 	}
-	return node{op: opAnd, kids: kids}, nil
+	return node{op: op, kids: kids}, nil
 }
 
 // appendFlat appends n to kids of an op node, inlining n's own kids when n is
