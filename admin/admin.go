@@ -27,6 +27,9 @@ type Deps struct {
 	Reload func() (*config.Snapshot, error)
 	// Stats returns a JSON-encodable view of the gateway's counters.
 	Stats func() any
+	// Revoke adds "jti:<id>" or "sub:<subject>" to the JWT revocation set
+	// for ttl; nil when there is no cluster to hold it.
+	Revoke func(member string, ttl time.Duration) error
 }
 
 // Server is the admin HTTP listener.
@@ -43,6 +46,7 @@ func New(d Deps) *Server {
 	mux.HandleFunc("GET /admin/config", s.config)
 	mux.HandleFunc("POST /admin/reload", s.auth(s.reload))
 	mux.HandleFunc("GET /admin/stats", s.stats)
+	mux.HandleFunc("POST /admin/revoke", s.auth(s.revoke))
 	// Profiles are served on the admin listener only (loopback by default);
 	// with a token configured they need it, as they cost CPU to take.
 	mux.HandleFunc("GET /debug/pprof/", s.guardProfile(pprof.Index))
@@ -136,6 +140,48 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, snapshotView(snap))
+}
+
+// revoke takes {"jti": "...", "sub": "...", "ttl": "24h"} (one of jti or
+// sub; ttl defaults to 24h and should outlive the tokens it revokes).
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	if s.deps.Revoke == nil {
+		fail(w, http.StatusConflict, "revocations need cluster.redis")
+		return
+	}
+	var body struct {
+		JTI string `json:"jti"`
+		Sub string `json:"sub"`
+		TTL string `json:"ttl"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
+		fail(w, http.StatusBadRequest, "body must be JSON: {\"jti\"|\"sub\": ..., \"ttl\": \"24h\"}")
+		return
+	}
+	ttl := 24 * time.Hour
+	if body.TTL != "" {
+		d, err := time.ParseDuration(body.TTL)
+		if err != nil || d <= 0 {
+			fail(w, http.StatusBadRequest, "ttl must be a positive duration such as 24h")
+			return
+		}
+		ttl = d
+	}
+	var member string
+	switch {
+	case body.JTI != "" && body.Sub == "":
+		member = "jti:" + body.JTI
+	case body.Sub != "" && body.JTI == "":
+		member = "sub:" + body.Sub
+	default:
+		fail(w, http.StatusBadRequest, "give exactly one of jti or sub")
+		return
+	}
+	if err := s.deps.Revoke(member, ttl); err != nil {
+		fail(w, http.StatusServiceUnavailable, "revocation not stored: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"revoked": member, "ttl": ttl.String()})
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/config"
 )
@@ -80,5 +81,45 @@ func TestChangesOffWithoutToken(t *testing.T) {
 	}
 	if st, body := do(t, "GET", base+"/admin/stats", ""); st != 200 || !strings.Contains(body, `"requests":3`) {
 		t.Fatalf("stats: %d %s", st, body)
+	}
+}
+
+func TestRevoke(t *testing.T) {
+	var got []string
+	snap := &config.Snapshot{Version: 1, File: &config.File{}}
+	s := New(Deps{Token: "t", Snapshot: func() *config.Snapshot { return snap }, Stats: func() any { return nil },
+		Revoke: func(member string, ttl time.Duration) error { got = append(got, member+" "+ttl.String()); return nil }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { ln.Close() })
+	post := func(token, body string) int {
+		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/admin/revoke", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := post("t", `{"jti":"abc","ttl":"1h"}`); st != 200 {
+		t.Fatalf("revoke jti: %d", st)
+	}
+	if st := post("t", `{"sub":"user-7"}`); st != 200 {
+		t.Fatalf("revoke sub: %d", st)
+	}
+	for _, bad := range []string{`{}`, `{"jti":"a","sub":"b"}`, `{"jti":"a","ttl":"-1h"}`, `nope`} {
+		if st := post("t", bad); st != 400 {
+			t.Fatalf("%s: %d, want 400", bad, st)
+		}
+	}
+	if st := post("wrong", `{"jti":"x"}`); st != 401 {
+		t.Fatalf("wrong token: %d", st)
+	}
+	if strings.Join(got, ",") != "jti:abc 1h0m0s,sub:user-7 24h0m0s" {
+		t.Fatalf("revocations %v", got)
 	}
 }

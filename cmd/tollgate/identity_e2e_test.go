@@ -197,10 +197,10 @@ func TestRevokedJWTRefusedEverywhereWithinASecond(t *testing.T) {
 	rd := testutil.StartRedis(t)
 	up := testutil.StartUpstream(t, "ok")
 	cfg := writeConfig(t, identityConfig(up.Addr))
-	a, b := freePort(t), freePort(t)
-	env := []string{"TOLLGATE_REDIS=" + rd.Addr}
+	a, b, adminB := freePort(t), freePort(t), freePort(t)
+	env := []string{"TOLLGATE_REDIS=" + rd.Addr, "TOLLGATE_ADMIN_TOKEN=adm1n"}
 	startProc(t, a, "off", env, "run", "-c", cfg)
-	startProc(t, b, "off", env, "run", "-c", cfg)
+	startProc(t, b, adminB, env, "run", "-c", cfg)
 
 	exp := time.Now().Add(time.Hour).Unix()
 	tok := hs256(t, map[string]any{"sub": "user-7", "jti": "tok-1", "iss": "https://id.example.com", "aud": "api", "exp": exp})
@@ -263,6 +263,26 @@ func TestRevokedJWTRefusedEverywhereWithinASecond(t *testing.T) {
 	t.Logf("revocation refused on both nodes %v after the write", time.Since(revokedAt))
 	if st, _ := bearer(t, b, other); st != 200 {
 		t.Fatal("another token was hit by the revocation")
+	}
+	// Revoking a subject through node B's admin API reaches node A.
+	rev := &fasthttp.Request{}
+	rev.SetRequestURI("http://" + adminB + "/admin/revoke")
+	rev.Header.SetMethod("POST")
+	rev.Header.Set("Authorization", "Bearer adm1n")
+	rev.SetBodyString(`{"sub":"user-8","ttl":"1h"}`)
+	var revResp fasthttp.Response
+	if err := fasthttp.DoTimeout(rev, &revResp, 3*time.Second); err != nil || revResp.StatusCode() != 200 {
+		t.Fatalf("admin revoke: %v %d %s", err, revResp.StatusCode(), revResp.Body())
+	}
+	revokedAt = time.Now()
+	for {
+		if st, _ := bearer(t, a, other); st == 401 {
+			break
+		}
+		if time.Since(revokedAt) > time.Second {
+			t.Fatal("a subject revoked through the admin API is still accepted after 1s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

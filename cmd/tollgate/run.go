@@ -134,6 +134,7 @@ func serve(path string, stderr io.Writer) error {
 			Token:    f.Admin.Token,
 			Snapshot: gw.Snapshot,
 			Reload:   func() (*config.Snapshot, error) { return reload("admin API") },
+			Revoke:   revoker(compiler, f),
 			Stats: func() any {
 				st := map[string]any{
 					"requests":       gw.Stats.Read(),
@@ -245,6 +246,17 @@ func watchFile(path string, interval time.Duration, stop <-chan struct{}, curren
 			changed()
 		}
 	}
+}
+
+// revoker returns the admin API's way to revoke tokens, nil without a
+// cluster or JWT section.
+func revoker(compiler *config.Compiler, f *config.File) func(string, time.Duration) error {
+	cl := compiler.Cluster()
+	if cl == nil || f.JWT == nil {
+		return nil
+	}
+	key := f.JWT.RevocationKey
+	return func(member string, ttl time.Duration) error { return cl.AddToSet(key, member, ttl) }
 }
 
 // warnRestartOnly logs settings a reload read but cannot apply.
