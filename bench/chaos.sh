@@ -7,6 +7,8 @@
 #   3. a hanging upstream answers 504 within the read timeout.
 # Everything listens on 127.0.0.1; every process is stopped on exit.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+PROG=chaos.sh
 cd "$(dirname "$0")/.."
 
 RELOADS=${CHAOS_RELOADS:-10}
@@ -14,21 +16,13 @@ DURATION=${CHAOS_DURATION:-10}
 TRANSPORTS=${CHAOS_TRANSPORTS:-"netpoll fasthttp"}
 GW=127.0.0.1:18080 ADMIN=127.0.0.1:19901 UP1=127.0.0.1:19101 UP2=127.0.0.1:19102 HANG=127.0.0.1:19103
 
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-go build -o bin/tollgate ./cmd/tollgate
-go build -o bin/bench-upstream ./bench/cmd/upstream
-
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing on $1" >&2; return 1; }
-
-start_upstream() { bin/bench-upstream -listen "$1" >/dev/null 2>&1 & pids+=($!); echo $!; }
+# shellcheck disable=SC2046 # one word per missing command
+apt_install $(missing wrk)
+build tollgate bench-upstream
+make_tmp chaos
 
 write_config() { # $1 = priority, so every reload is a real change
-cat >"$tmp/gw.yaml" <<YAML
+cat >"$TMP/gw.yaml" <<YAML
 listen: "$GW"
 watch: false   # reloads here are the script's SIGHUPs, counted one by one
 admin: {listen: "$ADMIN"}
@@ -47,7 +41,7 @@ YAML
 }
 
 # A listener that accepts and reads but never answers.
-python3 - "$HANG" <<'PY' & pids+=($!)
+cat >"$TMP/hang.py" <<'PY'
 import socket, sys, threading
 host, port = sys.argv[1].rsplit(":", 1)
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((host, int(port))); s.listen(64)
@@ -56,6 +50,7 @@ def hold(c):
 while True:
     c, _ = s.accept(); threading.Thread(target=hold, args=(c,), daemon=True).start()
 PY
+start hang python3 "$TMP/hang.py" "$HANG"
 
 parse_wrk() { # prints "requests errors non2xx"
   local f=$1 req err non
@@ -69,30 +64,30 @@ fail=0
 results=()
 row() { echo "$1"; results+=("$1"); }
 for t in $TRANSPORTS; do
-  up1=$(start_upstream "$UP1"); start_upstream "$UP2" >/dev/null
+  start up1 bin/bench-upstream -listen "$UP1"; start up2 bin/bench-upstream -listen "$UP2"
   write_config 1
-  TOLLGATE_TRANSPORT=$t bin/tollgate run -c "$tmp/gw.yaml" >/dev/null 2>"$tmp/gw-$t.log" & gw=$!; pids+=($gw)
-  wait_port "$GW"; wait_port "$UP1"; wait_port "$UP2"; wait_port "$HANG"
+  start "gw-$t" env TOLLGATE_TRANSPORT="$t" bin/tollgate run -c "$TMP/gw.yaml"; gw=${PIDS[gw-$t]}
+  wait_port "gw-$t" "$GW"; wait_port up1 "$UP1"; wait_port up2 "$UP2"; wait_port hang "$HANG"
 
   # 1. reloads under load
-  wrk -t2 -c64 -d"${DURATION}s" "http://$GW/r" >"$tmp/wrk-reload" &
+  wrk -t2 -c64 -d"${DURATION}s" "http://$GW/r" >"$TMP/wrk-reload" &
   w=$!
   sleep 1
   for i in $(seq "$RELOADS"); do write_config $((i + 1)); kill -HUP "$gw"; sleep $(awk "BEGIN {print ($DURATION - 2) / $RELOADS}"); done
   wait $w
-  read -r req err non <<<"$(parse_wrk "$tmp/wrk-reload")"
-  reloaded=$(grep -c '"configuration reloaded"' "$tmp/gw-$t.log" || true)
+  read -r req err non <<<"$(parse_wrk "$TMP/wrk-reload")"
+  reloaded=$(grep -c '"configuration reloaded"' "$TMP/gw-$t.log" || true)
   version=$(curl -s "http://$ADMIN/admin/config" | sed -n 's/.*"version":\([0-9]*\).*/\1/p')
   row "| $t | $RELOADS reloads under wrk | $req requests, $err socket errors, $non non-2xx; $reloaded reloads applied, config version $version |"
   { [ "$err" = 0 ] && [ "$non" = 0 ] && [ "$reloaded" = "$RELOADS" ]; } || fail=1
 
   # 2. kill one instance under load
-  wrk -t2 -c64 -d"${DURATION}s" "http://$GW/k" >"$tmp/wrk-kill" &
+  wrk -t2 -c64 -d"${DURATION}s" "http://$GW/k" >"$TMP/wrk-kill" &
   w=$!
   sleep $((DURATION / 2))
-  kill -9 "$up1"
+  kill -9 "${PIDS[up1]}"; wait "${PIDS[up1]}" 2>/dev/null || true # reaped quietly
   wait $w
-  read -r req err non <<<"$(parse_wrk "$tmp/wrk-kill")"
+  read -r req err non <<<"$(parse_wrk "$TMP/wrk-kill")"
   row "| $t | kill 1 of 2 instances under wrk | $req requests, $err socket errors, $non non-2xx |"
   { [ "$err" = 0 ] && [ "$non" -le 64 ]; } || fail=1
 
@@ -101,8 +96,7 @@ for t in $TRANSPORTS; do
   row "| $t | hanging upstream (read timeout 400ms) | status ${out% *} after ${out#* }s |"
   [ "${out% *}" = 504 ] || fail=1
 
-  kill "$gw"; wait "$gw" 2>/dev/null || true
-  pkill -f "bench-upstream -listen $UP2" || true
+  stop "gw-$t"; stop up1; stop up2
   sleep 0.3
 done
 if [ "${CHAOS_RECORD:-0}" = 1 ]; then

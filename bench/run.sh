@@ -9,6 +9,8 @@
 # and prints one markdown table with the gateway/nginx ratios.
 set -euo pipefail
 
+source "$(dirname "$0")/lib.sh"
+PROG=bench
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 
@@ -46,15 +48,7 @@ HZ=$(getconf CLK_TCK)
 
 # The exact command, for the record: every BENCH_*/TOLLGATE_* variable set
 # (secrets left out).
-COMMAND=""
-while IFS='=' read -r k _; do
-	[[ $k =~ TOKEN|SECRET|PASSWORD|KEY ]] && continue
-	COMMAND+="$k=$(printf '%q' "${!k}") "
-done < <(env | grep -E '^(BENCH|TOLLGATE)_[A-Z0-9_]*=' | sort)
-COMMAND+="bash bench/run.sh"
-
-die() { echo "bench: $*" >&2; exit 1; }
-log() { echo "bench: $*" >&2; }
+COMMAND=$(command_line 'BENCH|TOLLGATE' 'TOKEN|SECRET|PASSWORD|KEY' bench/run.sh)
 
 has_target() { [[ " $TARGETS " == *" $1 "* ]]; }
 
@@ -67,75 +61,33 @@ done
 has_target tollgate || TRANSPORTS=""
 
 # ---------------------------------------------------------------- prerequisites
-need=()
-command -v wrk >/dev/null 2>&1 || need+=(wrk)
-command -v curl >/dev/null 2>&1 || need+=(curl)
+mapfile -t need < <(missing wrk curl)
 NGINX_BIN=$(command -v nginx 2>/dev/null || true)
 [[ -z $NGINX_BIN && -x /usr/sbin/nginx ]] && NGINX_BIN=/usr/sbin/nginx
 if [[ -z $NGINX_BIN ]] && has_target nginx; then need+=(nginx); fi
 if ((${#need[@]})); then
-	[[ $(id -u) == 0 ]] || die "missing ${need[*]}; install them or run as root so apt-get can"
-	command -v apt-get >/dev/null 2>&1 || die "missing ${need[*]} and no apt-get to install them"
-	log "installing ${need[*]}"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	apt_install "${need[@]}"
 	NGINX_BIN=$(command -v nginx 2>/dev/null || true)
 	[[ -z $NGINX_BIN && -x /usr/sbin/nginx ]] && NGINX_BIN=/usr/sbin/nginx
 fi
 
 # ---------------------------------------------------------------- build
-mkdir -p bin
 log "building the bench programs"
-go build -o bin/bench-upstream ./bench/cmd/upstream
-go build -o bin/bench-loadgen ./bench/cmd/loadgen
-go build -o bin/bench-idleconns ./bench/cmd/idleconns
+build bench-upstream bench-loadgen bench-idleconns
 if has_target tollgate; then
 	if [[ -n $GATEWAY_BIN ]]; then
 		[[ -x $GATEWAY_BIN ]] || die "BENCH_GATEWAY_BIN=$GATEWAY_BIN is not executable"
 		GW=$GATEWAY_BIN
 	else
 		log "building the gateway"
-		go build -o bin/tollgate ./cmd/tollgate
+		build tollgate
 		GW=$ROOT/bin/tollgate
 	fi
 fi
 
 # ---------------------------------------------------------------- processes
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-bench.XXXXXX")
+make_tmp bench
 chmod 755 "$TMP"
-declare -A PIDS=() # name -> pid
-
-stop() { # name: TERM, then KILL after 5 s
-	local name=$1 pid=${PIDS[$1]:-} i
-	[[ -n $pid ]] || return 0
-	unset "PIDS[$name]"
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
-
-# A trap may fire while a redirected command is running, so cleanup writes to
-# a copy of the original stderr.
-exec 9>&2
-cleanup() {
-	local rc=$? name
-	trap - EXIT INT TERM
-	for name in "${!PIDS[@]}"; do stop "$name"; done
-	if ((rc == 0)); then
-		rm -rf "$TMP"
-	else
-		echo "bench: stopped (exit $rc); logs kept in $TMP" >&9
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port_busy() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
 
 pin() { # cpu-list cmd...: run cmd pinned when a cpu list is given
 	local cpus=$1
@@ -143,33 +95,16 @@ pin() { # cpu-list cmd...: run cmd pinned when a cpu list is given
 	if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
 }
 
-# start name cpu-list cmd...: run cmd in the background as $TMP/name.log;
-# exec makes the recorded pid the server itself, not a wrapping subshell.
-start() {
+# start_pinned name cpu-list cmd...: start, pinned when a cpu list is given.
+start_pinned() {
 	local name=$1 cpus=$2
 	shift 2
-	if [[ -n $cpus ]]; then
-		exec_bg taskset -c "$cpus" "$@" >"$TMP/$name.log" 2>&1 &
-	else
-		exec_bg "$@" >"$TMP/$name.log" 2>&1 &
-	fi
-	PIDS[$name]=$!
+	if [[ -n $cpus ]]; then start "$name" taskset -c "$cpus" "$@"; else start "$name" "$@"; fi
 }
-exec_bg() { exec "$@"; }
 
-wait_http() { # name url: wait up to 15 s for a 2xx answer
-	local name=$1 url=$2 i
-	for ((i = 0; i < 150; i++)); do
-		if curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null; then return 0; fi
-		if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
-			tail -n 30 "$TMP/$name.log" >&2 || true
-			die "$name exited during start-up (log above)"
-		fi
-		sleep 0.1
-	done
-	tail -n 30 "$TMP/$name.log" >&2 || true
-	die "$name did not answer $url within 15 s"
-}
+http_ok() { curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null; }
+
+wait_http() { wait_for "$1" "answer $2" http_ok "$2"; } # name url: wait up to 15 s for a 2xx answer
 
 wait_port_free() { # addr: up to 10 s
 	local i
@@ -184,7 +119,7 @@ start_upstream() {
 	port_busy $UPSTREAM_ADDR && die "$UPSTREAM_ADDR is already in use; stop whatever listens there"
 	local procs=()
 	[[ -z $UPSTREAM_PROCS ]] || procs=("GOMAXPROCS=$UPSTREAM_PROCS")
-	start upstream "$LOAD_CPUS" env "${procs[@]}" bin/bench-upstream -listen $UPSTREAM_ADDR -body-bytes "$BODY_BYTES"
+	start_pinned upstream "$LOAD_CPUS" env "${procs[@]}" bin/bench-upstream -listen $UPSTREAM_ADDR -body-bytes "$BODY_BYTES"
 	wait_http upstream "http://$UPSTREAM_ADDR$REQ_PATH"
 }
 
@@ -206,7 +141,7 @@ start_gateway() { # transport
 		    service: bench
 	EOF
 	# Drop inherited settings that would override the generated config.
-	start tollgate "$PROXY_CPUS" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG \
+	start_pinned tollgate "$PROXY_CPUS" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG \
 		-u TOLLGATE_REDIS -u TOLLGATE_NODES \
 		TOLLGATE_TRANSPORT="$t" TOLLGATE_WORKERS="$WORKERS" GOMAXPROCS="$WORKERS" "$GW" run -c "$cfg"
 	wait_http tollgate "http://$GATEWAY_ADDR$REQ_PATH"
@@ -226,7 +161,7 @@ start_nginx() {
 	sed -e "s|@PREFIX@|$prefix|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" \
 		-e "s|@UPSTREAM@|$UPSTREAM_ADDR|g" -e "s|@LISTEN@|$NGINX_ADDR|g" \
 		-e "s|@USER_LINE@|$user_line|g" bench/nginx.conf.tmpl >"$prefix/nginx.conf"
-	start nginx "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
+	start_pinned nginx "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
 	wait_http nginx "http://$NGINX_ADDR$REQ_PATH"
 }
 

@@ -10,6 +10,8 @@
 # refused as a replay. Exits non-zero when a replay was not refused.
 set -euo pipefail
 
+source "$(dirname "$0")/lib.sh"
+PROG=signload.sh
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # ---------------------------------------------------------------- knobs
@@ -19,7 +21,7 @@ WARMUP=${SIGNLOAD_WARMUP:-5s}
 CONNS=${SIGNLOAD_CONNS:-64}
 SAMPLE=${SIGNLOAD_SAMPLE:-0.01}
 RECORD=${SIGNLOAD_RECORD:-0}
-KEEP=${SIGNLOAD_KEEP:-0}
+KEEP_TMP=${SIGNLOAD_KEEP:-0}
 NPROC=$(nproc)
 
 REDIS_ADDR=127.0.0.1:16379
@@ -31,95 +33,22 @@ QUERY='channel=app&page=2'
 APP_KEY=bench-app
 
 # The exact command, for the record (every SIGNLOAD_*/TOLLGATE_* variable set).
-COMMAND=""
-while IFS='=' read -r k _; do
-	[[ $k =~ TOKEN|SECRET|PASSWORD ]] && continue
-	COMMAND+="$k=$(printf '%q' "${!k}") "
-done < <(env | grep -E '^(SIGNLOAD|TOLLGATE)_[A-Z0-9_]*=' | sort)
-COMMAND+="bash bench/signload.sh"
-
-die() { echo "signload.sh: $*" >&2; exit 1; }
-log() { echo "signload.sh: $*" >&2; }
+COMMAND=$(command_line 'SIGNLOAD|TOLLGATE' 'TOKEN|SECRET|PASSWORD' bench/signload.sh)
 
 [[ $RATE =~ ^[0-9]+([.][0-9]+)?$ ]] || die "SIGNLOAD_RATE must be a number"
 [[ $CONNS =~ ^[1-9][0-9]*$ ]] || die "SIGNLOAD_CONNS must be a positive integer"
 NONCE_RATE=$(awk -v r="$RATE" 'BEGIN { printf "%d", (r < 1 ? 1 : r + 0.5) }')
 
 # ---------------------------------------------------------------- prerequisites
-if ! command -v redis-server >/dev/null 2>&1; then
-	[[ $(id -u) == 0 ]] || die "redis-server is missing; install it or run as root so apt-get can"
-	command -v apt-get >/dev/null 2>&1 || die "redis-server is missing and there is no apt-get to install it"
-	log "installing redis-server"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
-fi
+# shellcheck disable=SC2046 # one word per missing command
+apt_install $(missing redis-server)
 
 # ---------------------------------------------------------------- build
-mkdir -p bin
 log "building bin/tollgate, bin/bench-upstream and bin/bench-signload"
-go build -o bin/tollgate ./cmd/tollgate
-go build -o bin/bench-upstream ./bench/cmd/upstream
-go build -o bin/bench-signload ./bench/cmd/signload
+build tollgate bench-upstream bench-signload
 
 # ---------------------------------------------------------------- processes
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-signload.XXXXXX")
-declare -A PIDS=() # name -> pid
-
-stop() { # name: TERM, then KILL after 5 s
-	local name=$1 pid=${PIDS[$1]:-} i
-	[[ -n $pid ]] || return 0
-	unset "PIDS[$name]"
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
-
-exec 9>&2
-cleanup() {
-	local rc=$? name
-	trap - EXIT INT TERM
-	for name in "${!PIDS[@]}"; do stop "$name"; done
-	if ((rc == 0)) && [[ $KEEP != 1 ]]; then
-		rm -rf "$TMP"
-	elif ((rc == 0)); then
-		echo "signload.sh: logs and configs kept in $TMP" >&9
-	else
-		echo "signload.sh: stopped (exit $rc); logs kept in $TMP" >&9
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port_busy() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
-
-# start name cmd...: run cmd in the background, logging to $TMP/name.log;
-# exec makes the recorded pid the program itself.
-start() {
-	local name=$1
-	shift
-	exec_bg "$@" >"$TMP/$name.log" 2>&1 &
-	PIDS[$name]=$!
-}
-exec_bg() { exec "$@"; }
-
-wait_port() { # name addr: up to 15 s
-	local i
-	for ((i = 0; i < 150; i++)); do
-		port_busy "$2" && return 0
-		if ! kill -0 "${PIDS[$1]}" 2>/dev/null; then
-			tail -n 30 "$TMP/$1.log" >&2 || true
-			die "$1 exited during start-up (log above)"
-		fi
-		sleep 0.1
-	done
-	tail -n 30 "$TMP/$1.log" >&2 || true
-	die "$1 did not listen on $2 within 15 s"
-}
+make_tmp signload
 
 for addr in $REDIS_ADDR $UPSTREAM_ADDR $NODE_A $NODE_B; do
 	port_busy "$addr" && die "$addr is already in use; stop whatever listens there"

@@ -31,6 +31,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/tollgate/bench/internal/procstat"
 )
 
 // ipBindAddressNoPort is IP_BIND_ADDRESS_NO_PORT from <linux/in.h>: when a
@@ -362,27 +364,11 @@ func rssKB(pids []int) int64 {
 	}
 	var sum int64
 	for _, p := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/status")
-		if err != nil {
+		v := procstat.RSSKiB(p)
+		if v < 0 {
 			return -1
 		}
-		found := false
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				f := strings.Fields(rest)
-				if len(f) >= 1 {
-					v, err := strconv.ParseInt(f[0], 10, 64)
-					if err == nil {
-						sum += v
-						found = true
-					}
-				}
-				break
-			}
-		}
-		if !found {
-			return -1
-		}
+		sum += v
 	}
 	return sum
 }

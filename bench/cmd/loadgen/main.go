@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/bench/internal/openloop"
 	"github.com/valyala/fasthttp"
 )
 
@@ -85,18 +86,10 @@ func main() {
 }
 
 func (c *config) validate() error {
-	switch {
-	case c.rate <= 0:
-		return fmt.Errorf("-rate must be > 0")
-	case c.duration <= 0:
-		return fmt.Errorf("-duration must be > 0")
-	case c.warmup < 0:
-		return fmt.Errorf("-warmup must be >= 0")
-	case c.conns <= 0:
-		return fmt.Errorf("-conns must be > 0")
-	case c.timeout <= 0:
-		return fmt.Errorf("-timeout must be > 0")
-	case c.slack < 0:
+	if err := openloop.Check(c.rate, c.duration, c.warmup, c.conns, c.timeout); err != nil {
+		return err
+	}
+	if c.slack < 0 {
 		return fmt.Errorf("-slack must be >= 0")
 	}
 	if c.workers <= 0 {
@@ -134,74 +127,35 @@ func run(c config) (*result, error) {
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("only http:// URLs are supported, got %q", u.Scheme)
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr += ":80"
-	}
-
-	hc := &fasthttp.HostClient{
-		Addr:                      addr,
-		Name:                      "tollgate-loadgen",
-		MaxConns:                  c.conns,
-		MaxConnWaitTimeout:        c.timeout,
-		ReadTimeout:               c.timeout,
-		WriteTimeout:              c.timeout,
-		MaxIdemponentCallAttempts: 1,
-		MaxIdleConnDuration:       time.Minute,
-	}
-
-	warmN := int64(math.Round(c.rate * c.warmup.Seconds()))
-	measN := int64(math.Round(c.rate * c.duration.Seconds()))
-	if measN < 1 {
-		measN = 1
-	}
-	total := warmN + measN
-	nsPerReq := 1e9 / c.rate
+	hc := openloop.NewClient("tollgate-loadgen", openloop.HostPort(u), c.conns, c.timeout)
+	warmN, total := openloop.Requests(c.rate, c.warmup, c.duration)
+	measN := total - warmN
 
 	// Per measured request: status and latencies. Each index is written by
-	// exactly one worker and read only after wg.Wait, so no locking.
+	// exactly one worker and read only after every worker is done, so no
+	// locking.
 	status := make([]uint8, measN)
 	corr := make([]int64, measN)
 	svc := make([]int64, measN)
 	lag := make([]int64, measN)
 
 	var (
-		next      atomic.Int64
 		lastDone  atomic.Int64 // ns since t0 of the last measured completion
 		responses atomic.Int64 // responses received, warm-up included
 		errOnce   sync.Once
 		firstErr  string
-		wg        sync.WaitGroup
-		scheduled = time.Duration(float64(total) * nsPerReq)
 	)
-	t0 := time.Now().Add(20 * time.Millisecond)
-	hardStop := t0.Add(scheduled + c.grace)
+	sched := openloop.NewSchedule(c.rate, total, c.grace, c.slack)
+	t0 := sched.Start()
 
-	for w := 0; w < c.workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := fasthttp.AcquireRequest()
-			resp := fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			req.SetRequestURI(c.rawURL)
-			req.Header.SetMethod(fasthttp.MethodGet)
-
+	<-openloop.Go(c.workers, func() {
+		openloop.WithGET(c.rawURL, func(req *fasthttp.Request, resp *fasthttp.Response) {
 			for {
-				i := next.Add(1) - 1
-				if i >= total {
+				// Past the hard stop the rest stays unsent; counted below.
+				i, intended, sent, ok := sched.Next()
+				if !ok {
 					return
 				}
-				intended := t0.Add(time.Duration(float64(i) * nsPerReq))
-				now := time.Now()
-				if now.After(hardStop) {
-					return // leave the rest unsent; counted below
-				}
-				if d := intended.Sub(now) - c.slack; d > 0 {
-					time.Sleep(d)
-				}
-				sent := time.Now()
 				// A request sent early (within -slack) is timed from its
 				// actual send; a late one from its intended time.
 				start := intended
@@ -230,17 +184,10 @@ func run(c config) (*result, error) {
 					corr[j] = int64(done.Sub(start))
 					svc[j] = int64(done.Sub(sent))
 				}
-				d := int64(done.Sub(t0))
-				for {
-					old := lastDone.Load()
-					if d <= old || lastDone.CompareAndSwap(old, d) {
-						break
-					}
-				}
+				openloop.StoreMax(&lastDone, int64(done.Sub(t0)))
 			}
-		}()
-	}
-	wg.Wait()
+		})
+	})
 	hc.CloseIdleConnections()
 
 	r := &result{scheduled: int(measN), firstError: firstErr, responses: responses.Load()}
@@ -265,8 +212,7 @@ func run(c config) (*result, error) {
 		r.service = append(r.service, svc[j])
 		r.sendLag = append(r.sendLag, lag[j])
 	}
-	measStart := time.Duration(float64(warmN) * nsPerReq)
-	r.window = time.Duration(lastDone.Load()) - measStart
+	r.window = time.Duration(lastDone.Load()) - sched.Offset(warmN)
 	slices.Sort(r.corrected)
 	slices.Sort(r.service)
 	slices.Sort(r.sendLag)

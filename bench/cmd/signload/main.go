@@ -43,6 +43,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/bench/internal/openloop"
+	"github.com/tollgate/tollgate/bench/internal/procstat"
 	"github.com/tollgate/tollgate/sign"
 	"github.com/valyala/fasthttp"
 )
@@ -103,16 +105,11 @@ func (c *config) validate() error {
 		return errors.New("-secret (or $SIGNLOAD_SECRET) is required")
 	case c.appKey == "":
 		return errors.New("-app-key is required")
-	case c.rate <= 0:
-		return errors.New("-rate must be > 0")
-	case c.duration <= 0:
-		return errors.New("-duration must be > 0")
-	case c.warmup < 0:
-		return errors.New("-warmup must be >= 0")
-	case c.conns <= 0:
-		return errors.New("-conns must be > 0")
-	case c.timeout <= 0:
-		return errors.New("-timeout must be > 0")
+	}
+	if err := openloop.Check(c.rate, c.duration, c.warmup, c.conns, c.timeout); err != nil {
+		return err
+	}
+	switch {
 	case c.grace < 0:
 		return errors.New("-grace must be >= 0")
 	case c.sample < 0 || c.sample > 1:
@@ -148,10 +145,7 @@ func newTarget(raw, query string, c *config) (*target, string, error) {
 	if u.RawQuery != "" {
 		return nil, "", fmt.Errorf("URL %q has a query; pass it with -query so that it is signed", raw)
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr += ":80"
-	}
+	addr := openloop.HostPort(u)
 	path := u.EscapedPath()
 	if path == "" {
 		path = "/"
@@ -160,16 +154,16 @@ func newTarget(raw, query string, c *config) (*target, string, error) {
 	if query != "" {
 		uri += "?" + query
 	}
-	return &target{uri: uri, hc: &fasthttp.HostClient{
-		Addr:                      addr,
-		Name:                      "tollgate-signload",
-		MaxConns:                  c.conns,
-		MaxConnWaitTimeout:        c.timeout,
-		ReadTimeout:               c.timeout,
-		WriteTimeout:              c.timeout,
-		MaxIdemponentCallAttempts: 1,
-		MaxIdleConnDuration:       time.Minute,
-	}}, addr, nil
+	return &target{uri: uri, hc: openloop.NewClient("tollgate-signload", addr, c.conns, c.timeout)}, addr, nil
+}
+
+// worker runs f with what one worker sends to t with: a GET request that
+// carries the app key, a response and a signer.
+func (t *target) worker(c *config, prefix, appKey []byte, f func(req *fasthttp.Request, resp *fasthttp.Response, s *signer)) {
+	openloop.WithGET(t.uri, func(req *fasthttp.Request, resp *fasthttp.Response) {
+		req.Header.SetCanonical(hdrAppKey, appKey)
+		f(req, resp, newSigner(c.secret, c.query, prefix))
+	})
 }
 
 // kept is one request saved for the replay check. Its nonce is rebuilt from
@@ -289,24 +283,6 @@ type rssSample struct {
 	kib int64         // -1 when unreadable
 }
 
-func readRSS(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return -1
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return v
-				}
-			}
-		}
-	}
-	return -1
-}
-
 func mib(kib int64) string {
 	if kib < 0 {
 		return "n/a"
@@ -330,76 +306,48 @@ func run(c *config) (int, error) {
 	_, _ = rand.Read(rnd[:])
 	prefix := append(hex.AppendEncode(nil, rnd[:]), '-')
 
-	warmN := uint64(math.Round(c.rate * c.warmup.Seconds()))
-	total := warmN + max(1, uint64(math.Round(c.rate*c.duration.Seconds())))
-	nsPerReq := 1e9 / c.rate
-	schedule := time.Duration(float64(total) * nsPerReq)
+	_, total := openloop.Requests(c.rate, c.warmup, c.duration)
 
 	// Replay sample: request i is kept when i % stride == 0; its slot is
-	// written by the one worker that sends it and read after wg.Wait.
-	var stride uint64
+	// written by the one worker that sends it and read after every worker
+	// is done.
+	var stride int64
 	var keep []kept
 	if c.sample > 0 {
-		stride = max(1, uint64(math.Round(1/c.sample)))
+		stride = max(1, int64(math.Round(1/c.sample)))
 		keep = make([]kept, (total+stride-1)/stride)
 	}
 
 	var (
-		next        atomic.Uint64
-		sent        atomic.Int64
-		cnt         counts
-		msgs        = &messages{m: map[string]int64{}}
-		late10ms    atomic.Int64 // sent more than 10 ms after due
-		maxLag      atomic.Int64 // ns
-		errOnce     sync.Once
-		firstErr    string
-		wg          sync.WaitGroup
-		t0          = time.Now().Add(20 * time.Millisecond)
-		stopSending = t0.Add(schedule + c.grace)
-		appKey      = []byte(c.appKey)
+		sent     atomic.Int64
+		cnt      counts
+		msgs     = &messages{m: map[string]int64{}}
+		late10ms atomic.Int64 // sent more than 10 ms after due
+		maxLag   atomic.Int64 // ns
+		errOnce  sync.Once
+		firstErr string
+		sched    = openloop.NewSchedule(c.rate, total, c.grace, 0)
+		t0       = sched.Start()
+		appKey   = []byte(c.appKey)
 	)
 
 	fmt.Printf("signload: %s rate=%g/s warmup=%v duration=%v conns=%d workers=%d requests=%d nonce prefix %s, replay to %s (1 in %d kept); t=0 is %s\n",
 		tgt.uri, c.rate, c.warmup, c.duration, c.conns, c.workers, total, prefix, rtgt.uri, stride,
 		t0.UTC().Format("15:04:05.000Z"))
 
-	for range c.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := fasthttp.AcquireRequest()
-			resp := fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			req.SetRequestURI(tgt.uri)
-			req.Header.SetMethod(fasthttp.MethodGet)
-			req.Header.SetCanonical(hdrAppKey, appKey)
-			s := newSigner(c.secret, c.query, prefix)
+	done := openloop.Go(c.workers, func() {
+		tgt.worker(c, prefix, appKey, func(req *fasthttp.Request, resp *fasthttp.Response, s *signer) {
 			for {
-				i := next.Add(1) - 1
-				if i >= total {
-					return
-				}
-				due := t0.Add(time.Duration(float64(i) * nsPerReq))
-				now := time.Now()
-				if now.After(stopSending) {
+				i, due, now, ok := sched.Next()
+				if !ok {
 					return // the rest stays unsent
-				}
-				if d := due.Sub(now); d > 0 {
-					time.Sleep(d)
-					now = time.Now()
 				}
 				if lag := int64(now.Sub(due)); lag > int64(10*time.Millisecond) {
 					late10ms.Add(1)
-					for {
-						m := maxLag.Load()
-						if lag <= m || maxLag.CompareAndSwap(m, lag) {
-							break
-						}
-					}
+					openloop.StoreMax(&maxLag, lag)
 				}
 				ts := now.Unix()
-				if err := s.set(req, i, ts, nil); err != nil {
+				if err := s.set(req, uint64(i), ts, nil); err != nil {
 					errOnce.Do(func() { firstErr = err.Error() })
 					cnt.errors.Add(1)
 					continue
@@ -422,18 +370,16 @@ func run(c *config) (int, error) {
 				}
 				if stride > 0 && i%stride == 0 {
 					k := &keep[i/stride]
-					k.index, k.ts, k.at, k.accepted = i, ts, now.Sub(t0), accepted
+					k.index, k.ts, k.at, k.accepted = uint64(i), ts, now.Sub(t0), accepted
 					copy(k.sig[:], s.sig)
 				}
 			}
-		}()
-	}
+		})
+	})
 
 	// Sampler: one line a second until the workers are done. The response
 	// counter is also read at the edges of the measured window (the first
 	// tick at or after the end of the warm-up and of the schedule).
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 	responses := func() int64 { return cnt.ok.Load() + cnt.s401.Load() + cnt.other.Load() }
 	var (
 		series              []rssSample
@@ -455,7 +401,7 @@ func run(c *config) (int, error) {
 		}
 		kib := int64(-1)
 		if c.pid > 0 {
-			if kib = readRSS(c.pid); kib < 0 && !gatewayGone {
+			if kib = procstat.RSSKiB(c.pid); kib < 0 && !gatewayGone {
 				gatewayGone = true
 				fmt.Printf("signload: cannot read /proc/%d/status: the gateway is gone?\n", c.pid)
 			}
@@ -493,7 +439,7 @@ loop:
 	if startSet && window > 0 {
 		achieved = float64(endResp-startResp) / window.Seconds()
 	}
-	unsent := int64(total) - sent.Load()
+	unsent := total - sent.Load()
 
 	// RSS: value at the end of the warm-up (the first sample at or after
 	// it), then min and max after it. The growth in the second half of the
@@ -622,22 +568,11 @@ func replay(c *config, tgt *target, keep []kept, prefix, appKey []byte) replayRe
 		refused, accepted, other, errs, sent atomic.Int64
 		errOnce                              sync.Once
 		acceptedMu                           sync.Mutex
-		wg                                   sync.WaitGroup
 		start                                = time.Now()
 		deadline                             = start.Add(c.replayFor)
 	)
-	for range min(c.conns, max(1, len(todo))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := fasthttp.AcquireRequest()
-			resp := fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			req.SetRequestURI(tgt.uri)
-			req.Header.SetMethod(fasthttp.MethodGet)
-			req.Header.SetCanonical(hdrAppKey, appKey)
-			s := newSigner(c.secret, c.query, prefix)
+	<-openloop.Go(min(c.conns, max(1, len(todo))), func() {
+		tgt.worker(c, prefix, appKey, func(req *fasthttp.Request, resp *fasthttp.Response, s *signer) {
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(len(todo)) || time.Now().After(deadline) {
@@ -667,9 +602,8 @@ func replay(c *config, tgt *target, keep []kept, prefix, appKey []byte) replayRe
 					}
 				}
 			}
-		}()
-	}
-	wg.Wait()
+		})
+	})
 	tgt.hc.CloseIdleConnections()
 	r.refused, r.accepted, r.other, r.errors = refused.Load(), accepted.Load(), other.Load(), errs.Load()
 	r.unsent = r.total - sent.Load()

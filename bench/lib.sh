@@ -1,0 +1,134 @@
+# Shell helpers shared by bench/run.sh, bench/chaos.sh and bench/signload.sh,
+# which source this file: source "$(dirname "$0")/lib.sh"
+#
+# The sourcing script sets PROG (the prefix of its messages) and runs from
+# the repository root. It calls make_tmp before it starts any process:
+# every process started with `start` is then stopped on exit, Ctrl-C
+# included, and its output goes to $TMP/<name>.log.
+# shellcheck shell=bash
+
+# ---------------------------------------------------------------- messages
+die() { echo "$PROG: $*" >&2; exit 1; }
+log() { echo "$PROG: $*" >&2; }
+
+# command_line prefixes exclude script: the command that reproduces this run,
+# for the record: every variable in the environment whose name starts with
+# one of prefixes (an extended regexp such as 'BENCH|TOLLGATE') and a '_',
+# except those whose name matches the regexp exclude (secrets), and then
+# "bash script".
+command_line() {
+	local k cmd=""
+	while IFS='=' read -r k _; do
+		[[ $k =~ $2 ]] && continue
+		cmd+="$k=$(printf '%q' "${!k}") "
+	done < <(env | grep -E "^($1)_[A-Z0-9_]*=" | sort)
+	echo "${cmd}bash $3"
+}
+
+# ---------------------------------------------------------------- prerequisites
+# missing command...: prints those of the commands that are not on PATH.
+missing() {
+	local c
+	for c; do command -v "$c" >/dev/null 2>&1 || echo "$c"; done
+}
+
+# apt_install package...: installs the packages with apt-get, after one
+# apt-get update; nothing when no package is given. Only root can.
+apt_install() {
+	(($#)) || return 0
+	[[ $(id -u) == 0 ]] || die "missing $*; install them or run as root so apt-get can"
+	command -v apt-get >/dev/null 2>&1 || die "missing $* and no apt-get to install them"
+	log "installing $*"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# ---------------------------------------------------------------- build
+# build program...: go build bin/<program>: bin/tollgate from ./cmd/tollgate,
+# bin/bench-NAME from ./bench/cmd/NAME.
+build() {
+	local p
+	mkdir -p bin
+	for p; do
+		case $p in
+		tollgate) go build -o bin/tollgate ./cmd/tollgate ;;
+		bench-*) go build -o "bin/$p" "./bench/cmd/${p#bench-}" ;;
+		*) die "build: no program $p" ;;
+		esac
+	done
+}
+
+# ---------------------------------------------------------------- processes
+declare -A PIDS=() # name -> pid of every process started and not yet stopped
+
+# make_tmp name: creates the temp dir $TMP (logs, generated configs) and
+# sets the exit trap that stops every process and removes $TMP. On failure,
+# or with KEEP_TMP=1, $TMP is kept and its path printed.
+make_tmp() {
+	TMP=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-$1.XXXXXX")
+	# A trap may fire while a redirected command is running, so cleanup
+	# writes to a copy of the original stderr.
+	exec 9>&2
+	trap cleanup EXIT
+	trap 'exit 130' INT TERM
+}
+
+cleanup() {
+	local rc=$? name
+	trap - EXIT INT TERM
+	for name in "${!PIDS[@]}"; do stop "$name"; done
+	if ((rc == 0)) && [[ ${KEEP_TMP:-0} != 1 ]]; then
+		rm -rf "$TMP"
+	elif ((rc == 0)); then
+		echo "$PROG: logs and configs kept in $TMP" >&9
+	else
+		echo "$PROG: stopped (exit $rc); logs kept in $TMP" >&9
+	fi
+	exit "$rc"
+}
+
+# start name cmd...: runs cmd in the background, its output in $TMP/name.log;
+# exec makes the recorded pid the program itself, not a wrapping subshell.
+start() {
+	local name=$1
+	shift
+	exec_bg "$@" >"$TMP/$name.log" 2>&1 &
+	PIDS[$name]=$!
+}
+exec_bg() { exec "$@"; }
+
+stop() { # name: TERM, then KILL after 5 s
+	local name=$1 pid=${PIDS[$1]:-} i
+	[[ -n $pid ]] || return 0
+	unset "PIDS[$name]"
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- ports
+port_busy() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+
+# wait_for name what cmd...: runs cmd every 0.1 s until it succeeds, for up
+# to 15 s. Dies with the end of $TMP/name.log when the process name exits
+# first or the time is up ("name did not <what> within 15 s").
+wait_for() {
+	local name=$1 what=$2 i
+	shift 2
+	for ((i = 0; i < 150; i++)); do
+		"$@" && return 0
+		if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
+			tail -n 30 "$TMP/$name.log" >&2 || true
+			die "$name exited during start-up (log above)"
+		fi
+		sleep 0.1
+	done
+	tail -n 30 "$TMP/$name.log" >&2 || true
+	die "$name did not $what within 15 s"
+}
+
+wait_port() { wait_for "$1" "listen on $2" port_busy "$2"; } # name addr
