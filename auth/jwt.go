@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/internal/ascii"
 	"math"
 	"math/big"
 	"strconv"
@@ -408,23 +409,20 @@ func jwtSatAdd(a, b int64) int64 {
 // token. Names compare case-insensitively whether or not the transport
 // normalizes them.
 func bearerToken(h *fasthttp.RequestHeader) ([]byte, jwtResult) {
-	var v []byte
-	n := 0
-	for k, val := range h.All() {
-		if jwtEqualFold(k, jwtHdrAuthorization) {
-			v = val
-			n++
-		}
-	}
+	// Field names are normalized by the transports, so PeekAll matches
+	// any spelling the client used. (All would parse, and so rewrite, the
+	// Cookie field the upstream gets.)
+	all := h.PeekAll(jwtHdrAuthorization)
 	switch {
-	case n == 0:
+	case len(all) == 0:
 		return nil, jwtMissing
-	case n > 1:
+	case len(all) > 1:
 		return nil, jwtMalformed
 	}
+	v := all[0]
 	v = jwtTrimOWS(v)
 	const scheme = "Bearer"
-	if len(v) <= len(scheme) || !jwtEqualFold(v[:len(scheme)], scheme) || (v[len(scheme)] != ' ' && v[len(scheme)] != '\t') {
+	if len(v) <= len(scheme) || !ascii.EqualFold(v[:len(scheme)], scheme) || (v[len(scheme)] != ' ' && v[len(scheme)] != '\t') {
 		// Another scheme (Basic, Signature, ...) carries no bearer token.
 		return nil, jwtMissing
 	}
@@ -443,23 +441,6 @@ func jwtTrimOWS(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// jwtEqualFold reports whether b equals the ASCII string s, ignoring case.
-func jwtEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		x, y := b[i], s[i]
-		if x == y {
-			continue
-		}
-		if x|0x20 != y|0x20 || x|0x20 < 'a' || x|0x20 > 'z' {
-			return false
-		}
-	}
-	return true
 }
 
 var jwtB64 = base64.RawURLEncoding.Strict()

@@ -28,3 +28,16 @@ func TestParseAllocs(t *testing.T) {
 		t.Fatalf("parsing a typical request allocates %.1f times, want 0", n)
 	}
 }
+
+// TestCookieAllocs: reading a cookie the raw way allocates nothing.
+func TestCookieAllocs(t *testing.T) {
+	var req fasthttp.Request
+	raw := "GET / HTTP/1.1\r\nHost: a\r\nCookie: sid=s1; lang=zh\r\n\r\n"
+	if err := req.Read(bufio.NewReader(bytes.NewReader([]byte(raw)))); err != nil {
+		t.Fatal(err)
+	}
+	name := []byte("lang")
+	if n := testing.AllocsPerRun(100, func() { Cookie(&req.Header, name) }); n != 0 {
+		t.Fatalf("Cookie allocates %.1f times", n)
+	}
+}

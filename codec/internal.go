@@ -16,15 +16,18 @@ type Internal struct {
 
 // Strip removes the reserved headers and query parameters from req. Matching
 // is case-insensitive; query keys are compared after percent-decoding, so
-// "%69nternal_x" is caught too.
+// "%69nternal_x" is caught too. Headers are found among the fields as the
+// client sent them (req must come from a parser, as transports give it).
 func (in *Internal) Strip(req *fasthttp.Request) {
 	if len(in.HeaderPrefixes) > 0 {
-		for {
-			name := in.findHeader(&req.Header)
-			if name == nil {
-				break
+		// One pass over the fields as received. All would make fasthttp
+		// parse Cookie and later re-serialize it, changing what the
+		// upstream gets. Deleting while scanning is safe here: the scan
+		// reads the raw header bytes, the deletion edits the parsed list.
+		for k := range req.Header.AllInOrder() {
+			if hasAnyPrefixFold(k, in.HeaderPrefixes) {
+				req.Header.DelBytes(k)
 			}
-			req.Header.DelBytes(name)
 		}
 	}
 	if len(in.QueryPrefixes) > 0 && len(req.URI().QueryString()) > 0 {
@@ -37,15 +40,6 @@ func (in *Internal) Strip(req *fasthttp.Request) {
 			args.DelBytes(key)
 		}
 	}
-}
-
-func (in *Internal) findHeader(h *fasthttp.RequestHeader) []byte {
-	for k := range h.All() {
-		if hasAnyPrefixFold(k, in.HeaderPrefixes) {
-			return k
-		}
-	}
-	return nil
 }
 
 func (in *Internal) findArg(a *fasthttp.Args) []byte {

@@ -7,6 +7,7 @@ package codec
 import (
 	"bytes"
 	"errors"
+	"github.com/tollgate/tollgate/internal/ascii"
 
 	"github.com/valyala/fasthttp"
 )
@@ -229,7 +230,7 @@ func checkRequestLine(h *fasthttp.RequestHeader, lim *Limits) error {
 	switch {
 	case uri[0] == '/':
 	case len(uri) == 1 && uri[0] == '*' && bytes.Equal(m, strOPTIONS):
-	case hasPrefixFold(uri, "http://") || hasPrefixFold(uri, "https://"):
+	case ascii.HasPrefixFold(uri, "http://") || ascii.HasPrefixFold(uri, "https://"):
 	default:
 		return ErrBadTarget
 	}
@@ -267,8 +268,4 @@ func trimOWS(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-func hasPrefixFold(b []byte, prefix string) bool {
-	return len(b) >= len(prefix) && bytes.EqualFold(b[:len(prefix)], []byte(prefix))
 }

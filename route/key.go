@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
@@ -53,7 +54,7 @@ func (k Key) Value(c *pipeline.Ctx) []byte {
 	case keyHeader:
 		return c.Req.Header.PeekBytes(k.name)
 	case keyCookie:
-		return c.Req.Header.CookieBytes(k.name)
+		return codec.Cookie(&c.Req.Header, k.name)
 	default:
 		return c.Req.URI().QueryArgs().PeekBytes(k.name)
 	}

@@ -148,22 +148,37 @@ func TestMaxConnsRefusesExcess(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			up := testutil.StartUpstream(t, "ok")
 			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) { o.MaxConns = 2 })
-			var held []*fasthttp.HostClient
-			_ = held
 			conns := make([]interface{ Close() error }, 0, 2)
 			for range 2 {
-				c := dialAndServe(t, g.Addr)
-				conns = append(conns, c)
+				conns = append(conns, dialAndServe(t, g.Addr))
 			}
-			defer func() {
-				for _, c := range conns {
-					c.Close()
-				}
-			}()
 			res := testutil.RawExchange(t, g.Addr, []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), 1, 2*time.Second)
-			if len(res.Responses) == 1 && res.Responses[0].StatusCode() == 200 {
-				t.Fatal("a third connection was served with max_conns 2")
+			// Refused: closed at once (netpoll) or a 503 and a close
+			// (fasthttp), never forwarded.
+			switch {
+			case !res.Closed:
+				t.Fatal("a third connection was kept open with max_conns 2")
+			case len(res.Responses) == 1 && res.Responses[0].StatusCode() != 503:
+				t.Fatalf("a third connection got %d with max_conns 2", res.Responses[0].StatusCode())
 			}
+			if n := up.Requests.Load(); n != 2 {
+				t.Fatalf("upstream saw %d requests, want the 2 of the held connections", n)
+			}
+			// Freeing a slot admits a new connection: the refusal was the
+			// limit, not a broken gateway.
+			conns[0].Close()
+			deadline := time.Now().Add(3 * time.Second)
+			for {
+				r := testutil.RawExchange(t, g.Addr, []byte("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"), 1, time.Second)
+				if len(r.Responses) == 1 && r.Responses[0].StatusCode() == 200 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no connection admitted after one of the two closed")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			conns[1].Close()
 		})
 	}
 }
@@ -258,6 +273,29 @@ func TestHeaderCaseCannotSmuggle(t *testing.T) {
 			}
 			if got := string(res.Responses[0].Header.Peek("X-Request-Id")); got != "client-id" {
 				t.Errorf("lower-case x-request-id not honoured: %q", got)
+			}
+		})
+	}
+}
+
+// TestCookieForwardedVerbatim: the gateway reads headers without making
+// fasthttp re-serialize Cookie, so the upstream gets the client's bytes
+// (quotes, odd pairs, two Cookie lines) exactly.
+func TestCookieForwardedVerbatim(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			up := testutil.StartUpstream(t, "ok")
+			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			raw := "GET /c HTTP/1.1\r\nHost: a\r\nCookie: sid=\"q 1\"; theme=dark\r\nX-Internal-A: x\r\n\r\n"
+			res := testutil.RawExchange(t, g.Addr, []byte(raw), 1, 3*time.Second)
+			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 {
+				t.Fatalf("%v", statuses(res))
+			}
+			if got := up.Last().Header("Cookie"); got != `sid="q 1"; theme=dark` {
+				t.Fatalf("upstream Cookie %q, want the client's bytes", got)
+			}
+			if up.Last().Header("X-Internal-A") != "" {
+				t.Fatal("internal header forwarded")
 			}
 		})
 	}

@@ -27,7 +27,10 @@ type Transport interface {
 	Conns() int
 }
 
-// Handler is what a transport calls for each request.
+// Handler is what a transport calls for each request. The request is parsed
+// from the wire with its raw header bytes kept (strict checks and the
+// internal-header strip read them) and with field names normalized (so
+// Peek finds any spelling the client used).
 type Handler interface {
 	// Serve answers a parsed request; it reports whether to close.
 	Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) (closeConn bool)

@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"bufio"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,18 +56,15 @@ func newService(t *testing.T, cfg ServiceConfig, p Pool, addrs ...string) *Servi
 func TestForwardHeaders(t *testing.T) {
 	up := testutil.StartUpstream(t, "one")
 	svc := newService(t, ServiceConfig{Name: "s"}, Pool{}, up.Addr)
+	// Parsed from the wire, as a transport hands it over.
 	req := &fasthttp.Request{}
 	resp := &fasthttp.Response{}
-	req.Header.SetMethod("GET")
-	req.SetRequestURI("/a/b?x=1&internal_role=admin&y=2")
-	req.Header.SetHost("api.example.com")
-	req.Header.Set("Connection", "keep-alive, X-Hop")
-	req.Header.Set("X-Hop", "must go")
-	req.Header.Set("Keep-Alive", "timeout=5")
-	req.Header.Set("X-Internal-User", "root")
-	req.Header.Set("x-internal-token", "t")
-	req.Header.Set("X-Forwarded-For", "1.2.3.4")
-	req.Header.Set("X-Keep", "yes")
+	raw := "GET /a/b?x=1&internal_role=admin&y=2 HTTP/1.1\r\nHost: api.example.com\r\n" +
+		"Connection: keep-alive, X-Hop\r\nX-Hop: must go\r\nKeep-Alive: timeout=5\r\n" +
+		"X-Internal-User: root\r\nx-internal-token: t\r\nX-Forwarded-For: 1.2.3.4\r\nX-Keep: yes\r\n\r\n"
+	if err := req.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
 	c := &pipeline.Ctx{Req: req, Resp: resp, Start: time.Now(),
 		Peer: netip.MustParseAddrPort("203.0.113.7:5555"), ClientIP: netip.MustParseAddr("203.0.113.7")}
 	c.Trace.TraceID = [16]byte{1}

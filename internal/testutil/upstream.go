@@ -51,7 +51,7 @@ func StartUpstream(t testing.TB, name string) *Upstream {
 			u.Requests.Add(1)
 			s := Seen{Method: string(ctx.Method()), URI: string(ctx.RequestURI()), Headers: map[string]string{},
 				Body: append([]byte(nil), ctx.PostBody()...)}
-			for k, v := range ctx.Request.Header.All() {
+			for k, v := range ctx.Request.Header.AllInOrder() {
 				s.Headers[string(k)] = string(v)
 			}
 			u.mu.Lock()

@@ -123,6 +123,17 @@ func (p *parser) space() {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
+// nest enters one level of ! or ( at p.pos, consuming it, or refuses
+// nesting deeper than MaxDepth.
+func (p *parser) nest() error {
+	if p.depth == MaxDepth {
+		return p.unexpected(p.pos, "nesting deeper than "+strconv.Itoa(MaxDepth))
+	}
+	p.depth++
+	p.pos++
+	return nil
+}
+
 // peek2 reports whether the next two bytes are op.
 func (p *parser) peek2(op string) bool {
 	return strings.HasPrefix(p.src[p.pos:], op)
@@ -177,12 +188,9 @@ func (p *parser) unary() (node, error) {
 	}
 	switch c := p.src[p.pos]; {
 	case c == '!' && !p.peek2("!="):
-		start := p.pos
-		if p.depth == MaxDepth {
-			return node{}, p.unexpected(start, "nesting deeper than "+strconv.Itoa(MaxDepth))
+		if err := p.nest(); err != nil {
+			return node{}, err
 		}
-		p.depth++
-		p.pos++
 		k, err := p.unary()
 		if err != nil {
 			return node{}, err
@@ -195,11 +203,9 @@ func (p *parser) unary() (node, error) {
 		return node{op: opNot, kids: []node{k}}, nil
 	case c == '(':
 		start := p.pos
-		if p.depth == MaxDepth {
-			return node{}, p.unexpected(start, "nesting deeper than "+strconv.Itoa(MaxDepth))
+		if err := p.nest(); err != nil {
+			return node{}, err
 		}
-		p.depth++
-		p.pos++
 		n, err := p.or()
 		if err != nil {
 			return node{}, err

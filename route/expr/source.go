@@ -2,6 +2,9 @@ package expr
 
 import (
 	"bytes"
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/ascii"
+	"github.com/tollgate/tollgate/internal/bytesconv"
 
 	"github.com/valyala/fasthttp"
 
@@ -55,12 +58,9 @@ func (st *evalState) value(n *node) ([]byte, valueKind) {
 		}
 		return nil, absent
 	case srcCookie:
-		// fasthttp parses the Cookie header(s) once per request into a
-		// table it reuses across requests; after the first request on a
-		// fasthttp.Request, lookups allocate nothing. The table is also
-		// what fasthttp forwards once anything has looked at cookies, so
-		// reading it keeps routing and the upstream in agreement.
-		if v = c.Req.Header.Cookie(n.name); v != nil {
+		// Read from the fields as received, so the upstream still gets
+		// the client's Cookie bytes (codec.Cookie says why).
+		if v = codec.Cookie(&c.Req.Header, bytesconv.S2B(n.name)); v != nil {
 			return v, scalar
 		}
 		return nil, absent
@@ -79,33 +79,16 @@ func (st *evalState) value(n *node) ([]byte, valueKind) {
 }
 
 // header returns the first value of the field named name, compared
-// case-insensitively: the netpoll transport keeps field names as the client
-// wrote them, and fasthttp's own Peek is then case-sensitive.
+// case-insensitively, whether or not the transport normalizes names. It
+// scans the fields as received: All would make fasthttp parse Cookie and
+// re-serialize it for the upstream.
 func header(h *fasthttp.RequestHeader, name string) ([]byte, bool) {
-	for k, v := range h.All() {
-		if len(k) == len(name) && equalFold(k, name) {
+	for k, v := range h.AllInOrder() {
+		if len(k) == len(name) && ascii.EqualFold(k, name) {
 			return v, true
 		}
 	}
 	return nil, false
-}
-
-// equalFold reports whether b and s are equal under ASCII case folding
-// (header names are ASCII tokens).
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		x, y := b[i], s[i]
-		if x == y {
-			continue
-		}
-		if x|0x20 != y|0x20 || x|0x20 < 'a' || x|0x20 > 'z' {
-			return false
-		}
-	}
-	return true
 }
 
 // maxScratch is the largest buffer Eval grows c.Scratch to. A longer
@@ -146,7 +129,7 @@ func (st *evalState) bodyOf() bodyKind {
 	if kind == bodyNone {
 		return bodyNone
 	}
-	if ce, ok := header(&req.Header, "Content-Encoding"); ok && len(ce) > 0 && !equalFold(trimSpace(ce), "identity") {
+	if ce, ok := header(&req.Header, "Content-Encoding"); ok && len(ce) > 0 && !ascii.EqualFold(trimSpace(ce), "identity") {
 		return bodyNone
 	}
 	data := req.Body()
@@ -165,11 +148,11 @@ func mediaKind(ct []byte) bodyKind {
 	}
 	ct = trimSpace(ct)
 	switch {
-	case equalFold(ct, "application/x-www-form-urlencoded"):
+	case ascii.EqualFold(ct, "application/x-www-form-urlencoded"):
 		return bodyForm
-	case equalFold(ct, "application/json"):
+	case ascii.EqualFold(ct, "application/json"):
 		return bodyJSON
-	case len(ct) > len("+json") && equalFold(ct[len(ct)-len("+json"):], "+json"):
+	case len(ct) > len("+json") && ascii.EqualFold(ct[len(ct)-len("+json"):], "+json"):
 		return bodyJSON
 	}
 	return bodyNone

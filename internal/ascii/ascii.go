@@ -1,0 +1,27 @@
+// Package ascii compares protocol tokens (header names, schemes, auth
+// schemes) under ASCII case folding only: unlike bytes.EqualFold it never
+// folds non-ASCII letters (the Kelvin sign is not "k"), and it compares a
+// []byte with a string without converting either.
+package ascii
+
+// EqualFold reports whether b and s are equal ignoring ASCII letter case.
+func EqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		x, y := b[i], s[i]
+		if x == y {
+			continue
+		}
+		if x|0x20 != y|0x20 || x|0x20 < 'a' || x|0x20 > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// HasPrefixFold reports whether b starts with prefix ignoring ASCII case.
+func HasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && EqualFold(b[:len(prefix)], prefix)
+}
