@@ -9,7 +9,8 @@ import (
 
 // framingErrors are the syntax errors answered 400 with their own message.
 var framingErrors = []error{ErrObsFold, ErrBadHeaderName, ErrBadHeaderValue, ErrBareCR, ErrBadContentLength,
-	ErrDupContentLength, ErrCLAndTE, ErrBadTE, ErrTEInHTTP10, ErrBadMethod, ErrBadVersion, ErrBadTarget, ErrMissingHost, ErrBadChunk}
+	ErrDupContentLength, ErrCLAndTE, ErrBadTE, ErrTEInHTTP10, ErrBadMethod, ErrBadVersion, ErrBadTarget, ErrMissingHost, ErrBadChunk,
+	ErrBadPath, ErrBadHost, ErrBadForwardedFor}
 
 // Errors lists every error of the package, for callers that prebuild one
 // answer per error.

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
 
 	"github.com/tollgate/tollgate/internal/bytesconv"
@@ -9,39 +10,306 @@ import (
 )
 
 // hopByHop are the RFC 9110 §7.6.1 connection-specific fields, plus the
-// legacy Proxy-Connection, that must never cross the gateway. Framing
-// (Content-Length / Transfer-Encoding) is redone by fasthttp on each side.
-var hopByHop = [][]byte{
-	[]byte("Connection"),
-	[]byte("Keep-Alive"),
-	[]byte("Proxy-Connection"),
-	[]byte("Proxy-Authenticate"),
-	[]byte("Proxy-Authorization"),
-	[]byte("TE"),
-	[]byte("Trailer"),
-	[]byte("Upgrade"),
+// legacy Proxy-Connection, that must never cross the gateway.
+var hopByHop = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+	"TE", "Trailer", "Upgrade",
 }
 
-var strConnection = []byte("Connection")
+// framing fields are redone by the writer on each side.
+var framing = []string{"Content-Length", "Transfer-Encoding", "Host"}
 
-// StripRequestHopByHop removes hop-by-hop fields and every field the client
-// named in Connection from a request about to go upstream.
-func StripRequestHopByHop(h *fasthttp.RequestHeader) {
-	if conn := h.PeekBytes(strConnection); len(conn) > 0 {
-		forEachToken(conn, func(name []byte) { h.DelBytes(name) })
+// GatewayOwned lists the fields whose value upstream is the gateway's word
+// alone: every copy a client sent is removed (compared with case folded and
+// '_' read as '-'), and the gateway writes its own where it has one. They
+// carry the caller's address, scheme, host or path as a proxy saw them, the
+// caller's authenticated identity, the trace, or a method override, each
+// of which a backend may trust.
+var GatewayOwned = []string{
+	"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Port", "X-Forwarded-Prefix",
+	"X-Forwarded-Server", "X-Forwarded-Scheme", "X-Forwarded-Ssl", "X-Forwarded-Uri", "X-Forwarded-Path",
+	"Forwarded", "X-Real-IP", "True-Client-IP", "X-Client-IP", "X-Cluster-Client-IP", "X-Originating-IP",
+	"X-Remote-IP", "X-Remote-Addr", "CF-Connecting-IP", "Fastly-Client-IP", "X-Original-Forwarded-For",
+	"X-Original-URL", "X-Original-URI", "X-Rewrite-URL", "X-Original-Host", "X-Host",
+	"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override",
+	"X-Consumer", "X-User-Id", "traceparent", "X-Request-Id",
+}
+
+// IsGatewayOwned reports whether name is one of GatewayOwned.
+func IsGatewayOwned(name string) bool { return anyName([]byte(name), GatewayOwned) }
+
+// ValidFieldName reports whether name is an RFC 9110 token.
+func ValidFieldName(name string) bool {
+	if name == "" {
+		return false
 	}
-	for _, k := range hopByHop {
-		h.DelBytes(k)
+	for i := 0; i < len(name); i++ {
+		if !tokenChars[name[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// bodyFields describe the body the upstream receives; an allow-list never
+// removes them.
+var bodyFields = []string{"Content-Type", "Content-Encoding"}
+
+// Trusted says whether an address is a proxy whose X-Forwarded-For the
+// gateway believes.
+type Trusted interface {
+	Contains(ip netip.Addr) bool
+}
+
+// ErrBadForwardedFor is a trusted proxy's X-Forwarded-For with a hop that
+// is not an address: the client cannot be known, so the request is refused
+// rather than attributed to the proxy.
+var ErrBadForwardedFor = errors.New("codec: invalid X-Forwarded-For from a trusted proxy")
+
+var strXFF = []byte("X-Forwarded-For")
+
+// ClientIP returns the caller's address: the peer's, unless the peer is a
+// trusted proxy, in which case it walks X-Forwarded-For (every field line,
+// joined in order as RFC 9110 §5.3 says) from the right and returns the
+// first hop that is not itself trusted. Hops may carry a port
+// ("1.2.3.4:5", "[::1]:5") or brackets; empty list elements are skipped. A
+// hop that is not an address gives ErrBadForwardedFor.
+func ClientIP(h *fasthttp.RequestHeader, peer netip.Addr, trusted Trusted) (netip.Addr, error) {
+	if trusted == nil || !trusted.Contains(peer) {
+		return peer, nil
+	}
+	client := peer
+	lines := h.PeekAll(string(strXFF))
+	for li := len(lines) - 1; li >= 0; li-- {
+		xff := lines[li]
+		for len(xff) > 0 {
+			i := bytes.LastIndexByte(xff, ',')
+			hop := trimOWS(xff[i+1:])
+			if i < 0 {
+				xff = nil
+			} else {
+				xff = xff[:i]
+			}
+			if len(hop) == 0 {
+				continue
+			}
+			ip, ok := parseHop(hop)
+			if !ok {
+				return peer, ErrBadForwardedFor
+			}
+			client = ip
+			if !trusted.Contains(client) {
+				return client, nil
+			}
+		}
+	}
+	return client, nil
+}
+
+// parseHop reads "ip", "ipv4:port", "[ipv6]" or "[ipv6]:port".
+func parseHop(b []byte) (netip.Addr, bool) {
+	if b[0] == '[' {
+		end := bytes.IndexByte(b, ']')
+		if end < 0 || (end+1 < len(b) && !validPort(b[end+1:])) {
+			return netip.Addr{}, false
+		}
+		ip, err := netip.ParseAddr(bytesconv.B2S(b[1:end]))
+		return ip.Unmap(), err == nil && ip.Zone() == ""
+	}
+	if i := bytes.IndexByte(b, ':'); i >= 0 && bytes.IndexByte(b[i+1:], ':') < 0 {
+		// One colon: IPv4 with a port. IPv6 has at least two.
+		if !validPort(b[i:]) {
+			return netip.Addr{}, false
+		}
+		b = b[:i]
+	}
+	ip, err := netip.ParseAddr(bytesconv.B2S(b))
+	return ip.Unmap(), err == nil && ip.Zone() == ""
+}
+
+// HeaderPolicy is a route's say over which client fields reach its
+// backend. Names compare case-insensitively with '_' read as '-'. The
+// gateway's own fields are written after the policy and so are never
+// removed by it.
+type HeaderPolicy struct {
+	// Allow, when not empty, is the only client fields that pass (plus
+	// Content-Type and Content-Encoding, which describe the body).
+	Allow []string
+	// Deny lists client fields that never pass.
+	Deny []string
+	// DropAuthorization and DropCookies keep client credentials from a
+	// backend that must not see them.
+	DropAuthorization bool
+	DropCookies       bool
+}
+
+func (p *HeaderPolicy) passes(name []byte) bool {
+	if p == nil {
+		return true
+	}
+	if p.DropAuthorization && nameIs(name, "Authorization") {
+		return false
+	}
+	if p.DropCookies && nameIs(name, "Cookie") {
+		return false
+	}
+	if anyName(name, p.Deny) {
+		return false
+	}
+	if len(p.Allow) > 0 {
+		return anyName(name, p.Allow) || anyName(name, bodyFields)
+	}
+	return true
+}
+
+func anyName(b []byte, names []string) bool {
+	for _, n := range names {
+		if nameIs(b, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// Outgoing is what the forwarding step knows about the upstream request
+// besides the client's fields.
+type Outgoing struct {
+	// Host is the upstream's Host field: the Host the request was routed
+	// on, or a rewrite's.
+	Host []byte
+	// ClientHost is the Host the client asked for (X-Forwarded-Host).
+	ClientHost []byte
+	// Peer is the TCP peer, Client the caller as the gateway believes it;
+	// PeerTrusted says the peer is a trusted proxy whose X-Forwarded-*
+	// fields are carried on.
+	Peer, Client netip.Addr
+	PeerTrusted  bool
+	Internal     *Internal
+	Policy       *HeaderPolicy
+}
+
+var (
+	strCommaSpace = []byte(", ")
+	strHTTP       = []byte("http")
+	strHTTPS      = []byte("https")
+)
+
+// CollectFields fills l with the upstream header section of the request h:
+// Host first, then every client field that may cross the gateway, in the
+// order and with the bytes received, then the gateway's forwarding fields
+// (X-Forwarded-For, X-Real-IP, X-Forwarded-Proto, X-Forwarded-Host).
+// Removed: framing and hop-by-hop fields and those the client named in
+// Connection, every copy of a GatewayOwned field, internal prefixes, and
+// what the route's policy refuses. The caller may Add more fields (the
+// identity and trace) before Apply.
+func CollectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
+	l.Reset()
+	l.AddString("Host", o.Host)
+	for k, v := range Fields(h) {
+		if nameIs(k, "Connection") {
+			forEachToken(v, func(tok []byte) {
+				l.conn = append(l.conn, tok...)
+				l.conn = append(l.conn, ',')
+			})
+		}
+	}
+	var proto, fwdHost []byte
+	for k, v := range Fields(h) {
+		switch {
+		case anyName(k, framing), anyName(k, hopByHop), l.connNamed(k):
+			continue
+		case anyName(k, GatewayOwned):
+			if o.PeerTrusted {
+				switch {
+				case nameIs(k, "X-Forwarded-For"):
+					if len(l.chain) > 0 {
+						l.chain = append(l.chain, strCommaSpace...)
+					}
+					l.chain = append(l.chain, v...)
+				case nameIs(k, "X-Forwarded-Proto") && proto == nil:
+					proto = v
+				case nameIs(k, "X-Forwarded-Host") && fwdHost == nil:
+					fwdHost = v
+				}
+			}
+			continue
+		case o.Internal != nil && o.Internal.header(k):
+			continue
+		case !o.Policy.passes(k):
+			continue
+		}
+		l.Add(k, v)
+	}
+	if o.Peer.IsValid() {
+		// l.chain holds a trusted proxy's chain, and nothing otherwise.
+		if len(l.chain) > 0 {
+			l.chain = append(l.chain, strCommaSpace...)
+		}
+		l.chain = o.Peer.AppendTo(l.chain)
+		l.AddString("X-Forwarded-For", l.chain)
+	}
+	if o.Client.IsValid() {
+		mark := len(l.chain)
+		l.chain = o.Client.AppendTo(l.chain)
+		l.AddString("X-Real-IP", l.chain[mark:])
+	}
+	switch {
+	case bytes.EqualFold(proto, strHTTPS):
+		l.AddString("X-Forwarded-Proto", strHTTPS)
+	default:
+		l.AddString("X-Forwarded-Proto", strHTTP)
+	}
+	if len(fwdHost) > 0 && ValidHost(fwdHost) {
+		l.AddString("X-Forwarded-Host", fwdHost)
+	} else {
+		l.AddString("X-Forwarded-Host", o.ClientHost)
 	}
 }
 
-// StripResponseHopByHop does the same for an upstream's answer.
-func StripResponseHopByHop(h *fasthttp.ResponseHeader) {
-	if conn := h.PeekBytes(strConnection); len(conn) > 0 {
-		forEachToken(conn, func(name []byte) { h.DelBytes(name) })
+// connNamed reports whether the client's Connection fields named k.
+func (l *FieldList) connNamed(k []byte) bool {
+	c := l.conn
+	for len(c) > 0 {
+		i := bytes.IndexByte(c, ',')
+		if len(k) == i && nameIs(k, bytesconv.B2S(c[:i])) {
+			return true
+		}
+		c = c[i+1:]
 	}
-	for _, k := range hopByHop {
-		h.DelBytes(k)
+	return false
+}
+
+// Apply writes l and the target into req's header for the trip upstream:
+// method kept, target path?query, protocol HTTP/1.1, fields exactly as in
+// l. Framing is left to the writer (Content-Length from the buffered body,
+// or the stream's declared length, or chunked). The header is put in
+// fasthttp's raw mode, so no field is reordered, re-cased, merged (Cookie)
+// or invented (a default Content-Type); the upstream client must not
+// normalize paths (it would decode them again).
+func Apply(req *fasthttp.Request, l *FieldList, path, query []byte, hasQuery bool) {
+	h := &req.Header
+	l.method = append(l.method[:0], h.Method()...)
+	streamed := req.IsBodyStream()
+	cl := h.ContentLength()
+	l.uri = append(l.uri[:0], path...)
+	if hasQuery {
+		l.uri = append(l.uri, '?')
+		l.uri = append(l.uri, query...)
+	}
+	h.Reset()
+	h.DisableNormalizing()
+	h.DisableSpecialHeader()
+	h.SetNoDefaultContentType(true)
+	h.SetMethodBytes(l.method)
+	h.SetProtocolBytes(strHTTP11)
+	req.SetRequestURIBytes(l.uri)
+	req.UseHostHeader = true
+	for i := range l.spans {
+		k, v := l.Field(i)
+		h.AddBytesKV(k, v)
+	}
+	if streamed {
+		h.SetContentLength(cl)
 	}
 }
 
@@ -57,79 +325,25 @@ func forEachToken(v []byte, f func([]byte)) {
 			tok, v = v[:i], v[i+1:]
 		}
 		tok = trimOWS(tok)
-		if len(tok) > 0 && !bytes.EqualFold(tok, strConnection) {
+		if len(tok) > 0 {
 			f(tok)
 		}
 	}
 }
 
-var (
-	strXFF        = []byte("X-Forwarded-For")
-	strXRealIP    = []byte("X-Real-IP")
-	strXFProto    = []byte("X-Forwarded-Proto")
-	strXFHost     = []byte("X-Forwarded-Host")
-	strHTTP       = []byte("http")
-	strCommaSpace = []byte(", ")
-)
+var strConnection = []byte("Connection")
 
-// Trusted says whether an address is a proxy whose X-Forwarded-For the
-// gateway believes.
-type Trusted interface {
-	Contains(ip netip.Addr) bool
-}
-
-// ClientIP returns the caller's address: the peer's, unless the peer is a
-// trusted proxy, in which case it walks X-Forwarded-For from the right and
-// returns the first hop that is not itself trusted.
-func ClientIP(h *fasthttp.RequestHeader, peer netip.Addr, trusted Trusted) netip.Addr {
-	if trusted == nil || !trusted.Contains(peer) {
-		return peer
+// StripResponseHopByHop removes hop-by-hop fields, and those the upstream
+// named in Connection, from an upstream's answer.
+func StripResponseHopByHop(h *fasthttp.ResponseHeader) {
+	if conn := h.PeekBytes(strConnection); len(conn) > 0 {
+		forEachToken(conn, func(name []byte) {
+			if !bytes.EqualFold(name, strConnection) {
+				h.DelBytes(name)
+			}
+		})
 	}
-	xff := h.PeekBytes(strXFF)
-	client := peer
-	for len(xff) > 0 {
-		i := bytes.LastIndexByte(xff, ',')
-		hop := trimOWS(xff[i+1:])
-		if i < 0 {
-			xff = nil
-		} else {
-			xff = xff[:i]
-		}
-		ip, err := netip.ParseAddr(bytesconv.B2S(hop))
-		if err != nil {
-			return client
-		}
-		client = ip.Unmap()
-		if !trusted.Contains(client) {
-			return client
-		}
+	for _, k := range hopByHop {
+		h.Del(k)
 	}
-	return client
-}
-
-// SetForwarded writes the forwarding fields for the upstream request:
-// X-Forwarded-For gets the peer appended when the peer is trusted (its chain
-// is believed) and is replaced by the peer otherwise; X-Real-IP is the
-// client; X-Forwarded-Proto and X-Forwarded-Host describe the client's view.
-// scratch is a reusable buffer; the extended buffer is returned.
-func SetForwarded(h *fasthttp.RequestHeader, peer, client netip.Addr, peerTrusted bool, scratch []byte) []byte {
-	b := scratch[:0]
-	if peerTrusted {
-		if prev := h.PeekBytes(strXFF); len(prev) > 0 {
-			b = append(b, prev...)
-			b = append(b, strCommaSpace...)
-		}
-	}
-	b = peer.AppendTo(b)
-	h.SetBytesKV(strXFF, b)
-	mark := len(b)
-	b = client.AppendTo(b)
-	h.SetBytesKV(strXRealIP, b[mark:])
-	if !peerTrusted || len(h.PeekBytes(strXFProto)) == 0 {
-		h.SetBytesKV(strXFProto, strHTTP)
-	}
-	if !peerTrusted || len(h.PeekBytes(strXFHost)) == 0 {
-		h.SetBytesKV(strXFHost, h.Host())
-	}
-	return b
 }

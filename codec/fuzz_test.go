@@ -54,7 +54,14 @@ func FuzzParseRequest(f *testing.F) {
 		if err := in.ContinueReadBody(br, 1<<20, false); err != nil {
 			return
 		}
-		StripRequestHopByHop(&in.Header)
+		var tg Target
+		if ParseTarget(&tg, &in.Header) != nil {
+			return
+		}
+		var l FieldList
+		CollectFields(&l, &in.Header, &Outgoing{Host: tg.Host, ClientHost: tg.Host})
+		method := string(in.Header.Method())
+		Apply(&in, &l, tg.Path, tg.Query, tg.HasQuery)
 		var wire bytes.Buffer
 		bw := bufio.NewWriter(&wire)
 		if err := in.Write(bw); err != nil {
@@ -70,7 +77,12 @@ func FuzzParseRequest(f *testing.F) {
 		if err := out.ContinueReadBody(br2, 2<<20, false); err != nil {
 			t.Fatalf("re-sent body does not parse: %v\n%q", err, wire.Bytes())
 		}
-		if !bytes.Equal(in.Header.Method(), out.Header.Method()) || !bytes.Equal(in.Body(), out.Body()) {
+		wantURI := string(tg.Path)
+		if tg.HasQuery && len(tg.Query) > 0 {
+			wantURI += "?" + string(tg.Query)
+		}
+		if method != string(out.Header.Method()) || !bytes.Equal(in.Body(), out.Body()) ||
+			string(out.Header.RequestURI()) != wantURI || string(out.Header.Host()) != string(tg.Host) {
 			t.Fatalf("re-sent request differs:\nin  %q\nout %q", raw, wire.Bytes())
 		}
 		if br2.Buffered() != 0 {

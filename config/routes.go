@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/auth"
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/ipacl"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
@@ -27,7 +28,7 @@ func (s *Snapshot) forwardChain(svc *upstream.Service) *pipeline.Chain {
 
 // compileRoute turns one configured route into its table entry and chain:
 // filters in the order Deprecation (so every answer is marked, refusals
-// included), ip_acl, forwarding headers, rewrite; then the action.
+// included), ip_acl, auth, split, rewrite, forwarding; then the action.
 func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	m := rc.Match
 	r := &route.Route{Name: rc.Name, Priority: rc.Priority, Host: m.Host, Methods: m.Methods, Order: order}
@@ -116,9 +117,6 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 		// The split decides before forwarding rewrites the headers.
 		filters = append(filters, split)
 	}
-	if forwards {
-		filters = append(filters, &upstream.Forwarding{Edge: s.Edge})
-	}
 	if rw := rc.Rewrite; rw != nil {
 		f, err := route.NewRewrite(route.RewriteSpec{Path: rw.Path, StripPrefix: rw.StripPrefix, AddPrefix: rw.AddPrefix,
 			Regex: rw.Regex, Replace: rw.Replace, Host: rw.Host})
@@ -126,6 +124,17 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 			return nil, err
 		}
 		filters = append(filters, f)
+	}
+	policy, err := headerPolicy(rc)
+	if err != nil {
+		return nil, err
+	}
+	if policy != nil && !forwards {
+		return nil, errors.New("headers, forward_authorization and forward_cookies apply only to routes that forward")
+	}
+	if forwards {
+		// Last: it builds the upstream request from everything before it.
+		filters = append(filters, &upstream.Forwarding{Edge: s.Edge, Policy: policy})
 	}
 
 	var action pipeline.Action
@@ -275,4 +284,37 @@ func boolStr(b bool) string {
 		return "x"
 	}
 	return ""
+}
+
+// headerPolicy compiles a route's header settings; nil when it has none.
+func headerPolicy(rc *Route) (*codec.HeaderPolicy, error) {
+	p := &codec.HeaderPolicy{}
+	set := false
+	if h := rc.Headers; h != nil {
+		if len(h.Allow) > 0 && len(h.Deny) > 0 {
+			return nil, errors.New("headers: use allow or deny, not both")
+		}
+		for _, list := range [][]string{h.Allow, h.Deny} {
+			for _, name := range list {
+				if !codec.ValidFieldName(name) {
+					return nil, fmt.Errorf("headers: %q is not a header name", name)
+				}
+				if codec.IsGatewayOwned(name) {
+					return nil, fmt.Errorf("headers: %s is set by the gateway; a route cannot pass or remove it", name)
+				}
+			}
+		}
+		p.Allow, p.Deny = h.Allow, h.Deny
+		set = true
+	}
+	if v := rc.ForwardAuthorization; v != nil && !*v {
+		p.DropAuthorization, set = true, true
+	}
+	if v := rc.ForwardCookies; v != nil && !*v {
+		p.DropCookies, set = true, true
+	}
+	if !set {
+		return nil, nil
+	}
+	return p, nil
 }

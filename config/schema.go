@@ -190,10 +190,27 @@ type Route struct {
 	Deprecated *Deprecated `yaml:"deprecated"`
 	IPACL      *IPACL      `yaml:"ip_acl"`
 
+	// Headers says which of the client's header fields reach the backend:
+	// allow (only these, plus Content-Type and Content-Encoding) or deny.
+	// The gateway's own fields (X-Forwarded-*, X-Real-IP, X-Consumer,
+	// traceparent, …) are set after it and cannot be removed by it.
+	Headers *HeaderPolicy `yaml:"headers"`
+	// ForwardAuthorization and ForwardCookies (default true) let the
+	// client's Authorization and Cookie fields through to the backend.
+	ForwardAuthorization *bool `yaml:"forward_authorization"`
+	ForwardCookies       *bool `yaml:"forward_cookies"`
+
 	Line int `yaml:"-"`
 	// WhenLine and WhenCol locate the first character of the match.when
 	// expression in the file, so its errors point into it.
 	WhenLine, WhenCol int `yaml:"-"`
+}
+
+// HeaderPolicy is a route's allow- or deny-list of client header names
+// (case-insensitive; '_' and '-' are the same).
+type HeaderPolicy struct {
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
 }
 
 // SplitItem is one share of a traffic split.

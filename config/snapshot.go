@@ -125,8 +125,8 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 		Edge: &upstream.Edge{
 			Trusted: trusted,
 			Internal: codec.Internal{
-				HeaderPrefixes: toBytes(*f.Client.InternalHeaderPrefixes),
-				QueryPrefixes:  toBytes(*f.Client.InternalQueryPrefixes),
+				HeaderPrefixes: nonEmpty(*f.Client.InternalHeaderPrefixes),
+				QueryPrefixes:  nonEmpty(*f.Client.InternalQueryPrefixes),
 			},
 		},
 		Services:        map[string]*upstream.Service{},
@@ -257,11 +257,12 @@ func (c *Compiler) Load(path string, data []byte, lookup func(string) (string, b
 	return snap, nil
 }
 
-func toBytes(ss []string) [][]byte {
-	out := make([][]byte, 0, len(ss))
+// nonEmpty drops empty prefixes, which would match every name.
+func nonEmpty(ss []string) []string {
+	out := make([]string, 0, len(ss))
 	for _, s := range ss {
 		if s != "" {
-			out = append(out, []byte(s))
+			out = append(out, s)
 		}
 	}
 	return out

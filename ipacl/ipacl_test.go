@@ -28,7 +28,7 @@ func TestACL(t *testing.T) {
 	} {
 		var req fasthttp.Request
 		var resp fasthttp.Response
-		c := pipeline.Acquire(&req, &resp)
+		c := pipeline.AcquireParsed(&req, &resp)
 		c.ClientIP = netip.MustParseAddr(tc.ip)
 		got := acl.Handle(c) == pipeline.Continue
 		if got != tc.allow {

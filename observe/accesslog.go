@@ -111,7 +111,7 @@ func (l *AccessLog) Record(c *pipeline.Ctx, now time.Time) {
 	e.spanID = c.Trace.SpanHex
 	e.reqIDLen = uint8(copy(e.requestID[:], c.Trace.RequestID))
 	e.methodLen = uint8(copy(e.method[:], c.Req.Header.Method()))
-	p := c.Req.URI().Path()
+	p := c.Target.Path
 	if len(p) > maxLoggedPath {
 		p = p[:maxLoggedPath]
 	}
@@ -121,7 +121,7 @@ func (l *AccessLog) Record(c *pipeline.Ctx, now time.Time) {
 	e.upstream = c.Upstream
 	e.upstreamT = c.UpstreamTime
 	e.total = now.Sub(c.Start)
-	e.bytesIn = len(c.Req.Header.RawHeaders()) + max(c.Req.Header.ContentLength(), 0)
+	e.bytesIn = c.BytesIn
 	e.bytesOut = len(c.Resp.Body())
 	e.clientLen = uint8(len(c.ClientIP.AppendTo(e.client[:0])))
 	e.decision = c.Decision

@@ -31,7 +31,7 @@ func TestAccessLogWritesOneJSONLinePerRequest(t *testing.T) {
 				req.SetRequestURI("/api/x")
 				req.Header.SetMethod("POST")
 				resp.SetStatusCode(200 + i)
-				c := pipeline.Acquire(&req, &resp)
+				c := pipeline.AcquireParsed(&req, &resp)
 				c.Start = time.Now().Add(-time.Millisecond)
 				c.ClientIP = netip.MustParseAddr("203.0.113.9")
 				c.RouteName = "r"
@@ -74,7 +74,7 @@ func TestAccessLogWritesOneJSONLinePerRequest(t *testing.T) {
 	// Recording after Close is harmless.
 	var req fasthttp.Request
 	var resp fasthttp.Response
-	c := pipeline.Acquire(&req, &resp)
+	c := pipeline.AcquireParsed(&req, &resp)
 	l.Record(c, time.Now())
 	pipeline.Release(c)
 }
@@ -87,7 +87,7 @@ func TestAccessLogDropsWhenFull(t *testing.T) {
 	var req fasthttp.Request
 	var resp fasthttp.Response
 	for range 10000 {
-		c := pipeline.Acquire(&req, &resp)
+		c := pipeline.AcquireParsed(&req, &resp)
 		l.Record(c, time.Now())
 		pipeline.Release(c)
 	}

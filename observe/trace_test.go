@@ -36,7 +36,7 @@ func TestStartTrace(t *testing.T) {
 	var resp fasthttp.Response
 	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	req.Header.Set("X-Request-Id", "bad id with spaces")
-	c := pipeline.Acquire(&req, &resp)
+	c := pipeline.AcquireParsed(&req, &resp)
 	defer pipeline.Release(c)
 	StartTrace(c)
 	if string(c.Trace.TraceHex[:]) != "4bf92f3577b34da6a3ce929d0e0e4736" || c.Trace.Flags != 1 {
@@ -53,7 +53,7 @@ func TestStartTrace(t *testing.T) {
 	}
 	// Two requests without context get different trace ids.
 	var r2 fasthttp.Request
-	c2 := pipeline.Acquire(&r2, &resp)
+	c2 := pipeline.AcquireParsed(&r2, &resp)
 	defer pipeline.Release(c2)
 	StartTrace(c2)
 	if c2.Trace.TraceHex == c.Trace.TraceHex {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/valyala/fasthttp"
 )
 
@@ -30,6 +31,23 @@ type Ctx struct {
 
 	// Start is when the request's headers were parsed.
 	Start time.Time
+
+	// Target is the request's target in its one canonical form
+	// (codec.ParseTarget): routing, conditions, ACLs and rewrites read it,
+	// and it is what goes upstream unless a rewrite set UpstreamPath or
+	// UpstreamHost. It is filled before any filter runs.
+	Target codec.Target
+	// UpstreamPath and UpstreamHost, when not nil, replace Target.Path and
+	// Target.Host upstream; a rewrite sets them (canonical, never decoded
+	// again).
+	UpstreamPath []byte
+	UpstreamHost []byte
+	// Fields is the working space the forwarding step builds the upstream
+	// header section in.
+	Fields codec.FieldList
+	// BytesIn is the size of the request as the client sent it (header
+	// section and declared body), taken before forwarding rewrites it.
+	BytesIn int
 
 	Trace Trace
 
@@ -68,6 +86,11 @@ type Ctx struct {
 	// Scratch is a reusable buffer for filters; its contents do not survive
 	// from one filter to the next unless a filter says so.
 	Scratch []byte
+
+	// query holds Target.Query parsed, once, on first use.
+	query       *fasthttp.Args
+	queryParsed bool
+	upPath      []byte // UpstreamPath's buffer
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{Scratch: make([]byte, 0, 256)} }}
@@ -79,11 +102,51 @@ func Acquire(req *fasthttp.Request, resp *fasthttp.Response) *Ctx {
 	return c
 }
 
+// AcquireParsed is Acquire for requests built by hand (tools, tests): it
+// also fills Target from req, leaving it empty when req's target is
+// invalid. Transports use Acquire and let the gateway check the request.
+func AcquireParsed(req *fasthttp.Request, resp *fasthttp.Response) *Ctx {
+	c := Acquire(req, resp)
+	_ = codec.ParseTarget(&c.Target, &req.Header)
+	return c
+}
+
 // Release resets c and returns it to the pool; c must not be used afterwards.
+// The buffers are kept for the next request.
 func Release(c *Ctx) {
-	scratch := c.Scratch[:0]
-	*c = Ctx{Scratch: scratch}
+	keep := Ctx{Scratch: c.Scratch[:0], Target: c.Target, Fields: c.Fields, upPath: c.upPath[:0], query: c.query}
+	keep.Target.Reset()
+	keep.Fields.Reset()
+	if keep.query != nil {
+		keep.query.Reset()
+	}
+	*c = keep
 	ctxPool.Put(c)
+}
+
+// QueryArgs returns the request's query parameters, parsed from
+// Target.Query on first use (values decoded, the raw query untouched). The
+// Args and its bytes are valid until Release.
+func (c *Ctx) QueryArgs() *fasthttp.Args {
+	if !c.queryParsed {
+		if c.query == nil {
+			c.query = new(fasthttp.Args)
+		}
+		c.query.ParseBytes(c.Target.Query)
+		c.queryParsed = true
+	}
+	return c.query
+}
+
+// UpstreamPathBuffer returns an empty buffer for a rewrite to build
+// UpstreamPath in; it is reused across requests.
+func (c *Ctx) UpstreamPathBuffer() []byte { return c.upPath[:0] }
+
+// SetUpstreamPath sets UpstreamPath to p, keeping p's buffer for reuse when
+// it came from UpstreamPathBuffer.
+func (c *Ctx) SetUpstreamPath(p []byte) {
+	c.UpstreamPath = p
+	c.upPath = p[:0]
 }
 
 // Reject makes the gateway's own answer from a canned error and stops the

@@ -56,6 +56,6 @@ func (k Key) Value(c *pipeline.Ctx) []byte {
 	case keyCookie:
 		return codec.Cookie(&c.Req.Header, k.name)
 	default:
-		return c.Req.URI().QueryArgs().PeekBytes(k.name)
+		return c.QueryArgs().PeekBytes(k.name)
 	}
 }

@@ -41,7 +41,7 @@ func TestSplitPicks(t *testing.T) {
 		var req fasthttp.Request
 		var resp fasthttp.Response
 		set(&req)
-		c := pipeline.Acquire(&req, &resp)
+		c := pipeline.AcquireParsed(&req, &resp)
 		defer pipeline.Release(c)
 		s.Serve(c)
 		return string(resp.Body())

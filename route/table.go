@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
@@ -138,6 +139,13 @@ func NewTable(routes []*Route) (*Table, error) {
 			if r.Path == "" || r.Path[0] != '/' {
 				return nil, fmt.Errorf("route %q: path %q must start with /", r.Name, r.Path)
 			}
+			// Requests are matched in canonical form, so a path written
+			// otherwise could never match; say what to write instead.
+			if canon, err := codec.CanonicalPath(r.Path); err != nil {
+				return nil, fmt.Errorf("route %q: path %q: %w", r.Name, r.Path, err)
+			} else if canon != r.Path {
+				return nil, fmt.Errorf("route %q: path %q is not in canonical form; write %q", r.Name, r.Path, canon)
+			}
 			if r.Kind == Prefix {
 				b.plen = len(r.Path)
 			}
@@ -266,7 +274,7 @@ func (t *Table) Routes() []*Route {
 
 // Match implements Matcher: it returns the best-ranked route for the
 // request, or nil. It reads the Host header, the method and the request's
-// decoded, normalized path (c.Req.URI().Path()).
+// canonical target (c.Target: Host and Path).
 //
 // Match gathers candidates from the indexes of the request's exact host,
 // of each wildcard that covers it and of "any host". A candidate whose
@@ -281,8 +289,8 @@ func (t *Table) Match(c *pipeline.Ctx) *Route {
 		return nil
 	}
 	var buf [hostBufLen]byte
-	host, whole := lowerHost(&buf, hostOnly(c.Req.Header.Host()))
-	path := c.Req.URI().Path()
+	host, whole := lowerHost(&buf, hostOnly(c.Target.Host))
+	path := c.Target.Path
 	method := c.Req.Header.Method()
 	s := search{t: t, method: method, bit: methodBit(method), best: noRank, lo: -1}
 	for {

@@ -22,7 +22,7 @@ func ctxFor(method, host, uri string, headers ...string) *pipeline.Ctx {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	return &pipeline.Ctx{Req: req, Resp: &fasthttp.Response{}}
+	return pipeline.AcquireParsed(req, &fasthttp.Response{})
 }
 
 // hdrIs is a test Condition: header name equals val. With log set, every

@@ -87,12 +87,14 @@ func (o *Offline) Serve(c *pipeline.Ctx) {
 		c.Decision = "version offline"
 		return
 	}
-	path := c.Req.URI().Path()
+	// The canonical path and the query as received: the Location is
+	// built from encoded bytes, never from a decoded path.
+	path := c.Target.Path
 	b := append(c.Scratch[:0], o.successor...)
 	if len(o.from) > 0 && bytes.HasPrefix(path, o.from) {
 		b = append(b, path[len(o.from):]...)
 	}
-	if q := c.Req.URI().QueryString(); len(q) > 0 {
+	if q := c.Target.Query; len(q) > 0 {
 		b = append(b, strQMark...)
 		b = append(b, q...)
 	}

@@ -56,17 +56,12 @@ func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	g.Stats.Begin()
 	observe.StartTrace(c)
 
-	if err := codec.Check(&req.Header, &snap.Limits); err != nil {
+	c.BytesIn = len(req.Header.RawHeaders()) + max(req.Header.ContentLength(), 0)
+	if err := g.admit(snap, c); err != nil {
 		cannedFor(err).WriteTo(c)
 		c.CloseConn = true
 		g.Stats.ParseError()
 	} else {
-		c.ClientIP = codec.ClientIP(&req.Header, peer.Addr().Unmap(), snap.Edge.Trusted)
-		if uri := req.Header.RequestURI(); len(uri) > 0 && uri[0] != '/' && uri[0] != '*' {
-			// An absolute-form target's authority replaces Host (RFC 9112
-			// §3.2.2), for routing and upstream alike.
-			req.Header.SetHostBytes(req.URI().Host())
-		}
 		g.route(snap, c)
 	}
 	observe.StampResponse(c)
@@ -78,6 +73,21 @@ func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	closeConn = c.CloseConn
 	pipeline.Release(c)
 	return closeConn
+}
+
+// admit applies the edge's rules to a parsed request and fills what every
+// later step reads: the canonical target and the client's address.
+func (g *Gateway) admit(snap *config.Snapshot, c *pipeline.Ctx) error {
+	h := &c.Req.Header
+	if err := codec.Check(h, &snap.Limits); err != nil {
+		return err
+	}
+	if err := codec.ParseTarget(&c.Target, h); err != nil {
+		return err
+	}
+	ip, err := codec.ClientIP(h, c.Peer.Addr().Unmap(), snap.Edge.Trusted)
+	c.ClientIP = ip
+	return err
 }
 
 func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {

@@ -71,11 +71,17 @@ not_found: {status: 404, body: '{"code":404,"message":"no route"}'}
 			if res.Closed {
 				t.Fatal("a 404 must not close the connection")
 			}
-			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\n\r\n"), 1, 2*time.Second)
+			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\nHost: a\r\n\r\n"), 1, 2*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 || !res.Closed {
 				t.Fatalf("HTTP/1.0: %v closed=%v, want 200 then close", statuses(res), res.Closed)
 			}
-			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /api/y HTTP/1.0\r\n\r\n"), 2, 2*time.Second)
+			// Without Host the gateway has nothing to route on nor to send
+			// upstream: a client error, not an upstream one.
+			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\n\r\n"), 1, 2*time.Second)
+			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 400 {
+				t.Fatalf("HTTP/1.0 without Host: %v, want 400", statuses(res))
+			}
+			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\nGET /api/y HTTP/1.0\r\nHost: a\r\n\r\n"), 2, 2*time.Second)
 			if len(res.Responses) != 2 {
 				t.Fatalf("HTTP/1.0 keep-alive: %v", statuses(res))
 			}

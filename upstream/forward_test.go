@@ -22,6 +22,7 @@ func serve(t *testing.T, svc *Service, method, uri string) (*pipeline.Ctx, *fast
 	req.Header.SetHost("api.example.com")
 	c := &pipeline.Ctx{Req: req, Resp: resp, Start: time.Now(),
 		Peer: netip.MustParseAddrPort("203.0.113.7:5555"), ClientIP: netip.MustParseAddr("203.0.113.7")}
+	_ = codec.ParseTarget(&c.Target, &req.Header)
 	c.Trace.FillHex()
 	c.Trace.SetRequestID([]byte("rid-1"))
 	proxy(c, svc)
@@ -34,8 +35,8 @@ func proxy(c *pipeline.Ctx, svc *Service) {
 }
 
 func defaultInternal() (in codec.Internal) {
-	in.HeaderPrefixes = [][]byte{[]byte("X-Internal-")}
-	in.QueryPrefixes = [][]byte{[]byte("internal_")}
+	in.HeaderPrefixes = []string{"X-Internal-"}
+	in.QueryPrefixes = []string{"internal_"}
 	return in
 }
 
@@ -67,6 +68,7 @@ func TestForwardHeaders(t *testing.T) {
 	}
 	c := &pipeline.Ctx{Req: req, Resp: resp, Start: time.Now(),
 		Peer: netip.MustParseAddrPort("203.0.113.7:5555"), ClientIP: netip.MustParseAddr("203.0.113.7")}
+	_ = codec.ParseTarget(&c.Target, &req.Header)
 	c.Trace.TraceID = [16]byte{1}
 	c.Trace.SpanID = [8]byte{2}
 	c.Trace.FillHex()

@@ -104,10 +104,10 @@ func newInstance(addr string, weight int, p Pool) *Instance {
 			MaxResponseBodySize:       p.MaxResponseBytes,
 			StreamResponseBody:        p.StreamResponse,
 			MaxIdemponentCallAttempts: 1, // retries are ours: once, elsewhere
-			// The path goes upstream normalized, exactly as it was routed, so
-			// "/public/../admin" cannot reach a backend as something the
-			// route table never saw.
-			DisablePathNormalizing:   false,
+			// The target is already canonical (codec.AppendCanonicalPath)
+			// and is sent exactly as routed: normalizing it again would
+			// decode escapes a second time ("%252e" into "%2e").
+			DisablePathNormalizing:   true,
 			NoDefaultUserAgentHeader: true,
 			ReadBufferSize:           8 << 10,
 			WriteBufferSize:          8 << 10,

@@ -4,6 +4,7 @@ import (
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
 )
 
 // Edge is what the proxy step needs to know about the edge: which peers are
@@ -13,54 +14,99 @@ type Edge struct {
 	Internal codec.Internal
 }
 
-// Forwarding is the filter that prepares a client request for a backend:
-// hop-by-hop fields out, forwarding and trace fields in, internal names
-// stripped. It runs first in the chain of every route that forwards, so
-// later filters (a rewrite of Host, say) see and keep its work; the
-// Service is the chain's action.
+// Forwarding is the filter that turns the client's request into the one
+// the backend gets: the canonical target (or a rewrite's), the routed
+// Host, the client's fields in their order less what must not cross the
+// edge, and the gateway's forwarding, identity and trace fields. It runs
+// last in the chain of every route that forwards, after every filter that
+// reads the client's request, and the Service is the chain's action.
 type Forwarding struct {
 	Edge *Edge
+	// Policy is the route's header policy; nil lets every field pass.
+	Policy *codec.HeaderPolicy
 }
 
 var (
-	strTraceparent = []byte("traceparent")
-	strRequestID   = []byte("X-Request-Id")
-	strConsumer    = []byte("X-Consumer")
-	strUserID      = []byte("X-User-Id")
+	errFormTooLarge = pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge,
+		"form body too large to inspect for reserved parameters")
+	strFormURLEncoded = []byte("application/x-www-form-urlencoded")
 )
 
 // Handle implements pipeline.Filter.
 func (f *Forwarding) Handle(c *pipeline.Ctx) pipeline.Verdict {
-	PrepareRequest(c, f.Edge)
+	if !stripForm(c, &f.Edge.Internal) {
+		return c.Reject(errFormTooLarge)
+	}
+	PrepareRequest(c, f.Edge, f.Policy)
 	return pipeline.Continue
 }
 
-// PrepareRequest rewrites c.Req's header section for the trip upstream.
-func PrepareRequest(c *pipeline.Ctx, e *Edge) {
-	h := &c.Req.Header
-	codec.StripRequestHopByHop(h)
-	e.Internal.Strip(c.Req)
+// stripForm removes reserved parameters from an urlencoded body. A body
+// too large to hold (it streams) cannot be inspected and is refused: it
+// could carry the very names the query may not.
+func stripForm(c *pipeline.Ctx, in *codec.Internal) bool {
+	if len(in.QueryPrefixes) == 0 || !isFormURLEncoded(c.Req.Header.ContentType()) {
+		return true
+	}
+	if c.Req.IsBodyStream() {
+		return false
+	}
+	body := c.Req.Body()
+	if out, changed := in.StripParams(c.Scratch[:0], body); changed {
+		c.Req.SetBody(out)
+		c.Scratch = out[:0]
+	}
+	return true
+}
+
+func isFormURLEncoded(ct []byte) bool {
+	if len(ct) < len(strFormURLEncoded) {
+		return false
+	}
+	for i, b := range strFormURLEncoded {
+		x := ct[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if x != b {
+			return false
+		}
+	}
+	return len(ct) == len(strFormURLEncoded) || ct[len(strFormURLEncoded)] == ';' || ct[len(strFormURLEncoded)] == ' '
+}
+
+// PrepareRequest rewrites c.Req for the trip upstream (see Forwarding).
+func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	peer := c.Peer.Addr().Unmap()
-	trusted := e.Trusted != nil && peer.IsValid() && e.Trusted.Contains(peer)
 	client := c.ClientIP
 	if !client.IsValid() {
 		client = peer
 	}
-	if peer.IsValid() {
-		c.Scratch = codec.SetForwarded(h, peer, client, trusted, c.Scratch)
-	} else {
-		h.DelBytes([]byte("X-Forwarded-For"))
+	host := c.Target.Host
+	if c.UpstreamHost != nil {
+		host = c.UpstreamHost
 	}
-	// The identity fields are the gateway's word, never the client's.
-	h.DelBytes(strConsumer)
-	h.DelBytes(strUserID)
+	l := &c.Fields
+	codec.CollectFields(l, &c.Req.Header, &codec.Outgoing{
+		Host: host, ClientHost: c.Target.Host,
+		Peer: peer, Client: client,
+		PeerTrusted: e.Trusted != nil && peer.IsValid() && e.Trusted.Contains(peer),
+		Internal:    &e.Internal, Policy: policy,
+	})
 	if c.Consumer != "" {
-		h.SetBytesKV(strConsumer, bytesconv.S2B(c.Consumer))
+		l.AddString("X-Consumer", bytesconv.S2B(c.Consumer))
 	}
 	if c.UserID != "" {
-		h.SetBytesKV(strUserID, bytesconv.S2B(c.UserID))
+		l.AddString("X-User-Id", bytesconv.S2B(c.UserID))
 	}
 	c.Scratch = c.Trace.AppendTraceparent(c.Scratch[:0])
-	h.SetBytesKV(strTraceparent, c.Scratch)
-	h.SetBytesKV(strRequestID, c.Trace.RequestID)
+	l.AddString("traceparent", c.Scratch)
+	l.AddString("X-Request-Id", c.Trace.RequestID)
+
+	path := c.Target.Path
+	if c.UpstreamPath != nil {
+		path = c.UpstreamPath
+	}
+	query, _ := e.Internal.StripParams(c.Scratch[:0], c.Target.Query)
+	codec.Apply(c.Req, l, path, query, c.Target.HasQuery)
 }

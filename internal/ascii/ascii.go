@@ -25,3 +25,16 @@ func EqualFold(b []byte, s string) bool {
 func HasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && EqualFold(b[:len(prefix)], prefix)
 }
+
+// Unhex returns the value of the hexadecimal digit c, or -1.
+func Unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c - 'a' + 10)
+	case 'A' <= c && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
+}

@@ -35,7 +35,7 @@ func parseRequest(tb testing.TB, normalize bool, head, body string) *fasthttp.Re
 }
 
 func ctxFor(req *fasthttp.Request, ip string) *pipeline.Ctx {
-	c := pipeline.Acquire(req, new(fasthttp.Response))
+	c := pipeline.AcquireParsed(req, new(fasthttp.Response))
 	if ip != "" {
 		c.ClientIP = netip.MustParseAddr(ip)
 	}

@@ -45,7 +45,7 @@ func (st *evalState) value(n *node) ([]byte, valueKind) {
 	var v []byte
 	switch n.src {
 	case srcQuery:
-		args := c.Req.URI().QueryArgs()
+		args := c.QueryArgs()
 		v = args.Peek(n.name)
 		if v == nil && !args.Has(n.name) {
 			return nil, absent
@@ -80,10 +80,10 @@ func (st *evalState) value(n *node) ([]byte, valueKind) {
 
 // header returns the first value of the field named name, compared
 // case-insensitively, whether or not the transport normalizes names. It
-// scans the fields as received: All would make fasthttp parse Cookie and
-// re-serialize it for the upstream.
+// scans the fields as received (codec.Fields), which neither makes
+// fasthttp re-serialize Cookie nor rewrites the received names in place.
 func header(h *fasthttp.RequestHeader, name string) ([]byte, bool) {
-	for k, v := range h.AllInOrder() {
+	for k, v := range codec.Fields(h) {
 		if len(k) == len(name) && ascii.EqualFold(k, name) {
 			return v, true
 		}

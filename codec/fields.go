@@ -1,0 +1,140 @@
+package codec
+
+import (
+	"bytes"
+	"iter"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Fields yields the request's header fields in the order and with the
+// bytes they were received in (the value without surrounding whitespace).
+// Unlike fasthttp's AllInOrder it never rewrites the received names in
+// place, so the names forwarded upstream keep the client's spelling. h must
+// come from a parser whose section Check accepted; for a header built by
+// hand (no raw section) it falls back to fasthttp's All. The slices alias
+// the request and are valid until it is reset.
+func Fields(h *fasthttp.RequestHeader) iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		raw := h.RawHeaders()
+		if len(raw) == 0 {
+			for k, v := range h.All() {
+				if !yield(k, v) {
+					return
+				}
+			}
+			return
+		}
+		for len(raw) > 0 {
+			end := bytes.IndexByte(raw, '\n')
+			var line []byte
+			if end < 0 {
+				line, raw = raw, nil
+			} else {
+				line, raw = raw[:end], raw[end+1:]
+			}
+			if n := len(line); n > 0 && line[n-1] == '\r' {
+				line = line[:n-1]
+			}
+			colon := bytes.IndexByte(line, ':')
+			if colon <= 0 {
+				continue
+			}
+			if !yield(line[:colon], trimOWS(line[colon+1:])) {
+				return
+			}
+		}
+	}
+}
+
+// FieldList is an ordered list of header fields held in one reusable
+// buffer: the forwarding step builds the upstream header section in it
+// before writing it into the request. The zero value is ready to use; it
+// allocates only while its buffers grow.
+type FieldList struct {
+	buf   []byte
+	spans []fieldSpan
+	// Working buffers of one forwarding step.
+	chain  []byte // X-Forwarded-For values a trusted proxy sent, joined
+	conn   []byte // names the client listed in Connection, each followed by ','
+	uri    []byte // the upstream request target
+	query  []byte // the upstream query when parameters were stripped
+	method []byte
+}
+
+type fieldSpan struct{ ks, ke, ve int }
+
+// Reset empties l, keeping its buffers.
+func (l *FieldList) Reset() {
+	l.buf, l.spans = l.buf[:0], l.spans[:0]
+	l.chain, l.conn, l.uri, l.query, l.method = l.chain[:0], l.conn[:0], l.uri[:0], l.query[:0], l.method[:0]
+}
+
+// Add appends a field; name and value are copied.
+func (l *FieldList) Add(name, value []byte) {
+	ks := len(l.buf)
+	l.buf = append(l.buf, name...)
+	ke := len(l.buf)
+	l.buf = append(l.buf, value...)
+	l.spans = append(l.spans, fieldSpan{ks, ke, len(l.buf)})
+}
+
+// AddString is Add with a string name.
+func (l *FieldList) AddString(name string, value []byte) {
+	ks := len(l.buf)
+	l.buf = append(l.buf, name...)
+	ke := len(l.buf)
+	l.buf = append(l.buf, value...)
+	l.spans = append(l.spans, fieldSpan{ks, ke, len(l.buf)})
+}
+
+// Len reports the number of fields.
+func (l *FieldList) Len() int { return len(l.spans) }
+
+// Field returns field i; the bytes alias l until it is reset.
+func (l *FieldList) Field(i int) (name, value []byte) {
+	s := l.spans[i]
+	return l.buf[s.ks:s.ke], l.buf[s.ke:s.ve]
+}
+
+// Get returns the value of the first field named name (ASCII case
+// folded), or nil.
+func (l *FieldList) Get(name string) []byte {
+	for i := range l.spans {
+		if k, v := l.Field(i); len(k) == len(name) && nameIs(k, name) {
+			return v
+		}
+	}
+	return nil
+}
+
+// nameIs compares a field name with a known one ignoring ASCII case and
+// treating '_' as '-': CGI, WSGI, PHP and Rack fold both to the same
+// variable, so "X_Consumer" reaches such a backend as X-Consumer.
+func nameIs(b []byte, s string) bool {
+	return len(b) == len(s) && nameHasPrefix(b, s)
+}
+
+// nameHasPrefix is nameIs for a prefix of b.
+func nameHasPrefix(b []byte, p string) bool {
+	if len(b) < len(p) {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		x, y := foldName(b[i]), foldName(p[i])
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func foldName(c byte) byte {
+	switch {
+	case c == '_':
+		return '-'
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	}
+	return c
+}
