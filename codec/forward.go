@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/valyala/fasthttp"
 )
@@ -162,6 +163,16 @@ func (p *HeaderPolicy) passes(name []byte) bool {
 	return true
 }
 
+// anyFold is anyName with plain ASCII case folding.
+func anyFold(b []byte, names []string) bool {
+	for _, n := range names {
+		if ascii.EqualFold(b, n) {
+			return true
+		}
+	}
+	return false
+}
+
 func anyName(b []byte, names []string) bool {
 	for _, n := range names {
 		if nameIs(b, n) {
@@ -206,7 +217,7 @@ func CollectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
 	l.Reset()
 	l.AddString("Host", o.Host)
 	for k, v := range Fields(h) {
-		if nameIs(k, "Connection") {
+		if ascii.EqualFold(k, "Connection") {
 			forEachToken(v, func(tok []byte) {
 				l.conn = append(l.conn, tok...)
 				l.conn = append(l.conn, ',')
@@ -216,7 +227,7 @@ func CollectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
 	var proto, fwdHost []byte
 	for k, v := range Fields(h) {
 		switch {
-		case anyName(k, framing), anyName(k, hopByHop), l.connNamed(k):
+		case anyFold(k, framing), anyFold(k, hopByHop), l.connNamed(k):
 			continue
 		case anyName(k, GatewayOwned):
 			if o.PeerTrusted {
@@ -271,7 +282,9 @@ func (l *FieldList) connNamed(k []byte) bool {
 	c := l.conn
 	for len(c) > 0 {
 		i := bytes.IndexByte(c, ',')
-		if len(k) == i && nameIs(k, bytesconv.B2S(c[:i])) {
+		// Plain case folding: a hop-by-hop declaration names one field,
+		// and "X_A" is not "X-A" to HTTP.
+		if len(k) == i && ascii.EqualFold(k, bytesconv.B2S(c[:i])) {
 			return true
 		}
 		c = c[i+1:]

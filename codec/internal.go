@@ -97,7 +97,7 @@ func (in *Internal) StripParams(dst, q []byte) ([]byte, bool) {
 	if len(in.QueryPrefixes) == 0 || len(q) == 0 {
 		return q, false
 	}
-	changed := false
+	changed, kept := false, false
 	out := dst[:0]
 	start := 0
 	for start <= len(q) {
@@ -116,11 +116,12 @@ func (in *Internal) StripParams(dst, q []byte) ([]byte, bool) {
 		switch {
 		case len(piece) > 0 && in.Param(key):
 			changed = true
-		case len(out) > 0:
+		case kept:
 			out = append(out, q[start-1]) // the separator before the piece
 			out = append(out, piece...)
 		default:
 			out = append(out, piece...)
+			kept = true
 		}
 		if end == len(q) {
 			break

@@ -263,6 +263,9 @@ func AppendCanonicalPath(dst, p []byte) ([]byte, error) {
 				i += 3
 				continue
 			}
+			if b <= ' ' || b == 0x7f {
+				return dst[:base], ErrBadPath // control bytes and space are never a path
+			}
 			if pathClasses[b] == pathEncode {
 				dst = append(dst, '%', upperHex[b>>4], upperHex[b&15])
 				suspect = suspect || b == '\\'

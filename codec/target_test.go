@@ -143,3 +143,29 @@ func BenchmarkParseTarget(b *testing.B) {
 }
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
+
+// FuzzCanonicalPath: whatever comes in, what comes out is its own
+// canonical form, and no segment of it is, or decodes to, a dot segment.
+func FuzzCanonicalPath(f *testing.F) {
+	for _, s := range []string{"/a/../b", "/%2e%2E/x", "//a//b/", "/a%2Fb", "/..;/x", "/%252e", "/a\\b", "/caf\xc3\xa9", "/\x00", "/a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		out, err := AppendCanonicalPath(nil, []byte(p))
+		if err != nil {
+			return
+		}
+		again, err := AppendCanonicalPath(nil, out)
+		if err != nil || string(again) != string(out) {
+			t.Fatalf("%q → %q → %q, %v", p, out, again, err)
+		}
+		for _, seg := range strings.Split(string(out), "/") {
+			if seg == "." || seg == ".." {
+				t.Fatalf("%q → %q keeps a dot segment", p, out)
+			}
+		}
+		if strings.Contains(string(out), "//") {
+			t.Fatalf("%q → %q keeps an empty segment", p, out)
+		}
+	})
+}

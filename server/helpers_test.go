@@ -23,7 +23,7 @@ type testGateway struct {
 
 // startGateway compiles yaml (with ${UP}-style references resolved from
 // vars) and serves it with the named transport until the test ends.
-func startGateway(t *testing.T, kind, yaml string, vars map[string]string, tweak func(*Options)) *testGateway {
+func startGateway(t testing.TB, kind, yaml string, vars map[string]string, tweak func(*Options)) *testGateway {
 	t.Helper()
 	lookup := func(k string) (string, bool) {
 		if v, ok := vars[k]; ok {
