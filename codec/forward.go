@@ -17,8 +17,9 @@ var hopByHop = []string{
 	"TE", "Trailer", "Upgrade",
 }
 
-// framing fields are redone by the writer on each side.
-var framing = []string{"Content-Length", "Transfer-Encoding", "Host"}
+// framing fields are redone by the writer on each side; Expect was answered
+// by the gateway itself (100 Continue) and is not the backend's to answer.
+var framing = []string{"Content-Length", "Transfer-Encoding", "Host", "Expect"}
 
 // GatewayOwned lists the fields whose value upstream is the gateway's word
 // alone: every copy a client sent is removed (compared with case folded and

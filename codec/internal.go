@@ -1,6 +1,10 @@
 package codec
 
-import "github.com/tollgate/tollgate/internal/ascii"
+import (
+	"bytes"
+
+	"github.com/tollgate/tollgate/internal/ascii"
+)
 
 // Internal names the header and parameter prefixes reserved for callers
 // inside the company. Client requests carrying them lose them at the edge
@@ -132,4 +136,49 @@ func (in *Internal) StripParams(dst, q []byte) ([]byte, bool) {
 		return q, false
 	}
 	return out, true
+}
+
+// MultipartReserved reports whether a multipart/form-data body names a
+// reserved parameter in any part's Content-Disposition (PHP, Rails and
+// others read those parts as parameters like a form's). Parts cannot be
+// cut out without rewriting the body's framing, so the caller refuses
+// such a request.
+func (in *Internal) MultipartReserved(body []byte) bool {
+	if len(in.QueryPrefixes) == 0 {
+		return false
+	}
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		if !ascii.HasPrefixFold(line, "content-disposition:") {
+			continue
+		}
+		params := line[len("content-disposition:"):]
+		for len(params) > 0 {
+			i := bytes.IndexByte(params, ';')
+			p := params
+			if i >= 0 {
+				p, params = params[:i], params[i+1:]
+			} else {
+				params = nil
+			}
+			p = trimOWS(bytes.TrimRight(p, "\r"))
+			if !ascii.HasPrefixFold(p, "name=") && !ascii.HasPrefixFold(p, "name*=") {
+				continue
+			}
+			v := p[bytes.IndexByte(p, '=')+1:]
+			v = bytes.Trim(v, `"`)
+			if j := bytes.LastIndex(v, []byte("''")); j >= 0 { // RFC 5987 charset''value
+				v = v[j+2:]
+			}
+			if in.Param(v) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -22,6 +22,7 @@ var (
 	ErrBareCR           = errors.New("codec: bare CR in header section")
 	ErrBadContentLength = errors.New("codec: invalid Content-Length")
 	ErrDupContentLength = errors.New("codec: conflicting Content-Length headers")
+	ErrDupContentType   = errors.New("codec: repeated Content-Type header")
 	ErrCLAndTE          = errors.New("codec: both Content-Length and Transfer-Encoding")
 	ErrBadTE            = errors.New("codec: Transfer-Encoding other than chunked")
 	ErrTEInHTTP10       = errors.New("codec: Transfer-Encoding in an HTTP/1.0 request")
@@ -85,6 +86,7 @@ var (
 	strContentLength    = []byte("Content-Length")
 	strTransferEncoding = []byte("Transfer-Encoding")
 	strHost             = []byte("Host")
+	strContentType      = []byte("Content-Type")
 	strChunked          = []byte("chunked")
 	strHTTP11           = []byte("HTTP/1.1")
 	strHTTP10           = []byte("HTTP/1.0")
@@ -108,8 +110,8 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 		return ErrHeaderTooLarge
 	}
 	var (
-		clSeen, teSeen, hostSeen bool
-		hosts                    int
+		clSeen, teSeen, hostSeen, ctSeen bool
+		hosts                            int
 	)
 	for len(raw) > 0 {
 		end := bytes.IndexByte(raw, '\n')
@@ -144,6 +146,14 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 				return ErrBadTE
 			}
 			teSeen = true
+		case bytes.EqualFold(name, strContentType):
+			// A singleton: were it repeated, the gateway and a backend
+			// could each read another one (a form to one, text to the
+			// other, and the reserved-name stripping skipped).
+			if ctSeen {
+				return ErrDupContentType
+			}
+			ctSeen = true
 		case bytes.EqualFold(name, strHost):
 			hostSeen = true
 			hosts++

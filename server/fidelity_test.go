@@ -147,7 +147,7 @@ var refOwned = []string{"x-forwarded-for", "x-forwarded-proto", "x-forwarded-hos
 	"traceparent", "x-request-id", "x-http-method-override"}
 
 var refHop = []string{"connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade", "proxy-authorization",
-	"content-length", "transfer-encoding", "host"}
+	"content-length", "transfer-encoding", "host", "expect"}
 
 func refNorm(name string) string { return strings.ReplaceAll(strings.ToLower(name), "_", "-") }
 
@@ -217,6 +217,15 @@ func refForward(method, target, host string, fields [][2]string) model {
 		if target[i] <= ' ' || target[i] >= 0x7f || target[i] == '#' {
 			return model{refuse: true}
 		}
+	}
+	cts := 0
+	for _, f := range fields {
+		if strings.EqualFold(f[0], "Content-Type") {
+			cts++
+		}
+	}
+	if cts > 1 {
+		return model{refuse: true} // a singleton field sent twice
 	}
 	path, query, hasQuery := strings.Cut(target, "?")
 	canon, ok := refCanonical(path)

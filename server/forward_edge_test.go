@@ -292,6 +292,27 @@ func TestInternalNamesCannotBeSmuggled(t *testing.T) {
 					t.Errorf("reserved header reached the upstream: %q", f)
 				}
 			}
+			// A multipart part named like a reserved parameter cannot be cut
+			// out of the body: refused.
+			mp := "--B\r\nContent-Disposition: form-data; name=\"internal.role\"\r\n\r\nadmin\r\n--B--\r\n"
+			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=B\r\n"+
+				"Content-Length: "+itoa(len(mp))+"\r\n\r\n"+mp)
+			if status != 400 || ok {
+				t.Errorf("multipart with a reserved name: status %d forwarded %v", status, ok)
+			}
+			mp = strings.Replace(mp, "internal.role", "role", 1)
+			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=B\r\n"+
+				"Content-Length: "+itoa(len(mp))+"\r\n\r\n"+mp)
+			if status != 200 || !ok {
+				t.Errorf("plain multipart: status %d forwarded %v", status, ok)
+			}
+			// Two Content-Types: the gateway and the backend could each read
+			// another, so neither is believed.
+			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+				"Content-Type: text/plain\r\nContent-Length: 14\r\n\r\ninternal_a=1&b")
+			if status != 400 || ok {
+				t.Errorf("two Content-Types: status %d forwarded %v", status, ok)
+			}
 		})
 	}
 }

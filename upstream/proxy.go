@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
@@ -29,50 +30,53 @@ type Forwarding struct {
 var (
 	errFormTooLarge = pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge,
 		"form body too large to inspect for reserved parameters")
-	strFormURLEncoded = []byte("application/x-www-form-urlencoded")
+	errMultipartReserved = pipeline.NewCanned(fasthttp.StatusBadRequest,
+		"malformed request: reserved parameter name in multipart body")
 )
 
 // Handle implements pipeline.Filter.
 func (f *Forwarding) Handle(c *pipeline.Ctx) pipeline.Verdict {
-	if !stripForm(c, &f.Edge.Internal) {
-		return c.Reject(errFormTooLarge)
+	if refusal := stripBodyParams(c, &f.Edge.Internal); refusal != nil {
+		return c.Reject(refusal)
 	}
 	PrepareRequest(c, f.Edge, f.Policy)
 	return pipeline.Continue
 }
 
-// stripForm removes reserved parameters from an urlencoded body. A body
-// too large to hold (it streams) cannot be inspected and is refused: it
-// could carry the very names the query may not.
-func stripForm(c *pipeline.Ctx, in *codec.Internal) bool {
-	if len(in.QueryPrefixes) == 0 || !isFormURLEncoded(c.Req.Header.ContentType()) {
-		return true
+// stripBodyParams keeps reserved parameter names out of bodies that
+// backends read as parameters: removed from an urlencoded form, refused in
+// a multipart one. An urlencoded body too large to hold (it streams)
+// cannot be inspected and is refused: it could carry the very names the
+// query may not. A streamed multipart body (an upload) is not inspected.
+func stripBodyParams(c *pipeline.Ctx, in *codec.Internal) *pipeline.Canned {
+	if len(in.QueryPrefixes) == 0 {
+		return nil
 	}
-	if c.Req.IsBodyStream() {
-		return false
+	ct := c.Req.Header.ContentType()
+	switch {
+	case mediaTypeIs(ct, "application/x-www-form-urlencoded"):
+		if c.Req.IsBodyStream() {
+			return errFormTooLarge
+		}
+		if out, changed := in.StripParams(c.Scratch[:0], c.Req.Body()); changed {
+			c.Req.SetBody(out)
+			c.Scratch = out[:0]
+		}
+	case mediaTypeIs(ct, "multipart/form-data"):
+		if !c.Req.IsBodyStream() && in.MultipartReserved(c.Req.Body()) {
+			return errMultipartReserved
+		}
 	}
-	body := c.Req.Body()
-	if out, changed := in.StripParams(c.Scratch[:0], body); changed {
-		c.Req.SetBody(out)
-		c.Scratch = out[:0]
-	}
-	return true
+	return nil
 }
 
-func isFormURLEncoded(ct []byte) bool {
-	if len(ct) < len(strFormURLEncoded) {
+// mediaTypeIs reports whether the Content-Type ct is of media type mt
+// (lower-case), parameters aside.
+func mediaTypeIs(ct []byte, mt string) bool {
+	if !ascii.HasPrefixFold(ct, mt) {
 		return false
 	}
-	for i, b := range strFormURLEncoded {
-		x := ct[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if x != b {
-			return false
-		}
-	}
-	return len(ct) == len(strFormURLEncoded) || ct[len(strFormURLEncoded)] == ';' || ct[len(strFormURLEncoded)] == ' '
+	return len(ct) == len(mt) || ct[len(mt)] == ';' || ct[len(mt)] == ' ' || ct[len(mt)] == '\t'
 }
 
 // PrepareRequest rewrites c.Req for the trip upstream (see Forwarding).
