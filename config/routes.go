@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
 	"github.com/tollgate/tollgate/route/expr"
+	"github.com/tollgate/tollgate/source"
 	"github.com/tollgate/tollgate/upstream"
 )
 
@@ -180,7 +181,7 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 }
 
 func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
-	var key *route.Key
+	var key *source.Source
 	rest := -1
 	sum := 0.0
 	targets := make([]route.SplitTarget, len(rc.Split))
@@ -200,12 +201,12 @@ func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
 			sum += *it.Percent
 		}
 		if it.Key != "" {
-			k, err := route.ParseKey(it.Key)
+			k, err := source.Parse(it.Key)
 			if err != nil {
 				return nil, fmt.Errorf("split: %v", err)
 			}
 			if key != nil && key.String() != k.String() {
-				return nil, fmt.Errorf("split: items use different keys %s and %s; one split hashes one key", key, k)
+				return nil, fmt.Errorf("split: items use different keys %s and %s; one split hashes one key", key.String(), k.String())
 			}
 			key = &k
 		}
@@ -213,7 +214,7 @@ func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
 	if rest >= 0 {
 		targets[rest].Percent = 100 - sum
 	}
-	var force []route.Key
+	var force []source.Source
 	if f := rc.SplitForce; f != nil {
 		if f.Header != "" {
 			force = append(force, mustKey("header."+f.Header))
@@ -225,8 +226,8 @@ func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
 	return route.NewSplit(targets, key, force)
 }
 
-func mustKey(s string) route.Key {
-	k, err := route.ParseKey(s)
+func mustKey(s string) source.Source {
+	k, err := source.Parse(s)
 	if err != nil {
 		panic(err) // built from a fixed prefix and a non-empty name
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
 )
 
 // Split sends a route's traffic to several actions (usually services of
@@ -19,8 +20,8 @@ type Split struct {
 	// bounds[i] is the cumulative share, in hundredths of a percent, that
 	// ends target i.
 	bounds []int
-	key    *Key
-	force  []Key
+	key    *source.Source
+	force  []source.Source
 }
 
 // SplitTarget is one share.
@@ -31,7 +32,7 @@ type SplitTarget struct {
 }
 
 // NewSplit checks that shares add up to 100 and builds the split.
-func NewSplit(targets []SplitTarget, key *Key, force []Key) (*Split, error) {
+func NewSplit(targets []SplitTarget, key *source.Source, force []source.Source) (*Split, error) {
 	if len(targets) < 2 {
 		return nil, fmt.Errorf("split needs at least two targets")
 	}
@@ -94,8 +95,9 @@ func (s *Split) Serve(c *pipeline.Ctx) {
 }
 
 func (s *Split) pick(c *pipeline.Ctx) int {
-	for _, f := range s.force {
-		if v := f.Value(c); len(v) > 0 {
+	r := source.NewReader(c)
+	for i := range s.force {
+		if v, _ := r.Value(&s.force[i]); len(v) > 0 {
 			for i := range s.targets {
 				if string(v) == s.targets[i].Name {
 					return i
@@ -121,7 +123,8 @@ func (s *Split) keyValue(c *pipeline.Ctx) []byte {
 	if s.key == nil {
 		return nil
 	}
-	if v := s.key.Value(c); len(v) > 0 {
+	r := source.NewReader(c)
+	if v, found := r.Value(s.key); found == source.Scalar && len(v) > 0 {
 		return v
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
 	"github.com/valyala/fasthttp"
 )
 
@@ -30,10 +31,10 @@ type named string
 func (n named) Serve(c *pipeline.Ctx) { c.Resp.SetBodyString(string(n)) }
 
 func TestSplitPicks(t *testing.T) {
-	key, _ := ParseKey("header.X-User-Id")
-	force, _ := ParseKey("cookie.version")
+	key, _ := source.Parse("header.X-User-Id")
+	force, _ := source.Parse("cookie.version")
 	s, err := NewSplit([]SplitTarget{{Name: "v2", Percent: 5, Action: named("v2")}, {Name: "v1", Percent: 95, Action: named("v1")}},
-		&key, []Key{force})
+		&key, []source.Source{force})
 	if err != nil {
 		t.Fatal(err)
 	}

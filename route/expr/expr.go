@@ -91,21 +91,18 @@ import (
 	"regexp"
 
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
 )
 
 // MaxDepth bounds how deeply parentheses and "!" may nest in an expression.
 const MaxDepth = 64
 
-// MaxJSONScan is how much of a JSON body json sources look at: the first
-// 64 KiB. It bounds the work one evaluation can do whatever the body size.
-const MaxJSONScan = 64 << 10
-
-// maxJSONNesting bounds how deeply a JSON document may nest (within
-// MaxJSONScan) before the scanner gives up on it as too deep.
-const maxJSONNesting = 1024
+// MaxJSONScan is how much of a JSON body json sources look at (see
+// source.MaxJSONScan).
+const MaxJSONScan = source.MaxJSONScan
 
 // maxPathSegments bounds the number of segments in a json path.
-const maxPathSegments = 64
+const maxPathSegments = source.MaxPathSegments
 
 // setThreshold is the list length from which "in" uses a map rather than a
 // linear scan.
@@ -125,7 +122,7 @@ func (e *Expr) String() string { return e.src }
 // c.Req and c.ClientIP, never consumes a streamed body, and may overwrite
 // c.Scratch (to decode escaped values). It allocates nothing in steady state.
 func (e *Expr) Eval(c *pipeline.Ctx) bool {
-	st := evalState{c: c}
+	st := source.NewReader(c)
 	return e.root.eval(&st)
 }
 
@@ -148,24 +145,6 @@ const (
 	cmpMatch
 )
 
-type srcKind uint8
-
-const (
-	srcQuery srcKind = iota
-	srcHeader
-	srcCookie
-	srcForm
-	srcJSON
-	srcIP
-)
-
-// segment is one step of a json path: an object key, which when it is a
-// plain decimal number also indexes arrays (index >= 0).
-type segment struct {
-	key   string
-	index int
-}
-
 // node is one node of a compiled expression: a test, or a combination of
 // child nodes. And/Or chains are flattened into one node with many kids.
 type node struct {
@@ -173,17 +152,18 @@ type node struct {
 	kids []node // opAnd, opOr (two or more), opNot (one)
 
 	// opTest:
-	src  srcKind
+	src  source.Kind
 	cmp  cmpKind
-	name string    // query, header, cookie and form key
-	path []segment // json path
-	lits []string  // ==, != (one literal), in (one or more)
+	at   source.Source    // what the test looks up (not ip)
+	name string           // query, header, cookie and form key, while parsing
+	path []source.Segment // json path, while parsing
+	lits []string         // ==, != (one literal), in (one or more)
 	set  map[string]struct{}
 	re   *regexp.Regexp
 	nets []netip.Prefix // ip: == (one), in (one or more)
 }
 
-func (n *node) eval(st *evalState) bool {
+func (n *node) eval(st *source.Reader) bool {
 	switch n.op {
 	case opAnd:
 		for i := range n.kids {
@@ -205,20 +185,20 @@ func (n *node) eval(st *evalState) bool {
 	return n.test(st)
 }
 
-func (n *node) test(st *evalState) bool {
-	if n.src == srcIP {
-		return n.testIP(st.c.ClientIP)
+func (n *node) test(st *source.Reader) bool {
+	if n.src == source.IP {
+		return n.testIP(st.ClientIP())
 	}
-	v, k := st.value(n)
+	v, k := st.Value(&n.at)
 	switch n.cmp {
 	case cmpExists:
-		return k != absent
+		return k != source.Absent
 	case cmpEq:
-		return k == scalar && string(v) == n.lits[0]
+		return k == source.Scalar && string(v) == n.lits[0]
 	case cmpNe:
-		return k != scalar || string(v) != n.lits[0]
+		return k != source.Scalar || string(v) != n.lits[0]
 	case cmpIn:
-		if k != scalar {
+		if k != source.Scalar {
 			return false
 		}
 		if n.set != nil {
@@ -232,7 +212,7 @@ func (n *node) test(st *evalState) bool {
 		}
 		return false
 	case cmpMatch:
-		return k == scalar && n.re.Match(v)
+		return k == source.Scalar && n.re.Match(v)
 	}
 	return false
 }

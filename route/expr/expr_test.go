@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
 )
 
 // parseRequest builds a request the way the gateway gets one: parsed from
@@ -389,7 +390,7 @@ func TestJSONSyntax(t *testing.T) {
 		`{"a":"\u12"}`, `{"a":1}}`, `{"a":1} {}`, `{"b":[1,],"a":1}`, `{"b":[1}],"a":1}`,
 		`{"b":{"c"},"a":1}`, `{"b":{1:2},"a":1}`, `{a:1}`, `{"a" 1}`, `{"a":1 "b":2}`,
 		`{"a":1}x`, `{"b":[}`, `{"a":NaN}`, `{"a":'x'}`, "\xef\xbb\xbf{\"a\":1}",
-		`{"b":` + strings.Repeat("[", maxJSONNesting+1) + strings.Repeat("]", maxJSONNesting+1) + `,"a":1}`,
+		`{"b":` + strings.Repeat("[", 1025) + strings.Repeat("]", 1025) + `,"a":1}`,
 	}
 	e := mustCompile(t, `json.a`)
 	for _, body := range valid {
@@ -545,14 +546,14 @@ func TestConcurrentEval(t *testing.T) {
 // TestHugeValueScratch checks that decoding a huge form value does not leave
 // a huge buffer behind in the pooled Ctx.
 func TestHugeValueScratch(t *testing.T) {
-	val := strings.Repeat("%41", maxScratch)
+	val := strings.Repeat("%41", source.MaxScratch)
 	req := parseRequest(t, false, "POST /x HTTP/1.1\nHost: h\nContent-Type: application/x-www-form-urlencoded", "a=1&big="+val)
 	c := ctxFor(req, "")
 	defer pipeline.Release(c)
 	if !mustCompile(t, `form.big ~= "^A+$" && form.a == 1`).Eval(c) {
 		t.Fatal("the huge value did not decode")
 	}
-	if cap(c.Scratch) > maxScratch {
+	if cap(c.Scratch) > source.MaxScratch {
 		t.Errorf("c.Scratch grew to %d bytes", cap(c.Scratch))
 	}
 }

@@ -1,8 +1,6 @@
 package expr
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -73,9 +71,9 @@ func FuzzCompile(f *testing.F) {
 	})
 }
 
-// FuzzEval evaluates fixed expressions over arbitrary JSON and form bodies,
-// and checks the JSON scanner against encoding/json and the form scanner
-// against fasthttp's own urlencoded parser.
+// FuzzEval evaluates fixed expressions over arbitrary JSON and form bodies:
+// none may crash or allocate without bound (the scanners themselves are
+// checked against encoding/json and fasthttp in package source).
 func FuzzEval(f *testing.F) {
 	f.Add([]byte(jsonBody))
 	f.Add([]byte(formBody))
@@ -92,13 +90,6 @@ func FuzzEval(f *testing.F) {
 	} {
 		exprs = append(exprs, mustCompile(f, s))
 	}
-	paths := [][]segment{
-		{{key: "a", index: -1}},
-		{{key: "a", index: -1}, {key: "b", index: -1}},
-		{{key: "0", index: 0}},
-		{{key: "a", index: -1}, {key: "1", index: 1}},
-		{{key: "items", index: -1}, {key: "1", index: 1}, {key: "id", index: -1}},
-	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, ct := range []string{"application/json", "application/x-www-form-urlencoded"} {
 			req := new(fasthttp.Request)
@@ -113,87 +104,5 @@ func FuzzEval(f *testing.F) {
 			pipeline.Release(c)
 		}
 
-		st := evalState{c: &pipeline.Ctx{}, body: bodyJSON, data: body}
-		if len(body) > MaxJSONScan {
-			st.data, st.cut = body[:MaxJSONScan], true
-		}
-		for _, path := range paths {
-			checkJSON(t, &st, body, path)
-		}
-
-		st = evalState{c: &pipeline.Ctx{}, body: bodyForm, data: body}
-		var args fasthttp.Args
-		args.ParseBytes(body)
-		for _, name := range []string{"a", "b", "c d", ""} {
-			got, kind := st.form(name)
-			want := args.Peek(name)
-			has := args.Has(name)
-			if name == "" {
-				continue // fasthttp and this scanner differ on keyless pairs; names are never empty
-			}
-			if (kind != absent) != has || kind != absent && string(got) != string(want) {
-				t.Fatalf("form.%s in %q: got %q (%v), fasthttp %q (%v)", name, body, got, kind, want, has)
-			}
-		}
 	})
-}
-
-// checkJSON compares the scanner's answer for path with encoding/json's, on
-// documents where both apply: inside the window, valid UTF-8 (encoding/json
-// rewrites invalid bytes), not nested past the scanner's limit.
-func checkJSON(t *testing.T, st *evalState, body []byte, path []segment) {
-	got, kind := st.json(path)
-	if len(body) > MaxJSONScan || !utf8.Valid(body) ||
-		bytes.Count(body, []byte("["))+bytes.Count(body, []byte("{")) >= maxJSONNesting {
-		return
-	}
-	var doc any
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if !json.Valid(body) || dec.Decode(&doc) != nil {
-		if kind != absent {
-			t.Fatalf("%v in invalid %q: got %q", path, body, got)
-		}
-		return
-	}
-	v, ok := doc, true
-	for _, sg := range path {
-		switch x := v.(type) {
-		case map[string]any:
-			v, ok = x[sg.key]
-		case []any:
-			ok = sg.index >= 0 && sg.index < len(x)
-			if ok {
-				v = x[sg.index]
-			}
-		default:
-			ok = false
-		}
-		if !ok {
-			break
-		}
-	}
-	var want string
-	wantKind := scalar
-	switch x := v.(type) {
-	case string:
-		want = x
-	case json.Number:
-		want = string(x)
-	case bool:
-		want = "false"
-		if x {
-			want = "true"
-		}
-	case nil:
-		want = "null"
-	default:
-		wantKind = container
-	}
-	if !ok {
-		wantKind = absent
-	}
-	if kind != wantKind || kind == scalar && string(got) != want {
-		t.Fatalf("%v in %q: got %q (%v), encoding/json %q (%v)", path, body, got, kind, want, wantKind)
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/source"
 )
 
 // SyntaxError is a compile error with its position in the expression.
@@ -231,13 +233,13 @@ func (p *parser) unary() (node, error) {
 	return node{}, p.unexpected(p.pos, "expected a condition: a source (query., header., cookie., form., json., ip), ! or (")
 }
 
-var sourceNames = map[string]srcKind{
-	"query":  srcQuery,
-	"header": srcHeader,
-	"cookie": srcCookie,
-	"form":   srcForm,
-	"json":   srcJSON,
-	"ip":     srcIP,
+var sourceNames = map[string]source.Kind{
+	"query":  source.Query,
+	"header": source.Header,
+	"cookie": source.Cookie,
+	"form":   source.Form,
+	"json":   source.JSON,
+	"ip":     source.IP,
 }
 
 const sourceList = "query., header., cookie., form., json. or ip"
@@ -257,7 +259,7 @@ func (p *parser) test() (node, error) {
 		return node{}, p.invalid(start, end, "unknown source; expected "+sourceList)
 	}
 	n := node{op: opTest, src: kind}
-	if kind == srcIP {
+	if kind == source.IP {
 		if p.pos < len(p.src) && p.src[p.pos] == '.' {
 			end := p.pos
 			for end < len(p.src) && isNameChar(p.src[end]) {
@@ -271,13 +273,18 @@ func (p *parser) test() (node, error) {
 		}
 		p.pos++
 		var err error
-		if kind == srcJSON {
+		if kind == source.JSON {
 			err = p.jsonPath(&n)
 		} else {
 			err = p.name(&n, word)
 		}
 		if err != nil {
 			return node{}, err
+		}
+		if kind == source.JSON {
+			n.at = source.NewJSON(n.path)
+		} else {
+			n.at = source.New(kind, n.name)
 		}
 	}
 	return p.comparison(n)
@@ -301,7 +308,7 @@ func (p *parser) name(n *node, word string) error {
 	if n.name == "" {
 		return p.unexpected(start, "expected a name after "+word+".")
 	}
-	if n.src == srcHeader {
+	if n.src == source.Header {
 		for i := 0; i < len(n.name); i++ {
 			if !isTokenChar(n.name[i]) {
 				return p.invalid(start, p.pos, "not a valid header name")
@@ -336,28 +343,12 @@ func (p *parser) jsonPath(n *node) error {
 		if len(n.path) == maxPathSegments {
 			return p.invalid(start, p.pos, "json path longer than "+strconv.Itoa(maxPathSegments)+" segments")
 		}
-		n.path = append(n.path, segment{key: key, index: arrayIndex(key)})
+		n.path = append(n.path, source.Segment{Key: key, Index: source.ArrayIndex(key)})
 		if p.pos == len(p.src) || p.src[p.pos] != '.' {
 			return nil
 		}
 		p.pos++
 	}
-}
-
-// arrayIndex returns the array index a path segment names, or -1: a decimal
-// number without leading zeros.
-func arrayIndex(s string) int {
-	if s == "" || len(s) > 9 || (s[0] == '0' && len(s) > 1) {
-		return -1
-	}
-	v := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return -1
-		}
-		v = v*10 + int(s[i]-'0')
-	}
-	return v
 }
 
 // comparison parses what follows a source: an operator and its operand, or
@@ -379,7 +370,7 @@ func (p *parser) comparison(n node) (node, error) {
 		if err != nil {
 			return node{}, err
 		}
-		if n.src == srcIP {
+		if n.src == source.IP {
 			pf, err := p.ipLiteral(v, vpos)
 			if err != nil {
 				return node{}, err
@@ -390,7 +381,7 @@ func (p *parser) comparison(n node) (node, error) {
 		n.lits = []string{v}
 		return n, nil
 	case strings.HasPrefix(rest, "~="):
-		if n.src == srcIP {
+		if n.src == source.IP {
 			return node{}, p.unexpected(opPos, "ip cannot be matched with a regex; use == or in with addresses and CIDRs")
 		}
 		p.pos += 2
@@ -457,7 +448,7 @@ func (p *parser) list(n node) (node, error) {
 		if err != nil {
 			return node{}, err
 		}
-		if n.src == srcIP {
+		if n.src == source.IP {
 			pf, err := p.ipLiteral(v, vpos)
 			if err != nil {
 				return node{}, err

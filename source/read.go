@@ -1,24 +1,32 @@
-package expr
+package source
 
 import (
 	"bytes"
+	"net/netip"
+
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
-
-	"github.com/valyala/fasthttp"
-
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
 )
 
-// valueKind says what a source lookup found.
-type valueKind uint8
+// Found says what a lookup found.
+type Found uint8
 
 const (
-	absent    valueKind = iota
-	scalar              // a value that compares with literals
-	container           // a JSON object or array: present, equal to nothing
+	Absent    Found = iota
+	Scalar          // a value that compares with literals
+	Container       // a JSON object or array: present, equal to nothing
 )
+
+// MaxJSONScan is how much of a JSON body json sources look at: the first
+// 64 KiB. It bounds the work one lookup can do whatever the body size.
+const MaxJSONScan = 64 << 10
+
+// maxJSONNesting bounds how deeply a JSON document may nest (within
+// MaxJSONScan) before the scanner gives up on it as too deep.
+const maxJSONNesting = 1024
 
 type bodyKind uint8
 
@@ -29,54 +37,82 @@ const (
 	bodyJSON
 )
 
-// evalState is what one evaluation learns about the request as it goes. It
-// lives on the evaluating goroutine's stack.
-type evalState struct {
+// Reader looks sources up in one request. It remembers what it learnt of
+// the body between lookups; make one per request (it lives on the stack)
+// with NewReader.
+type Reader struct {
 	c    *pipeline.Ctx
 	body bodyKind
 	data []byte // the body (form), or its first MaxJSONScan bytes (json)
 	cut  bool   // data is a prefix of a longer JSON body
 }
 
-// value looks up n's source. The returned bytes borrow from the request or
-// from c.Scratch and are valid until the next lookup.
-func (st *evalState) value(n *node) ([]byte, valueKind) {
-	c := st.c
+// NewReader returns a Reader of c's request.
+func NewReader(c *pipeline.Ctx) Reader { return Reader{c: c} }
+
+// Value looks s up. The returned bytes borrow from the request or from
+// c.Scratch and are valid until the next lookup or the request's end. It
+// allocates nothing in steady state.
+func (r *Reader) Value(s *Source) ([]byte, Found) {
+	c := r.c
 	var v []byte
-	switch n.src {
-	case srcQuery:
+	switch s.Kind {
+	case Query:
 		args := c.QueryArgs()
-		v = args.Peek(n.name)
-		if v == nil && !args.Has(n.name) {
-			return nil, absent
+		v = args.Peek(s.Name)
+		if v == nil && !args.Has(s.Name) {
+			return nil, Absent
 		}
-		return v, scalar
-	case srcHeader:
+		return v, Scalar
+	case Header:
 		var ok bool
-		if v, ok = header(&c.Req.Header, n.name); ok {
-			return v, scalar
+		if v, ok = header(&c.Req.Header, s.Name); ok {
+			return v, Scalar
 		}
-		return nil, absent
-	case srcCookie:
+		return nil, Absent
+	case Cookie:
 		// Read from the fields as received, so the upstream still gets
 		// the client's Cookie bytes (codec.Cookie says why).
-		if v = codec.Cookie(&c.Req.Header, bytesconv.S2B(n.name)); v != nil {
-			return v, scalar
+		if v = codec.Cookie(&c.Req.Header, bytesconv.S2B(s.Name)); v != nil {
+			return v, Scalar
 		}
-		return nil, absent
-	case srcForm:
-		if st.bodyOf() != bodyForm {
-			return nil, absent
+		return nil, Absent
+	case Form:
+		if r.bodyOf() != bodyForm {
+			return nil, Absent
 		}
-		return st.form(n.name)
-	case srcJSON:
-		if st.bodyOf() != bodyJSON {
-			return nil, absent
+		return r.form(s.Name)
+	case JSON:
+		if r.bodyOf() != bodyJSON {
+			return nil, Absent
 		}
-		return st.json(n.path)
+		return r.json(s.Path)
+	case IP:
+		if !c.ClientIP.IsValid() {
+			return nil, Absent
+		}
+		c.Scratch = c.ClientIP.AppendTo(c.Scratch[:0])
+		return c.Scratch, Scalar
+	case Path:
+		return c.Target.Path, Scalar
+	case Method:
+		return c.Req.Header.Method(), Scalar
+	case Consumer:
+		if c.Consumer == "" {
+			return nil, Absent
+		}
+		return bytesconv.S2B(c.Consumer), Scalar
+	case User:
+		if c.UserID == "" {
+			return nil, Absent
+		}
+		return bytesconv.S2B(c.UserID), Scalar
 	}
-	return nil, absent
+	return nil, Absent
 }
+
+// ClientIP returns the caller's address as the gateway believes it.
+func (r *Reader) ClientIP() netip.Addr { return r.c.ClientIP }
 
 // header returns the first value of the field named name, compared
 // case-insensitively, whether or not the transport normalizes names. It
@@ -91,24 +127,24 @@ func header(h *fasthttp.RequestHeader, name string) ([]byte, bool) {
 	return nil, false
 }
 
-// maxScratch is the largest buffer Eval grows c.Scratch to. A longer
+// MaxScratch is the largest buffer a lookup grows c.Scratch to. A longer
 // decoded value (only a form value can be longer) gets a buffer of its own,
 // so that one huge request does not leave a huge buffer in the Ctx pool.
-const maxScratch = 64 << 10
+const MaxScratch = 64 << 10
 
 // buffer returns an empty buffer for decoding a value of up to n bytes.
-func (st *evalState) buffer(n int) []byte {
-	if n > cap(st.c.Scratch) {
+func (r *Reader) buffer(n int) []byte {
+	if n > cap(r.c.Scratch) {
 		return make([]byte, 0, n)
 	}
-	return st.c.Scratch[:0]
+	return r.c.Scratch[:0]
 }
 
 // keep stores a decoding buffer back into c.Scratch so that its capacity is
 // reused, unless it is one of buffer's oversized ones.
-func (st *evalState) keep(buf []byte) {
-	if cap(buf) <= maxScratch {
-		st.c.Scratch = buf[:0]
+func (r *Reader) keep(buf []byte) {
+	if cap(buf) <= MaxScratch {
+		r.c.Scratch = buf[:0]
 	}
 }
 
@@ -116,12 +152,12 @@ func (st *evalState) keep(buf []byte) {
 // form or as JSON: it must be buffered (a stream still belongs to the
 // upstream and is never read here), not content-encoded, and of the right
 // media type.
-func (st *evalState) bodyOf() bodyKind {
-	if st.body != bodyUnknown {
-		return st.body
+func (r *Reader) bodyOf() bodyKind {
+	if r.body != bodyUnknown {
+		return r.body
 	}
-	st.body = bodyNone
-	req := st.c.Req
+	r.body = bodyNone
+	req := r.c.Req
 	if req.IsBodyStream() {
 		return bodyNone
 	}
@@ -134,9 +170,9 @@ func (st *evalState) bodyOf() bodyKind {
 	}
 	data := req.Body()
 	if kind == bodyJSON && len(data) > MaxJSONScan {
-		data, st.cut = data[:MaxJSONScan], true
+		data, r.cut = data[:MaxJSONScan], true
 	}
-	st.body, st.data = kind, data
+	r.body, r.data = kind, data
 	return kind
 }
 
@@ -170,8 +206,8 @@ func trimSpace(b []byte) []byte {
 
 // form finds the first parameter named name in the urlencoded body and
 // returns its decoded value (decoded into c.Scratch when it needs decoding).
-func (st *evalState) form(name string) ([]byte, valueKind) {
-	b := st.data
+func (r *Reader) form(name string) ([]byte, Found) {
+	b := r.data
 	for len(b) > 0 {
 		var pair []byte
 		if i := bytes.IndexByte(b, '&'); i >= 0 {
@@ -190,13 +226,13 @@ func (st *evalState) form(name string) ([]byte, valueKind) {
 			continue
 		}
 		if bytes.IndexByte(val, '%') < 0 && bytes.IndexByte(val, '+') < 0 {
-			return val, scalar
+			return val, Scalar
 		}
-		buf := appendUnescaped(st.buffer(len(val)), val)
-		st.keep(buf)
-		return buf, scalar
+		buf := appendUnescaped(r.buffer(len(val)), val)
+		r.keep(buf)
+		return buf, Scalar
 	}
-	return nil, absent
+	return nil, Absent
 }
 
 // formKeyIs reports whether the urlencoded key enc decodes to name, without
@@ -254,7 +290,7 @@ func (d *urlDecoder) next() (byte, bool) {
 			d.raw = true
 			return c, true
 		}
-		hi, lo := unhex(d.b[d.i]), unhex(d.b[d.i+1])
+		hi, lo := ascii.Unhex(d.b[d.i]), ascii.Unhex(d.b[d.i+1])
 		if hi < 0 || lo < 0 {
 			return c, true
 		}

@@ -1,7 +1,9 @@
-package expr
+package source
 
 import (
 	"bytes"
+
+	"github.com/tollgate/tollgate/internal/ascii"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -18,26 +20,26 @@ const (
 // json returns the value at path in the request's JSON body: a string's
 // decoded text (in c.Scratch when it had escapes), a scalar's literal text,
 // or container for an object or array.
-func (st *evalState) json(path []segment) ([]byte, valueKind) {
-	s := jscan{d: st.data, cut: st.cut}
+func (r *Reader) json(path []Segment) ([]byte, Found) {
+	s := jscan{d: r.data, cut: r.cut}
 	start, end := s.lookup(path)
 	if start < 0 {
-		return nil, absent
+		return nil, Absent
 	}
 	d := s.d
 	switch d[start] {
 	case '{', '[':
-		return nil, container
+		return nil, Container
 	case '"':
 		raw := d[start+1 : end-1]
 		if bytes.IndexByte(raw, '\\') < 0 {
-			return raw, scalar
+			return raw, Scalar
 		}
-		buf := appendJSONUnescaped(st.buffer(len(raw)), raw)
-		st.keep(buf)
-		return buf, scalar
+		buf := appendJSONUnescaped(r.buffer(len(raw)), raw)
+		r.keep(buf)
+		return buf, Scalar
 	}
-	return d[start:end], scalar
+	return d[start:end], Scalar
 }
 
 type jscan struct {
@@ -53,7 +55,7 @@ type jscan struct {
 // window) makes every value absent. When the window cuts the document, what
 // was seen before the cut counts: a value is found if it ends inside the
 // window, even when the containers around it do not.
-func (s *jscan) lookup(path []segment) (start, end int) {
+func (s *jscan) lookup(path []Segment) (start, end int) {
 	d := s.d
 	i := skipWS(d, 0)
 	for depth, sg := range path {
@@ -63,12 +65,12 @@ func (s *jscan) lookup(path []segment) (start, end int) {
 		var v, e int
 		switch d[i] {
 		case '{':
-			v, e = s.member(i, sg.key)
+			v, e = s.member(i, sg.Key)
 		case '[':
-			if sg.index < 0 {
+			if sg.Index < 0 {
 				return -1, 0
 			}
-			v, e = s.element(i, sg.index)
+			v, e = s.element(i, sg.Index)
 		default:
 			return -1, 0
 		}
@@ -320,7 +322,7 @@ func (s *jscan) str(i int) int {
 					if i+k >= len(d) {
 						return errEOF
 					}
-					if unhex(d[i+k]) < 0 {
+					if ascii.Unhex(d[i+k]) < 0 {
 						return errSyntax
 					}
 				}
@@ -487,7 +489,9 @@ func jsonEscape(raw []byte, i int) (rune, int) {
 func hexRune(b []byte) rune {
 	var r rune
 	for _, c := range b {
-		r = r<<4 | rune(unhex(c))
+		r = r<<4 | rune(ascii.Unhex(c))
 	}
 	return r
 }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
