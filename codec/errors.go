@@ -21,23 +21,50 @@ var Errors = append([]error{ErrHeaderTooLarge, ErrURITooLong, ErrBodyTooLarge, E
 // maps it, and any net.Error timeout, to 408.
 var ErrReadTimeout = errors.New("codec: request not received in time")
 
+// Index returns the position of err (one of the package's errors, perhaps
+// wrapped) in Errors, or -1, so callers can answer from a table built once:
+// a flood of malformed requests allocates nothing.
+func Index(err error) int {
+	for i, e := range Errors {
+		if err == e {
+			return i
+		}
+	}
+	for i, e := range Errors {
+		if errors.Is(err, e) {
+			return i
+		}
+	}
+	return -1
+}
+
 // Status maps a parse or limit error (the package's own, or fasthttp's) to
 // the status the client gets. Anything not recognised is a malformed
 // request.
 func Status(err error) int {
-	var small *fasthttp.ErrSmallBuffer
-	var netErr net.Error
-	switch {
-	case errors.Is(err, ErrHeaderTooLarge), errors.As(err, &small):
-		return fasthttp.StatusRequestHeaderFieldsTooLarge
-	case errors.Is(err, ErrURITooLong):
-		return fasthttp.StatusRequestURITooLong
-	case errors.Is(err, ErrBodyTooLarge), errors.Is(err, fasthttp.ErrBodyTooLarge):
-		return fasthttp.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrMethodNotAllowed):
-		return fasthttp.StatusMethodNotAllowed
-	case errors.Is(err, ErrReadTimeout), errors.As(err, &netErr) && netErr.Timeout():
-		return fasthttp.StatusRequestTimeout
+	// A walk down the chain with a type switch rather than errors.As, which
+	// would allocate its target on every malformed request.
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch x := e.(type) {
+		case *fasthttp.ErrSmallBuffer:
+			return fasthttp.StatusRequestHeaderFieldsTooLarge
+		case net.Error:
+			if x.Timeout() {
+				return fasthttp.StatusRequestTimeout
+			}
+		}
+		switch e {
+		case ErrHeaderTooLarge:
+			return fasthttp.StatusRequestHeaderFieldsTooLarge
+		case ErrURITooLong:
+			return fasthttp.StatusRequestURITooLong
+		case ErrBodyTooLarge, fasthttp.ErrBodyTooLarge:
+			return fasthttp.StatusRequestEntityTooLarge
+		case ErrMethodNotAllowed:
+			return fasthttp.StatusMethodNotAllowed
+		case ErrReadTimeout:
+			return fasthttp.StatusRequestTimeout
+		}
 	}
 	return fasthttp.StatusBadRequest
 }

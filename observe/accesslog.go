@@ -50,6 +50,7 @@ type entry struct {
 	decision  string
 	version   uint64
 	attempts  int
+	result    pipeline.Result
 }
 
 var entryPool = sync.Pool{New: func() any { return &entry{path: make([]byte, 0, 128)} }}
@@ -118,15 +119,16 @@ func (l *AccessLog) Record(c *pipeline.Ctx, now time.Time) {
 	e.path = append(e.path[:0], p...)
 	e.route = c.RouteName
 	e.status = c.Resp.StatusCode()
-	e.upstream = c.Upstream
-	e.upstreamT = c.UpstreamTime
+	e.upstream = c.Outcome.Instance
+	e.upstreamT = c.Outcome.Latency
 	e.total = now.Sub(c.Start)
 	e.bytesIn = c.BytesIn
 	e.bytesOut = len(c.Resp.Body())
 	e.clientLen = uint8(len(c.ClientIP.AppendTo(e.client[:0])))
 	e.decision = c.Decision
 	e.version = c.ConfigVersion
-	e.attempts = c.Attempts
+	e.attempts = c.Outcome.Attempts
+	e.result = c.Outcome.Result
 	select {
 	case l.queue <- e:
 	default:
@@ -174,6 +176,7 @@ func (l *AccessLog) write(e *entry) {
 		zap.Duration("upstreamMs", e.upstreamT),
 		zap.Duration("totalMs", e.total),
 		zap.Int("attempts", e.attempts),
+		zap.String("upstreamResult", e.result.String()),
 		zap.Int("bytesIn", e.bytesIn),
 		zap.Int("bytesOut", e.bytesOut),
 		zap.String("node", l.node),

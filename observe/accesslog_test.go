@@ -35,7 +35,7 @@ func TestAccessLogWritesOneJSONLinePerRequest(t *testing.T) {
 				c.Start = time.Now().Add(-time.Millisecond)
 				c.ClientIP = netip.MustParseAddr("203.0.113.9")
 				c.RouteName = "r"
-				c.Upstream = "127.0.0.1:9001"
+				c.Outcome.Instance = "127.0.0.1:9001"
 				StartTrace(c)
 				l.Record(c, time.Now())
 				pipeline.Release(c)

@@ -16,6 +16,16 @@ type Canned struct {
 	Message string
 	prefix  []byte // {"code":N,"message":"...","trace_id":"
 	suffix  []byte // "}
+	headers [][2][]byte
+}
+
+// WithHeader returns a copy of e that also sets the response header name
+// (Retry-After, WWW-Authenticate, X-RateLimit-*, …). Build it at config
+// load: the answer is still written without rendering anything.
+func (e *Canned) WithHeader(name, value string) *Canned {
+	cp := *e
+	cp.headers = append(append([][2][]byte(nil), e.headers...), [2][]byte{[]byte(name), []byte(value)})
+	return &cp
 }
 
 // NewCanned renders a canned answer for status with a human message. The
@@ -39,6 +49,9 @@ func (e *Canned) WriteTo(c *Ctx) {
 	r.AppendBody(e.prefix)
 	r.AppendBody(c.Trace.TraceHex[:])
 	r.AppendBody(e.suffix)
+	for _, h := range e.headers {
+		r.Header.SetBytesKV(h[0], h[1])
+	}
 	if c.Decision == "" {
 		c.Decision = e.Message
 	}

@@ -68,12 +68,9 @@ type Ctx struct {
 	// ConfigVersion is the version of the snapshot the request runs on.
 	ConfigVersion uint64
 
-	// Upstream is the address of the instance that answered last, and
-	// UpstreamTime how long the upstream exchange(s) took.
-	Upstream     string
-	UpstreamTime time.Duration
-	// Attempts counts upstream tries (1 normally, 2 after a retry).
-	Attempts int
+	// Outcome is what the upstream exchange did (zero when there was
+	// none).
+	Outcome Outcome
 
 	// Decision says, for the access log, why the gateway answered as it did
 	// when it was not the upstream ("" for a proxied answer).

@@ -2,7 +2,14 @@
 
 package server
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/tollgate/tollgate/codec"
+	"github.com/valyala/fasthttp"
+)
 
 // TestGatewayServeAllocs gates the request path from a parsed request to
 // the upstream's answer: it must not allocate in steady state.
@@ -16,5 +23,17 @@ func TestGatewayServeAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(500, func() { serveBench(gw, req, resp, peer) }); n != 0 {
 		t.Fatalf("serving a proxied GET allocates %.2f times per request, want 0", n)
+	}
+}
+
+// TestParseErrorAnswerAllocs: answering a malformed request, whatever the
+// error, renders nothing (a flood of them must not allocate).
+func TestParseErrorAnswerAllocs(t *testing.T) {
+	errs := append([]error{fasthttp.ErrBodyTooLarge, fmt.Errorf("wrapped: %w", codec.ErrBadPath),
+		errors.New("something else")}, codec.Errors...)
+	for _, err := range errs {
+		if n := testing.AllocsPerRun(50, func() { _ = cannedFor(err) }); n != 0 {
+			t.Errorf("%v: %v allocations", err, n)
+		}
 	}
 }

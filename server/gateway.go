@@ -133,20 +133,34 @@ func (g *Gateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Re
 	pipeline.Release(c)
 }
 
-// parseErrors holds the canned answer for every message codec.Message can
-// give, built once; it is never written after init.
-var parseErrors = func() map[string]*pipeline.Canned {
-	m := map[string]*pipeline.Canned{}
-	for _, err := range codec.Errors {
-		m[codec.Message(err)] = pipeline.NewCanned(codec.Status(err), codec.Message(err))
+// parseErrors holds the canned answer of each of codec.Errors, by index;
+// byStatus those of errors from elsewhere (fasthttp's parser, timeouts),
+// by the status codec.Status gives them. Both are built once and only
+// read afterwards, so answering a malformed request allocates nothing.
+var (
+	parseErrors = func() []*pipeline.Canned {
+		out := make([]*pipeline.Canned, len(codec.Errors))
+		for i, err := range codec.Errors {
+			out[i] = pipeline.NewCanned(codec.Status(err), codec.Message(err))
+		}
+		return out
+	}()
+	byStatus = map[int]*pipeline.Canned{
+		fasthttp.StatusBadRequest:                  pipeline.NewCanned(fasthttp.StatusBadRequest, "malformed request"),
+		fasthttp.StatusRequestHeaderFieldsTooLarge: pipeline.NewCanned(fasthttp.StatusRequestHeaderFieldsTooLarge, "request header fields too large"),
+		fasthttp.StatusRequestURITooLong:           pipeline.NewCanned(fasthttp.StatusRequestURITooLong, "request URI too long"),
+		fasthttp.StatusRequestEntityTooLarge:       pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge, "request body too large"),
+		fasthttp.StatusRequestTimeout:              pipeline.NewCanned(fasthttp.StatusRequestTimeout, "request header not received in time"),
+		fasthttp.StatusMethodNotAllowed:            pipeline.NewCanned(fasthttp.StatusMethodNotAllowed, "method not allowed"),
 	}
-	m["malformed request"] = pipeline.NewCanned(fasthttp.StatusBadRequest, "malformed request")
-	return m
-}()
+)
 
 func cannedFor(err error) *pipeline.Canned {
-	if e := parseErrors[codec.Message(err)]; e != nil {
+	if i := codec.Index(err); i >= 0 {
+		return parseErrors[i]
+	}
+	if e := byStatus[codec.Status(err)]; e != nil {
 		return e
 	}
-	return parseErrors["malformed request"]
+	return byStatus[fasthttp.StatusBadRequest]
 }

@@ -111,8 +111,11 @@ func TestForwardRefusedRetriesGETElsewhere(t *testing.T) {
 		if resp.StatusCode() != 200 {
 			t.Fatalf("GET %d: status %d (%s), want 200 after retry", i, resp.StatusCode(), resp.Body())
 		}
-		if c.Upstream != up.Addr {
-			t.Fatalf("answered by %s", c.Upstream)
+		if c.Outcome.Instance != up.Addr {
+			t.Fatalf("answered by %s", c.Outcome.Instance)
+		}
+		if c.Outcome.Result != pipeline.ResultOK || c.Outcome.Status != 200 {
+			t.Fatalf("outcome %+v", c.Outcome)
 		}
 	}
 }
@@ -123,11 +126,14 @@ func TestForwardRefusedPOSTNotRetried(t *testing.T) {
 	// Round robin starts at the dead instance.
 	svc := newService(t, ServiceConfig{Name: "s", Retry: 1}, Pool{}, dead, up.Addr)
 	c, resp := serve(t, svc, "POST", "/x")
-	if resp.StatusCode() != 502 || c.Attempts != 1 {
-		t.Fatalf("POST to refusing instance: status %d attempts %d, want 502 after 1", resp.StatusCode(), c.Attempts)
+	if resp.StatusCode() != 502 || c.Outcome.Attempts != 1 {
+		t.Fatalf("POST to refusing instance: status %d attempts %d, want 502 after 1", resp.StatusCode(), c.Outcome.Attempts)
 	}
 	if up.Requests.Load() != 0 {
 		t.Fatal("POST was retried on another instance")
+	}
+	if c.Outcome.Result != pipeline.ResultRefused {
+		t.Fatalf("outcome %+v, want refused", c.Outcome)
 	}
 }
 
@@ -144,8 +150,11 @@ func TestForwardTimeout504(t *testing.T) {
 	if took < 250*time.Millisecond || took > time.Second {
 		t.Fatalf("504 after %v, want about the 300ms read timeout", took)
 	}
-	if c.Attempts != 1 {
-		t.Fatalf("a timeout was retried (%d attempts)", c.Attempts)
+	if c.Outcome.Attempts != 1 {
+		t.Fatalf("a timeout was retried (%d attempts)", c.Outcome.Attempts)
+	}
+	if c.Outcome.Result != pipeline.ResultTimeout || !c.Outcome.Result.UpstreamFailure() {
+		t.Fatalf("outcome %+v, want a timeout", c.Outcome)
 	}
 }
 

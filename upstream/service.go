@@ -90,6 +90,22 @@ const (
 	failClientFraming // a streamed chunked client body broke its framing
 )
 
+func (f failure) result() pipeline.Result {
+	switch f {
+	case failRefused:
+		return pipeline.ResultRefused
+	case failTimeout:
+		return pipeline.ResultTimeout
+	case failBusy:
+		return pipeline.ResultBusy
+	case failBodyTooBig:
+		return pipeline.ResultTooLarge
+	case failClientBody, failClientFraming:
+		return pipeline.ResultClientBody
+	}
+	return pipeline.ResultReset
+}
+
 func classify(err error) failure {
 	var opErr *net.OpError
 	switch {
@@ -135,13 +151,14 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		if in == nil {
 			if tried == nil {
 				errNoInstance.WriteTo(c)
+				c.Outcome.Result = pipeline.ResultNoInstance
 			}
 			// After a failed first try with nowhere else to go, the first
 			// try's error answer stays.
 			break
 		}
-		c.Upstream = in.Addr
-		c.Attempts++
+		c.Outcome.Instance = in.Addr
+		c.Outcome.Attempts++
 		in.requests.Add(1)
 		in.inflight.Add(1)
 		err := in.client.DoDeadline(c.Req, c.Resp, deadline)
@@ -149,9 +166,11 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		if err == nil {
 			in.markOK()
 			StripResponse(c.Resp)
+			c.Outcome.Result, c.Outcome.Status = pipeline.ResultOK, c.Resp.StatusCode()
 			break
 		}
 		f := classify(err)
+		c.Outcome.Result = f.result()
 		switch f {
 		case failRefused:
 			in.markRefused(time.Now())
@@ -165,7 +184,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		tried = in
 		c.Resp.Reset()
 	}
-	c.UpstreamTime = time.Since(began)
+	c.Outcome.Latency = time.Since(began)
 }
 
 // mayRetry allows one more try only where the backend cannot have acted on
