@@ -1,6 +1,8 @@
 package config
 
 import (
+	_ "github.com/tollgate/tollgate/features"
+
 	"errors"
 	"strings"
 	"testing"
@@ -120,8 +122,8 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"split sum", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n  t: {instances: [{addr: \"127.0.0.1:2\"}]}\nroutes:\n  - name: a\n    match: {prefix: /}\n    split: [{service: s, percent: 30}, {service: t, percent: 30}]\n", 5, "add up to 60.00"},
 		{"split keys", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n  t: {instances: [{addr: \"127.0.0.1:2\"}]}\nroutes:\n  - name: a\n    match: {prefix: /}\n    split: [{service: s, percent: 5, key: header.A}, {service: t, key: cookie.B}]\n", 5, "different keys"},
 		{"bad regex", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {regex: '(('}\n    service: s\n", 0, "regex"},
-		{"bad acl", "ip_acl: {deny: [\"10.0.0.0/40\"]}\n", 0, "ip_acl.deny"},
-		{"rewrite on mock", "routes:\n  - name: a\n    match: {path: /}\n    rewrite: {path: /b}\n    mock: {responses: [{body: x}]}\n", 2, "rewrite applies only"},
+		{"bad acl", "ip_acl: {deny: [\"10.0.0.0/40\"]}\n", 1, "ip_acl.deny"},
+		{"rewrite on mock", "routes:\n  - name: a\n    match: {path: /}\n    rewrite: {path: /b}\n    mock: {responses: [{body: x}]}\n", 4, "rewrite applies only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := compile(t, tc.src, noEnv)
@@ -195,4 +197,36 @@ func FuzzParse(f *testing.F) {
 		file.Defaults()
 		_, _ = NewCompiler().Compile(file, "fuzz")
 	})
+}
+
+// TestReloadKeepsStateOfUnchangedServices: an instance named with the same
+// settings is the same object (its pool and health carry over); changed
+// settings give a fresh one.
+func TestReloadKeepsStateOfUnchangedServices(t *testing.T) {
+	c := NewCompiler()
+	build := func(read string) *Snapshot {
+		f, err := Parse("t", []byte("services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}], timeouts: {read: "+read+"}}\n  b: {instances: [{addr: \"127.0.0.1:2\"}]}\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Defaults()
+		s, err := c.Compile(f, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Release(s)
+		return s
+	}
+	s1 := build("1s")
+	s2 := build("1s")
+	if s1.Services["a"].Instances[0] != s2.Services["a"].Instances[0] || s1.Services["b"].Instances[0] != s2.Services["b"].Instances[0] {
+		t.Fatal("an unchanged service got fresh instances")
+	}
+	s3 := build("2s")
+	if s3.Services["a"].Instances[0] == s2.Services["a"].Instances[0] {
+		t.Fatal("a changed service kept its old instance")
+	}
+	if s3.Services["b"].Instances[0] != s2.Services["b"].Instances[0] {
+		t.Fatal("a service the reload did not touch lost its instance")
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/tollgate/tollgate/pipeline"
 	"gopkg.in/yaml.v3"
 )
 
@@ -117,6 +118,13 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 			k, v := n.Content[i], n.Content[i+1]
 			ft, ok := fieldByTag(t, k.Value)
 			where := path + k.Value
+			if !ok && hasInline(t) {
+				// A registered feature's setting: checked against the
+				// feature's own config type.
+				if f, found := pipeline.Lookup(k.Value); found && f.Scope&scopeOf(t) != 0 {
+					ft, ok = reflect.TypeOf(f.Config()), true
+				}
+			}
 			if !ok {
 				if notYet[k.Value] {
 					return &Error{File: name, Line: k.Line, Col: k.Column,
@@ -148,11 +156,29 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 	return nil
 }
 
+// hasInline reports whether t collects unknown keys (feature settings).
+func hasInline(t reflect.Type) bool {
+	for i := 0; i < t.NumField(); i++ {
+		if strings.Contains(t.Field(i).Tag.Get("yaml"), ",inline") {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeOf says where features set on a struct of type t apply.
+func scopeOf(t reflect.Type) pipeline.Scope {
+	if t == reflect.TypeOf(File{}) {
+		return pipeline.ScopeGlobal
+	}
+	return pipeline.ScopeRoute
+}
+
 func fieldByTag(t reflect.Type, key string) (reflect.Type, bool) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if tag == key && tag != "-" {
+		if tag == key && tag != "-" && tag != "" {
 			return f.Type, true
 		}
 	}

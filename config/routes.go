@@ -7,7 +7,6 @@ import (
 
 	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/codec"
-	"github.com/tollgate/tollgate/ipacl"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
 	"github.com/tollgate/tollgate/route/expr"
@@ -15,21 +14,14 @@ import (
 	"github.com/tollgate/tollgate/upstream"
 )
 
-func aclLists(a *IPACL) (allow, deny []string) {
-	if a == nil {
-		return nil, nil
-	}
-	return a.Allow, a.Deny
-}
-
 // forwardChain is the chain of a route that only forwards to svc.
 func (s *Snapshot) forwardChain(svc *upstream.Service) *pipeline.Chain {
 	return pipeline.NewChain(svc, &upstream.Forwarding{Edge: s.Edge})
 }
 
 // compileRoute turns one configured route into its table entry and chain:
-// filters in the order Deprecation (so every answer is marked, refusals
-// included), ip_acl, auth, split, rewrite, forwarding; then the action.
+// the registered features it sets and the steps every route has (auth,
+// split, forwarding), ordered by stage (pipeline.Stage); then the action.
 func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	m := rc.Match
 	r := &route.Route{Name: rc.Name, Priority: rc.Priority, Host: m.Host, Methods: m.Methods, Order: order}
@@ -64,48 +56,38 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 		r.When = cond
 	}
 
-	var filters []pipeline.Filter
-	if d := rc.Deprecated; d != nil {
-		dep, err := route.NewDeprecation(d.Since, d.Sunset, d.Successor)
-		if err != nil {
-			return nil, err
-		}
-		filters = append(filters, dep)
+	actions := countSet(rc.Service, boolStr(len(rc.Split) > 0), boolStr(rc.Mock != nil), boolStr(rc.Offline != nil))
+	if actions != 1 {
+		return nil, errors.New("needs exactly one of service, split, mock or offline")
 	}
-	acl, err := ipacl.New(aclLists(rc.IPACL))
+	forwards := rc.Service != "" || len(rc.Split) > 0
+	info := pipeline.RouteInfo{Name: rc.Name, Forwards: forwards}
+	if r.Kind == route.Prefix {
+		info.Prefix = r.Path
+	}
+	filters, err := buildFeatures(&pipeline.Build{Env: s.env, Route: info}, rc.Features, pipeline.ScopeRoute)
 	if err != nil {
 		return nil, err
 	}
-	if acl != nil {
-		filters = append(filters, acl)
-	}
 
+	// The steps every route has are placed among the features by stage.
 	switch rc.Auth {
 	case "", "none":
 	case "signature":
 		if s.Consumers.Len() == 0 {
 			return nil, errors.New("auth: signature needs consumers")
 		}
-		filters = append(filters, auth.NewSignature(auth.SignatureConfig{
+		filters = append(filters, staged{pipeline.StageAuth, "auth", auth.NewSignature(auth.SignatureConfig{
 			Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock, Window: s.File.Signature.Window.D(),
 			Route: rc.Name, NewChecker: newChecker,
-		}))
+		})})
 	case "jwt":
 		if s.jwt == nil {
 			return nil, errors.New("auth: jwt needs the jwt section")
 		}
-		filters = append(filters, s.jwt)
+		filters = append(filters, staged{pipeline.StageAuth, "auth", s.jwt})
 	default:
 		return nil, fmt.Errorf("auth %q: want signature, jwt or none", rc.Auth)
-	}
-
-	actions := countSet(rc.Service, boolStr(len(rc.Split) > 0), boolStr(rc.Mock != nil), boolStr(rc.Offline != nil))
-	if actions != 1 {
-		return nil, errors.New("needs exactly one of service, split, mock or offline")
-	}
-	forwards := rc.Service != "" || len(rc.Split) > 0
-	if rc.Rewrite != nil && !forwards {
-		return nil, errors.New("rewrite applies only to routes that forward (service or split)")
 	}
 	if rc.SplitForce != nil && len(rc.Split) == 0 {
 		return nil, errors.New("split_force needs split")
@@ -116,15 +98,7 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 			return nil, err
 		}
 		// The split decides before forwarding rewrites the headers.
-		filters = append(filters, split)
-	}
-	if rw := rc.Rewrite; rw != nil {
-		f, err := route.NewRewrite(route.RewriteSpec{Path: rw.Path, StripPrefix: rw.StripPrefix, AddPrefix: rw.AddPrefix,
-			Regex: rw.Regex, Replace: rw.Replace, Host: rw.Host})
-		if err != nil {
-			return nil, err
-		}
-		filters = append(filters, f)
+		filters = append(filters, staged{pipeline.StageChoose, "split", split})
 	}
 	policy, err := headerPolicy(rc)
 	if err != nil {
@@ -135,7 +109,7 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	}
 	if forwards {
 		// Last: it builds the upstream request from everything before it.
-		filters = append(filters, &upstream.Forwarding{Edge: s.Edge, Policy: policy})
+		filters = append(filters, staged{pipeline.StageForward, "forward", &upstream.Forwarding{Edge: s.Edge, Policy: policy}})
 	}
 
 	var action pipeline.Action
@@ -176,7 +150,7 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 			return nil, err
 		}
 	}
-	r.Chain = pipeline.NewChain(action, filters...)
+	r.Chain = pipeline.NewChain(action, chainOrder(filters)...)
 	return r, nil
 }
 

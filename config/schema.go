@@ -26,7 +26,10 @@ type File struct {
 	Admin     Admin     `yaml:"admin"`
 	AccessLog AccessLog `yaml:"access_log"`
 
-	IPACL *IPACL `yaml:"ip_acl"` // applies to every request, before routing
+	// Features are the top-level settings of registered features that
+	// screen every request before routing (ip_acl), keyed by name; each
+	// feature decodes and validates its own.
+	Features map[string]yaml.Node `yaml:",inline"`
 
 	Cluster   Cluster        `yaml:"cluster"`
 	Tiers     map[string]int `yaml:"tiers"` // name → requests per second
@@ -138,6 +141,10 @@ type Consumer struct {
 	QPS        int      `yaml:"qps"`         // custom quota instead of a tier
 	Enabled    *bool    `yaml:"enabled"`     // default true
 	Routes     []string `yaml:"routes"`      // allow-list of route names; default all
+	// Sign is the signing scheme the consumer's requests use: v1 (default)
+	// or v2, which also signs the method, path and body (see package sign);
+	// a v2 consumer's v1 signatures are refused.
+	Sign string `yaml:"sign"`
 }
 
 // Signature configures signed-request verification.
@@ -157,6 +164,9 @@ type JWT struct {
 	Leeway   Duration `yaml:"leeway"` // default 30s
 	Keys     []JWTKey `yaml:"keys"`
 	JWKSFile string   `yaml:"jwks_file"` // keys from a JWKS document (reloaded with the config)
+	// RequireExp refuses tokens without an "exp" claim, which would never
+	// expire; default true.
+	RequireExp *bool `yaml:"require_exp"`
 	// RevocationKey is the Redis sorted set of revoked "jti:<id>" and
 	// "sub:<subject>" members; default tollgate:revoked.
 	RevocationKey string `yaml:"revocation_key"`
@@ -186,9 +196,10 @@ type Route struct {
 	Mock       *Mock       `yaml:"mock"`
 	Offline    *Offline    `yaml:"offline"`
 
-	Rewrite    *Rewrite    `yaml:"rewrite"`
-	Deprecated *Deprecated `yaml:"deprecated"`
-	IPACL      *IPACL      `yaml:"ip_acl"`
+	// Features are the route's settings of registered features (ip_acl,
+	// rewrite, deprecated, …), keyed by name; each feature decodes and
+	// validates its own (see pipeline.Register).
+	Features map[string]yaml.Node `yaml:",inline"`
 
 	// Headers says which of the client's header fields reach the backend:
 	// allow (only these, plus Content-Type and Content-Encoding) or deny.
@@ -241,32 +252,6 @@ type Mock struct {
 type Offline struct {
 	Successor string  `yaml:"successor"` // replaces the route's prefix in the redirect
 	Answer    *Answer `yaml:"answer"`
-}
-
-// Rewrite changes the request before it goes upstream. Path, the prefix
-// pair and the regex pair are alternatives.
-type Rewrite struct {
-	Path        string `yaml:"path"`         // replace the whole path
-	StripPrefix string `yaml:"strip_prefix"` // remove this prefix...
-	AddPrefix   string `yaml:"add_prefix"`   // ...then put this one in front
-	Regex       string `yaml:"regex"`        // match the path...
-	Replace     string `yaml:"replace"`      // ...and expand $1, ${name}
-	Host        string `yaml:"host"`         // Host header sent upstream
-}
-
-// Deprecated marks an API version: every answer carries Deprecation,
-// Sunset, X-API-Deprecated and a successor Link.
-type Deprecated struct {
-	Since     string `yaml:"since"`  // date the version was deprecated (YYYY-MM-DD)
-	Sunset    string `yaml:"sunset"` // date it goes away (YYYY-MM-DD)
-	Successor string `yaml:"successor"`
-}
-
-// IPACL allows or denies client addresses (CIDRs or single addresses,
-// IPv4 and IPv6). Deny wins; a non-empty allow list refuses everyone else.
-type IPACL struct {
-	Allow []string `yaml:"allow"`
-	Deny  []string `yaml:"deny"`
 }
 
 // Fallback is one weighted choice when no route matches.

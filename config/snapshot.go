@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/clock"
-	"github.com/tollgate/tollgate/ipacl"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
 	"github.com/tollgate/tollgate/upstream"
@@ -38,8 +38,9 @@ type Snapshot struct {
 	Routes   []*route.Route
 	Edge     *upstream.Edge
 	Services map[string]*upstream.Service
-	// GlobalACL (nil when none) screens every request before routing.
-	GlobalACL *ipacl.ACL
+	// Global are the filters of top-level feature settings (ip_acl): they
+	// screen every request before routing, in stage order.
+	Global []pipeline.Filter
 	// Default runs when no route matches and default_service is set;
 	// else Fallback, a weighted choice among fallbacks, when set.
 	Default  *pipeline.Chain
@@ -49,6 +50,8 @@ type Snapshot struct {
 	nonces    *auth.NonceStore
 	jwt       *auth.JWT
 	clock     *clock.Clock
+	env       *pipeline.Env
+	state     *pipeline.StateBuild
 
 	// NotFound answers when nothing matches and there is no default.
 	NotFound        *pipeline.Static
@@ -59,14 +62,17 @@ type Snapshot struct {
 // owns the state that must outlive a reload: upstream instances (through
 // its registry), the Redis client, the nonce filters and revocation views.
 type Compiler struct {
-	Registry *upstream.Registry
-	Clock    *clock.Clock
-	Logger   *zap.Logger // for the cluster client; nil = silent
+	// State keeps what outlives a reload: instances and their pools,
+	// nonce stores, revocation views, and the features' own state.
+	State  *pipeline.State
+	Clock  *clock.Clock
+	Logger *zap.Logger // for the cluster client; nil = silent
 	// Offline compiles without connecting anywhere (tollgate validate).
 	Offline bool
 
 	mu      sync.Mutex
 	version uint64
+	build   sync.Mutex
 
 	stateMu sync.Mutex
 	cluster *cluster.Client
@@ -74,9 +80,13 @@ type Compiler struct {
 	views   map[string]*revocationView
 }
 
+// stateGrace is how long state a new snapshot dropped stays usable by the
+// requests of the old one: longer than any request may run.
+const stateGrace = time.Minute
+
 // NewCompiler returns a compiler whose first snapshot is version 1.
 func NewCompiler() *Compiler {
-	return &Compiler{Registry: upstream.NewRegistry(), Clock: clock.New(nil, nil)}
+	return &Compiler{State: pipeline.NewState(stateGrace), Clock: clock.New(nil, nil)}
 }
 
 // Cluster returns the Redis client, nil in standalone mode or before the
@@ -105,10 +115,18 @@ func (c *Compiler) Close() {
 
 // Compile validates f (defaults must be applied) and builds a snapshot. A
 // failure changes nothing: no version is used up, no instance is dropped.
-func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
+func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if err := f.Validate(source); err != nil {
 		return nil, err
 	}
+	c.build.Lock() // one build at a time: the state registry expects it
+	defer c.build.Unlock()
+	st := c.State.Begin()
+	defer func() {
+		if err != nil {
+			st.Abort()
+		}
+	}()
 	trusted, err := codec.ParsePrefixes(f.Client.TrustedProxies)
 	if err != nil {
 		return nil, &Error{File: source, Msg: "client.trusted_proxies: " + err.Error()}
@@ -131,7 +149,9 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 		},
 		Services:        map[string]*upstream.Service{},
 		NotFoundDefault: pipeline.NewCanned(404, "no route"),
+		state:           st,
 	}
+	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st, Shared: map[any]any{}}
 	if len(trusted) == 0 {
 		s.Edge.Trusted = nil
 	}
@@ -152,7 +172,7 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 		}
 		instances := make([]*upstream.Instance, 0, len(sc.Instances))
 		for _, in := range sc.Instances {
-			instances = append(instances, c.Registry.Instance(in.Addr, in.Weight, pool))
+			instances = append(instances, upstream.SharedInstance(st, in.Addr, in.Weight, pool))
 		}
 		svc, err := upstream.NewService(upstream.ServiceConfig{
 			Name: name, Balance: sc.Balance, Total: sc.Timeouts.Total.D(),
@@ -177,15 +197,20 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 			return nil, &Error{File: source, Msg: err.Error()}
 		}
 	}
-	if s.GlobalACL, err = ipacl.New(aclLists(f.IPACL)); err != nil {
-		return nil, &Error{File: source, Msg: err.Error()}
+	global, err := buildFeatures(&pipeline.Build{Env: s.env}, f.Features, pipeline.ScopeGlobal)
+	if err != nil {
+		return nil, withFile(err, source)
 	}
+	s.Global = chainOrder(global)
 	for i, rc := range f.Routes {
 		r, err := s.compileRoute(rc, i)
 		if err != nil {
 			var ce *Error
 			if errors.As(err, &ce) {
 				ce.File = source
+				if ce.Line > 0 && !strings.HasPrefix(ce.Msg, "route ") {
+					ce.Msg = fmt.Sprintf("route %q: %s", rc.Name, ce.Msg)
+				}
 				return nil, ce
 			}
 			return nil, &Error{File: source, Line: rc.Line, Msg: fmt.Sprintf("route %q: %v", rc.Name, err)}
@@ -216,17 +241,29 @@ func (c *Compiler) Compile(f *File, source string) (*Snapshot, error) {
 	return s, nil
 }
 
-// Release tells the compiler that snap is now the live snapshot: upstream
-// instances no longer named by it stop being handed out and their idle
-// connections close.
+// Release tells the compiler that snap is now the live snapshot: state no
+// longer used by it (instances, nonce stores, feature state) is dropped and
+// released after the grace period, once the old snapshot's requests are
+// done with it.
 func (c *Compiler) Release(snap *Snapshot) {
-	keep := map[*upstream.Instance]bool{}
-	for _, svc := range snap.Services {
-		for _, in := range svc.Instances {
-			keep[in] = true
-		}
+	if snap.state != nil {
+		snap.state.Commit()
 	}
-	c.Registry.Retain(keep)
+}
+
+// Discard tells the compiler that snap will never go live (tollgate
+// validate, a refused reload): the state only it asked for is released.
+func (c *Compiler) Discard(snap *Snapshot) {
+	if snap.state != nil {
+		snap.state.Abort()
+	}
+}
+
+func (c *Compiler) logger() *zap.Logger {
+	if c.Logger == nil {
+		return zap.NewNop()
+	}
+	return c.Logger
 }
 
 // Load reads path (or parses data when path is ""), applies env overrides
@@ -255,6 +292,16 @@ func (c *Compiler) Load(path string, data []byte, lookup func(string) (string, b
 	}
 	snap.Digest = sha256.Sum256(data)
 	return snap, nil
+}
+
+// withFile puts the file name on a configuration error.
+func withFile(err error, source string) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		ce.File = source
+		return ce
+	}
+	return &Error{File: source, Msg: err.Error()}
 }
 
 // nonEmpty drops empty prefixes, which would match every name.

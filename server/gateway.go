@@ -91,8 +91,10 @@ func (g *Gateway) admit(snap *config.Snapshot, c *pipeline.Ctx) error {
 }
 
 func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {
-	if snap.GlobalACL != nil && snap.GlobalACL.Handle(c) == pipeline.Stop {
-		return
+	for _, f := range snap.Global {
+		if f.Handle(c) == pipeline.Stop {
+			return
+		}
 	}
 	if r := snap.Router.Match(c); r != nil {
 		c.RouteName = r.Name

@@ -1,6 +1,8 @@
 package server
 
 import (
+	_ "github.com/tollgate/tollgate/features"
+
 	"context"
 	"net"
 	"os"

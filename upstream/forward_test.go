@@ -42,10 +42,10 @@ func defaultInternal() (in codec.Internal) {
 
 func newService(t *testing.T, cfg ServiceConfig, p Pool, addrs ...string) *Service {
 	t.Helper()
-	reg := NewRegistry()
+	st := pipeline.NewState(time.Second).Begin()
 	var ins []*Instance
 	for _, a := range addrs {
-		ins = append(ins, reg.Instance(a, 1, p))
+		ins = append(ins, SharedInstance(st, a, 1, p))
 	}
 	svc, err := NewService(cfg, ins)
 	if err != nil {

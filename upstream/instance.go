@@ -59,7 +59,7 @@ func (p Pool) withDefaults() Pool {
 
 // Instance is one backend address with its connection pool and the passive
 // health the gateway keeps for it. It is shared by every config snapshot
-// that names the same address and pool settings (see Registry), so its
+// that names the same address and pool settings (see SharedInstance), so its
 // pooled connections and counters survive a reload.
 type Instance struct {
 	Addr   string

@@ -96,6 +96,7 @@ func serve(path string, stderr io.Writer) error {
 		return err
 	}
 	gw := server.NewGateway(snap, accessLog)
+	compiler.Release(snap)
 	transport, err := server.NewTransport(f.Transport, gw, server.OptionsFor(f))
 	if err != nil {
 		return err

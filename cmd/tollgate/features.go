@@ -1,0 +1,4 @@
+package main
+
+// The built-in features: importing the package registers every one.
+import _ "github.com/tollgate/tollgate/features"

@@ -1,0 +1,10 @@
+// Package features links the gateway's built-in features into a binary:
+// importing it registers each of them with the pipeline's registry (one
+// line each below). The command imports it; so do tests that compile
+// configurations using them.
+package features
+
+import (
+	_ "github.com/tollgate/tollgate/ipacl" // ip_acl
+	_ "github.com/tollgate/tollgate/route" // deprecated, rewrite
+)

@@ -1,0 +1,146 @@
+package pipeline
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Stage orders the filters of a chain: a route's chain runs its features'
+// filters by stage, then by key. The gaps leave room for features to come.
+type Stage int
+
+const (
+	// StageMark: response filters that must see every answer, refusals
+	// included (deprecation headers).
+	StageMark Stage = 100
+	// StageScreen: who may call at all (IP lists, WAF).
+	StageScreen Stage = 200
+	// StageAuth: who is calling (signatures, tokens).
+	StageAuth Stage = 300
+	// StageLimit: how much they may call (quotas, rate limits).
+	StageLimit Stage = 400
+	// StageProtect: whether the backend can take it (breakers).
+	StageProtect Stage = 500
+	// StageChoose: which backend (canary splits).
+	StageChoose Stage = 600
+	// StageRewrite: what the backend is asked (path and Host rewrites).
+	StageRewrite Stage = 700
+	// StageRecord: what is kept of the exchange (recording, mirroring).
+	StageRecord Stage = 800
+	// StageForward: the upstream request is built from everything before.
+	StageForward Stage = 900
+)
+
+// Scope says where a feature's setting may appear.
+type Scope uint8
+
+const (
+	// ScopeRoute: a key of a route ("ip_acl: {...}" under routes[i]).
+	ScopeRoute Scope = 1 << iota
+	// ScopeGlobal: a top-level key whose filter screens every request
+	// before routing (the global IP list).
+	ScopeGlobal
+)
+
+// Feature is one pluggable filter: the package that owns it registers it
+// once (from init) and owns its config struct, validation and state; the
+// config package only finds the key and calls Build.
+type Feature struct {
+	// Key is the setting's name ("ip_acl", "rewrite", "deprecated").
+	Key   string
+	Stage Stage
+	Scope Scope
+	// Config returns a pointer to a new, empty config value of the
+	// feature's own type; the setting is decoded into it, and keys the
+	// type does not have are refused with their line.
+	Config func() any
+	// Build validates the decoded config and returns the filter (nil when
+	// the setting asks for nothing). An error names the problem; config
+	// adds the file, line and route.
+	Build func(b *Build, cfg any) (Filter, error)
+}
+
+// Build is what a feature's Build gets: the environment of the snapshot
+// being built and the route it is for.
+type Build struct {
+	*Env
+	// Route describes the route the filter is for; zero for ScopeGlobal.
+	Route RouteInfo
+}
+
+// RouteInfo is what a feature may need to know of its route.
+type RouteInfo struct {
+	Name string
+	// Prefix is the route's path prefix ("" for exact and regex routes).
+	Prefix string
+	// Forwards reports that the route's action sends the request upstream
+	// (a service or a split), not a mock or an offline answer.
+	Forwards bool
+}
+
+// Env is the build environment of one config snapshot: the long-lived
+// services every feature may use. The config package fills it.
+type Env struct {
+	// Now is the clock features read (non-decreasing wall time).
+	Now func() time.Time
+	// Logger is for build-time and background messages, never per request.
+	Logger *zap.Logger
+	// State holds what must outlive a reload (see State).
+	State *StateBuild
+	// Shared holds objects built from top-level sections that features
+	// refer to (consumers, the JWT verifier, the forwarding edge), keyed
+	// by a type of the package that defines them.
+	Shared map[any]any
+}
+
+var registry = struct {
+	sync.RWMutex
+	byKey map[string]Feature
+}{byKey: map[string]Feature{}}
+
+// Register adds a feature. It is meant for init functions, and panics on a
+// duplicate or malformed registration, a programming error.
+func Register(f Feature) {
+	if f.Key == "" || f.Build == nil || f.Config == nil || f.Scope == 0 {
+		panic("pipeline: Register needs a key, a scope, a Config and a Build")
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.byKey[f.Key]; dup {
+		panic(fmt.Sprintf("pipeline: feature %q registered twice", f.Key))
+	}
+	registry.byKey[f.Key] = f
+}
+
+// Lookup returns the feature registered under key.
+func Lookup(key string) (Feature, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	f, ok := registry.byKey[key]
+	return f, ok
+}
+
+// Features returns every registered feature in chain order (stage, then
+// key).
+func Features() []Feature {
+	registry.RLock()
+	out := make([]Feature, 0, len(registry.byKey))
+	for _, f := range registry.byKey {
+		out = append(out, f)
+	}
+	registry.RUnlock()
+	slices.SortFunc(out, func(a, b Feature) int {
+		if a.Stage != b.Stage {
+			return int(a.Stage - b.Stage)
+		}
+		if a.Key < b.Key {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
