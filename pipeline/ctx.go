@@ -84,6 +84,9 @@ type Ctx struct {
 	// from one filter to the next unless a filter says so.
 	Scratch []byte
 
+	// waiter, when set by the transport, runs the request's waits.
+	waiter Waiter
+
 	// query holds Target.Query parsed, once, on first use.
 	query       *fasthttp.Args
 	queryParsed bool
@@ -155,3 +158,56 @@ func (c *Ctx) Reject(e *Canned) Verdict {
 
 // Method reports the request method; valid until Release.
 func (c *Ctx) Method() []byte { return c.Req.Header.Method() }
+
+// Waiter is how a transport runs the waits of the requests it serves. A
+// transport that serves requests on threads of its own (an event loop)
+// sets one so that a waiting request can be parked and resumed instead of
+// holding the thread; without one, waits block the request's goroutine.
+type Waiter interface {
+	// Sleep returns after d.
+	Sleep(c *Ctx, d time.Duration)
+	// Blocking(c, true) comes before, and Blocking(c, false) after, a
+	// bounded blocking call (a Redis round trip with a deadline).
+	Blocking(c *Ctx, start bool)
+}
+
+// SetWaiter is for transports: w runs c's waits until Release.
+func (c *Ctx) SetWaiter(w Waiter) { c.waiter = w }
+
+// Sleep is the one way a filter or action waits for time to pass (a
+// mock's delay): never time.Sleep, which would hold a thread the request
+// does not own.
+func (c *Ctx) Sleep(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if c.waiter != nil {
+		c.waiter.Sleep(c, d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// BeginBlocking and EndBlocking bracket a bounded blocking call a filter
+// cannot avoid (the nonce claim's Redis round trip), so the transport can
+// move the request off a thread it must not hold.
+func (c *Ctx) BeginBlocking() {
+	if c.waiter != nil {
+		c.waiter.Blocking(c, true)
+	}
+}
+
+// EndBlocking ends what BeginBlocking began.
+func (c *Ctx) EndBlocking() {
+	if c.waiter != nil {
+		c.waiter.Blocking(c, false)
+	}
+}
+
+// Observer sees every request the gateway finished, refused ones
+// included: counters, metrics, the access log. Observe runs on the
+// request's goroutine after the answer is built and must not block or
+// keep c.
+type Observer interface {
+	Observe(c *Ctx, end time.Time)
+}

@@ -49,9 +49,7 @@ func (m *Mock) Serve(c *pipeline.Ctx) {
 		i = int((m.next.Add(1) - 1) % uint64(len(m.answers)))
 	}
 	a := &m.answers[i]
-	if a.Delay > 0 {
-		time.Sleep(a.Delay)
-	}
+	c.Sleep(a.Delay)
 	a.Answer.WriteTo(c)
 	c.Decision = "mock"
 }

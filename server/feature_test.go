@@ -97,3 +97,24 @@ routes:
 		t.Fatal("a misspelt feature key was accepted")
 	}
 }
+
+type countingObserver struct{ n atomic.Int64 }
+
+func (o *countingObserver) Observe(c *pipeline.Ctx, _ time.Time) {
+	if c.Resp.StatusCode() != 0 {
+		o.n.Add(1)
+	}
+}
+
+// TestObserversSeeEveryRequest: an observer added to the gateway sees
+// answered and refused requests alike.
+func TestObserversSeeEveryRequest(t *testing.T) {
+	up := testutil.StartUpstream(t, "ok")
+	g := startGateway(t, "netpoll", oneService, map[string]string{"UP": up.Addr}, nil)
+	var o countingObserver
+	g.GW.AddObserver(&o)
+	testutil.RawExchange(t, g.Addr, []byte("GET /x HTTP/1.1\r\nHost: h\r\n\r\nGET /%zz HTTP/1.1\r\nHost: h\r\n\r\n"), 2, 2*time.Second)
+	if n := o.n.Load(); n != 2 {
+		t.Fatalf("observer saw %d requests, want 2", n)
+	}
+}

@@ -19,9 +19,10 @@ import (
 // Gateway serves parsed requests. Both transports call it; it is safe for
 // concurrent use.
 type Gateway struct {
-	snap  atomic.Pointer[config.Snapshot]
-	log   atomic.Pointer[observe.AccessLog]
-	Stats observe.Stats
+	snap      atomic.Pointer[config.Snapshot]
+	log       atomic.Pointer[observe.AccessLog]
+	Stats     observe.Stats
+	observers []pipeline.Observer
 }
 
 // NewGateway returns a gateway serving snap.
@@ -47,16 +48,15 @@ func (g *Gateway) DetachLog() *observe.AccessLog { return g.log.Swap(nil) }
 // Serve handles one request the transport has parsed (headers, and the body
 // or the start of its stream) and leaves the answer in resp. It reports
 // whether the client connection must be closed after the answer.
+//
+// Every request takes the same way: begin (trace, counters), admission
+// (the edge's checks, the canonical target, the client's address), the
+// global filters, the route's chain (or the no-route answer), and finish
+// (trace headers, access log, counters, observers).
 func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) (closeConn bool) {
 	snap := g.snap.Load()
-	c := pipeline.Acquire(req, resp)
-	c.Peer = peer
-	c.Start = time.Now()
+	c := g.begin(req, resp, peer)
 	c.ConfigVersion = snap.Version
-	g.Stats.Begin()
-	observe.StartTrace(c)
-
-	c.BytesIn = len(req.Header.RawHeaders()) + max(req.Header.ContentLength(), 0)
 	if err := g.admit(snap, c); err != nil {
 		cannedFor(err).WriteTo(c)
 		c.CloseConn = true
@@ -64,16 +64,38 @@ func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	} else {
 		g.route(snap, c)
 	}
+	return g.finish(c)
+}
+
+func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) *pipeline.Ctx {
+	c := pipeline.Acquire(req, resp)
+	c.Peer = peer
+	c.Start = time.Now()
+	g.Stats.Begin()
+	observe.StartTrace(c)
+	c.BytesIn = len(req.Header.RawHeaders()) + max(req.Header.ContentLength(), 0)
+	return c
+}
+
+// finish is the post-step of every request, answered or refused.
+func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
 	observe.StampResponse(c)
 	end := time.Now()
 	if l := g.log.Load(); l != nil {
 		l.Record(c, end)
 	}
-	g.Stats.End(resp.StatusCode())
+	g.Stats.End(c.Resp.StatusCode())
+	for _, o := range g.observers {
+		o.Observe(c, end)
+	}
 	closeConn = c.CloseConn
 	pipeline.Release(c)
 	return closeConn
 }
+
+// AddObserver makes o see every finished request (metrics, say). Call it
+// before the gateway serves.
+func (g *Gateway) AddObserver(o pipeline.Observer) { g.observers = append(g.observers, o) }
 
 // admit applies the edge's rules to a parsed request and fills what every
 // later step reads: the canonical target and the client's address.
@@ -119,20 +141,11 @@ func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {
 // ServeError answers a request the transport could not parse (or that broke
 // a limit while being read). The connection is always closed afterwards.
 func (g *Gateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
-	c := pipeline.Acquire(req, resp)
-	c.Peer = peer
+	c := g.begin(req, resp, peer)
 	c.ClientIP = peer.Addr().Unmap()
-	c.Start = time.Now()
-	observe.StartTrace(c)
 	cannedFor(err).WriteTo(c)
-	observe.StampResponse(c)
-	g.Stats.Begin()
 	g.Stats.ParseError()
-	if l := g.log.Load(); l != nil {
-		l.Record(c, time.Now())
-	}
-	g.Stats.End(resp.StatusCode())
-	pipeline.Release(c)
+	g.finish(c)
 }
 
 // parseErrors holds the canned answer of each of codec.Errors, by index;
