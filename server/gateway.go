@@ -22,7 +22,7 @@ type Gateway struct {
 	snap      atomic.Pointer[config.Snapshot]
 	log       atomic.Pointer[observe.AccessLog]
 	Stats     observe.Stats
-	observers []pipeline.Observer
+	observers atomic.Pointer[[]pipeline.Observer]
 }
 
 // NewGateway returns a gateway serving snap.
@@ -85,17 +85,31 @@ func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
 		l.Record(c, end)
 	}
 	g.Stats.End(c.Resp.StatusCode())
-	for _, o := range g.observers {
-		o.Observe(c, end)
+	if obs := g.observers.Load(); obs != nil {
+		for _, o := range *obs {
+			o.Observe(c, end)
+		}
 	}
 	closeConn = c.CloseConn
 	pipeline.Release(c)
 	return closeConn
 }
 
-// AddObserver makes o see every finished request (metrics, say). Call it
-// before the gateway serves.
-func (g *Gateway) AddObserver(o pipeline.Observer) { g.observers = append(g.observers, o) }
+// AddObserver makes o see every request finished from now on (metrics,
+// say). It is safe while serving, but meant for setup.
+func (g *Gateway) AddObserver(o pipeline.Observer) {
+	for {
+		old := g.observers.Load()
+		var next []pipeline.Observer
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, o)
+		if g.observers.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
 
 // admit applies the edge's rules to a parsed request and fills what every
 // later step reads: the canonical target and the client's address.
