@@ -121,7 +121,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"two actions", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /}\n    service: s\n    mock: {responses: [{body: x}]}\n", 4, "exactly one of service, split, mock or offline"},
 		{"split sum", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n  t: {instances: [{addr: \"127.0.0.1:2\"}]}\nroutes:\n  - name: a\n    match: {prefix: /}\n    split: [{service: s, percent: 30}, {service: t, percent: 30}]\n", 5, "add up to 60.00"},
 		{"split keys", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n  t: {instances: [{addr: \"127.0.0.1:2\"}]}\nroutes:\n  - name: a\n    match: {prefix: /}\n    split: [{service: s, percent: 5, key: header.A}, {service: t, key: cookie.B}]\n", 5, "different keys"},
-		{"bad regex", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {regex: '(('}\n    service: s\n", 0, "regex"},
+		{"bad regex", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {regex: '(('}\n    service: s\n", 4, "regex"},
 		{"bad acl", "ip_acl: {deny: [\"10.0.0.0/40\"]}\n", 1, "ip_acl.deny"},
 		{"rewrite on mock", "routes:\n  - name: a\n    match: {path: /}\n    rewrite: {path: /b}\n    mock: {responses: [{body: x}]}\n", 4, "rewrite applies only"},
 	} {
@@ -228,5 +228,51 @@ func TestReloadKeepsStateOfUnchangedServices(t *testing.T) {
 	}
 	if s3.Services["b"].Instances[0] != s2.Services["b"].Instances[0] {
 		t.Fatal("a service the reload did not touch lost its instance")
+	}
+}
+
+// TestOneOwnerPerSetting: each setting is checked by the package that owns
+// it, once, and its error still names the line.
+func TestOneOwnerPerSetting(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		line int
+		want string
+	}{
+		{"services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}], retry: 2}\n", 2, "retry must be 0 or 1"},
+		{"services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - match: {path: /}\n    service: s\n", 4, "has no name"},
+		{"services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - {name: a, match: {path: /}, service: s}\n  - {name: a, match: {path: /b}, service: s}\n", 5, "defined twice"},
+		{"services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - {name: a, match: {path: /, host: \"a:80\"}, service: s}\n", 4, "host"},
+	} {
+		_, err := compile(t, c.yaml, env(nil))
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Line != c.line || !strings.Contains(ce.Msg, c.want) {
+			t.Errorf("%q: %v, want line %d with %q", c.yaml, err, c.line, c.want)
+		}
+	}
+	// not_found without a status is a 404, as documented.
+	s, err := compile(t, "not_found: {body: '{\"code\":404}'}\n", env(nil))
+	if err != nil || s.NotFound == nil || s.NotFound.Status != 404 {
+		t.Fatalf("not_found without status: %v", err)
+	}
+}
+
+func TestRestartOnlyChanges(t *testing.T) {
+	load := func(src string) *File {
+		f, err := Parse("t", []byte(src), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Defaults()
+		return f
+	}
+	a := load("listen: \":1\"\nclient: {max_body_bytes: 100, trusted_proxies: [\"10.0.0.0/8\"]}\n")
+	b := load("listen: \":2\"\nclient: {max_body_bytes: 200, trusted_proxies: [\"10.0.0.0/16\"]}\n")
+	got := RestartOnlyChanges(a, b)
+	if strings.Join(got, ",") != "listen,client.max_body_bytes" {
+		t.Fatalf("restart-only changes %q", got)
+	}
+	if len(RestartOnlyChanges(a, a)) != 0 {
+		t.Fatal("an unchanged file reported changes")
 	}
 }

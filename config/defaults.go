@@ -181,9 +181,6 @@ func (f *File) Validate(name string) error {
 			return bad(s.Line, "service %q: connect (%s) and read (%s) timeouts must fit within total (%s)",
 				name, t.Connect.D(), t.Read.D(), t.Total.D())
 		}
-		if *s.Retry < 0 || *s.Retry > 1 {
-			return bad(s.Line, "service %q: retry must be 0 or 1", name)
-		}
 	}
 	if f.DefaultService != "" && f.Services[f.DefaultService] == nil {
 		return bad(0, "default_service %q is not a defined service", f.DefaultService)
@@ -191,9 +188,6 @@ func (f *File) Validate(name string) error {
 	for _, r := range f.Routes {
 		if r == nil {
 			return bad(0, "empty route")
-		}
-		if r.Name == "" {
-			return bad(r.Line, "route has no name")
 		}
 	}
 	for _, fb := range f.Fallbacks {
@@ -204,7 +198,7 @@ func (f *File) Validate(name string) error {
 			return bad(0, "fallbacks: weight of %q must not be negative", fb.Service)
 		}
 	}
-	if nf := f.NotFound; nf != nil && (nf.Status < 100 || nf.Status > 999) {
+	if nf := f.NotFound; nf != nil && nf.Status != 0 && (nf.Status < 100 || nf.Status > 999) {
 		return bad(0, "not_found.status %d is not an HTTP status", nf.Status)
 	}
 	return nil

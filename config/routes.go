@@ -35,9 +35,6 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	default:
 		r.Path, r.Kind = m.Regex, route.Regex
 	}
-	if m.Host != "" && strings.ContainsAny(m.Host, "/: ") {
-		return nil, fmt.Errorf("match.host %q must be a host name without port", m.Host)
-	}
 	for _, meth := range m.Methods {
 		if meth != strings.ToUpper(meth) || meth == "" {
 			return nil, fmt.Errorf("match.methods: %q must be an upper-case method", meth)

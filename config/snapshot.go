@@ -219,6 +219,10 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	}
 	table, err := route.NewTable(s.Routes)
 	if err != nil {
+		var re *route.RouteError
+		if errors.As(err, &re) && re.Index < len(f.Routes) {
+			return nil, &Error{File: source, Line: f.Routes[re.Index].Line, Msg: err.Error()}
+		}
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
 	s.Router = table

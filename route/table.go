@@ -95,6 +95,15 @@ const (
 	maxCandidates = 32
 )
 
+// RouteError is a NewTable error about the route at Index.
+type RouteError struct {
+	Index int
+	Err   error
+}
+
+func (e *RouteError) Error() string { return e.Err.Error() }
+func (e *RouteError) Unwrap() error { return e.Err }
+
 // NewTable validates routes and builds their table. Names must be non-empty
 // and unique, exact and prefix paths must start with "/", regexes must
 // compile, hosts must be a name, a bracketed IPv6 literal or "*.suffix",
@@ -113,19 +122,19 @@ func NewTable(routes []*Route) (*Table, error) {
 	bs := make([]built, 0, len(routes))
 	for i, r := range routes {
 		if r == nil {
-			return nil, fmt.Errorf("route #%d is nil", i+1)
+			return nil, &RouteError{Index: i, Err: fmt.Errorf("route #%d is nil", i+1)}
 		}
 		if r.Name == "" {
-			return nil, fmt.Errorf("route #%d has no name", i+1)
+			return nil, &RouteError{Index: i, Err: fmt.Errorf("route #%d has no name", i+1)}
 		}
 		if seen[r.Name] {
-			return nil, fmt.Errorf("route %q is defined twice", r.Name)
+			return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q is defined twice", r.Name)}
 		}
 		seen[r.Name] = true
 		b := built{e: entry{r: r, when: r.When}, idx: i}
 		var err error
 		if b.host, b.wildcard, err = normHost(r.Host); err != nil {
-			return nil, fmt.Errorf("route %q: %w", r.Name, err)
+			return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q: %w", r.Name, err)}
 		}
 		switch {
 		case b.host == "":
@@ -137,30 +146,30 @@ func NewTable(routes []*Route) (*Table, error) {
 		switch r.Kind {
 		case Exact, Prefix:
 			if r.Path == "" || r.Path[0] != '/' {
-				return nil, fmt.Errorf("route %q: path %q must start with /", r.Name, r.Path)
+				return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q: path %q must start with /", r.Name, r.Path)}
 			}
 			// Requests are matched in canonical form, so a path written
 			// otherwise could never match; say what to write instead.
 			if canon, err := codec.CanonicalPath(r.Path); err != nil {
-				return nil, fmt.Errorf("route %q: path %q: %w", r.Name, r.Path, err)
+				return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q: path %q: %w", r.Name, r.Path, err)}
 			} else if canon != r.Path {
-				return nil, fmt.Errorf("route %q: path %q is not in canonical form; write %q", r.Name, r.Path, canon)
+				return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q: path %q is not in canonical form; write %q", r.Name, r.Path, canon)}
 			}
 			if r.Kind == Prefix {
 				b.plen = len(r.Path)
 			}
 		case Regex:
 			if r.Path == "" {
-				return nil, fmt.Errorf("route %q: empty regex", r.Name)
+				return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q: empty regex", r.Name)}
 			}
 			if b.e.re, err = regexp.Compile(r.Path); err != nil {
-				return nil, fmt.Errorf("route %q: regex %q: %w", r.Name, r.Path, err)
+				return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q: regex %q: %w", r.Name, r.Path, err)}
 			}
 		default:
-			return nil, fmt.Errorf("route %q: unknown path kind %d", r.Name, r.Kind)
+			return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q: unknown path kind %d", r.Name, r.Kind)}
 		}
 		if b.e.methods, err = newMethodSet(r.Methods); err != nil {
-			return nil, fmt.Errorf("route %q: %w", r.Name, err)
+			return nil, &RouteError{Index: i, Err: fmt.Errorf("route %q: %w", r.Name, err)}
 		}
 		bs = append(bs, b)
 	}

@@ -19,6 +19,9 @@ import (
 // Gateway serves parsed requests. Both transports call it; it is safe for
 // concurrent use.
 type Gateway struct {
+	// limits are the client limits the transport was set up with; like
+	// the transport's, they change only with a restart.
+	limits    codec.Limits
 	snap      atomic.Pointer[config.Snapshot]
 	log       atomic.Pointer[observe.AccessLog]
 	Stats     observe.Stats
@@ -27,7 +30,7 @@ type Gateway struct {
 
 // NewGateway returns a gateway serving snap.
 func NewGateway(snap *config.Snapshot, log *observe.AccessLog) *Gateway {
-	g := &Gateway{}
+	g := &Gateway{limits: snap.Limits}
 	g.snap.Store(snap)
 	if log != nil {
 		g.log.Store(log)
@@ -115,7 +118,7 @@ func (g *Gateway) AddObserver(o pipeline.Observer) {
 // later step reads: the canonical target and the client's address.
 func (g *Gateway) admit(snap *config.Snapshot, c *pipeline.Ctx) error {
 	h := &c.Req.Header
-	if err := codec.Check(h, &snap.Limits); err != nil {
+	if err := codec.Check(h, &g.limits); err != nil {
 		return err
 	}
 	if err := codec.ParseTarget(&c.Target, h); err != nil {

@@ -81,6 +81,8 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	compiler.Discard(snap)
 	fmt.Fprintf(stdout, "%s: ok (%d routes, %d services)\n", args[0], len(snap.Routes), len(snap.Services))
+	fmt.Fprintf(stdout, "note: a reload applies everything but %s, which take effect at start\n", strings.Join(config.RestartOnly, ", "))
 	return 0
 }

@@ -262,10 +262,9 @@ func revoker(compiler *config.Compiler, f *config.File) func(string, time.Durati
 
 // warnRestartOnly logs settings a reload read but cannot apply.
 func warnRestartOnly(log *zap.Logger, prev, next *config.File) {
-	if prev.Listen != next.Listen || prev.Transport != next.Transport || prev.Workers != next.Workers ||
-		prev.Client.HeaderTimeout != next.Client.HeaderTimeout || prev.Client.IdleTimeout != next.Client.IdleTimeout ||
-		prev.Client.MaxConns != next.Client.MaxConns || prev.AccessLog != next.AccessLog || prev.Admin != next.Admin {
-		log.Warn("listen, transport, workers, client timeouts/conns, access_log and admin settings take effect only after a restart")
+	if changed := config.RestartOnlyChanges(prev, next); len(changed) > 0 {
+		log.Warn("these settings changed but take effect only after a restart; the running values stay",
+			zap.Strings("settings", changed))
 	}
 }
 

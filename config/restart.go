@@ -1,0 +1,38 @@
+package config
+
+// RestartOnly names the settings a running gateway takes once, at start:
+// its listeners, transport and client limits are set up with them. A
+// reload that changes one is applied except for these, and says so.
+var RestartOnly = []string{
+	"listen", "transport", "workers",
+	"client.max_header_bytes", "client.max_uri_bytes", "client.max_body_bytes", "client.stream_body_bytes",
+	"client.header_timeout", "client.body_timeout", "client.idle_timeout", "client.write_timeout", "client.max_conns",
+	"admin", "access_log",
+}
+
+// RestartOnlyChanges lists the restart-only settings next changes from
+// prev (empty when a reload applies whole).
+func RestartOnlyChanges(prev, next *File) []string {
+	var out []string
+	diff := func(name string, changed bool) {
+		if changed {
+			out = append(out, name)
+		}
+	}
+	p, n := prev.Client, next.Client
+	diff("listen", prev.Listen != next.Listen)
+	diff("transport", prev.Transport != next.Transport)
+	diff("workers", prev.Workers != next.Workers)
+	diff("client.max_header_bytes", p.MaxHeaderBytes != n.MaxHeaderBytes)
+	diff("client.max_uri_bytes", p.MaxURIBytes != n.MaxURIBytes)
+	diff("client.max_body_bytes", p.MaxBodyBytes != n.MaxBodyBytes)
+	diff("client.stream_body_bytes", p.StreamBodyBytes != n.StreamBodyBytes)
+	diff("client.header_timeout", p.HeaderTimeout != n.HeaderTimeout)
+	diff("client.body_timeout", p.BodyTimeout != n.BodyTimeout)
+	diff("client.idle_timeout", p.IdleTimeout != n.IdleTimeout)
+	diff("client.write_timeout", p.WriteTimeout != n.WriteTimeout)
+	diff("client.max_conns", p.MaxConns != n.MaxConns)
+	diff("admin", prev.Admin != next.Admin)
+	diff("access_log", prev.AccessLog != next.AccessLog)
+	return out
+}
