@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"github.com/tollgate/tollgate/internal/ascii"
 
 	"github.com/valyala/fasthttp"
 )
@@ -26,10 +27,10 @@ func Cookie(h *fasthttp.RequestHeader, name []byte) []byte {
 			if i := bytes.IndexByte(pair, '='); i >= 0 {
 				k, v = pair[:i], pair[i+1:]
 			}
-			if !bytes.Equal(trimOWS(k), name) {
+			if !bytes.Equal(ascii.TrimOWS(k), name) {
 				continue
 			}
-			v = trimOWS(v)
+			v = ascii.TrimOWS(v)
 			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 				v = v[1 : len(v)-1]
 			}

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"github.com/tollgate/tollgate/internal/ascii"
 	"iter"
 
 	"github.com/valyala/fasthttp"
@@ -40,7 +41,7 @@ func Fields(h *fasthttp.RequestHeader) iter.Seq2[[]byte, []byte] {
 			if colon <= 0 {
 				continue
 			}
-			if !yield(line[:colon], trimOWS(line[colon+1:])) {
+			if !yield(line[:colon], ascii.TrimOWS(line[colon+1:])) {
 				return
 			}
 		}

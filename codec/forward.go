@@ -86,7 +86,7 @@ func ClientIP(h *fasthttp.RequestHeader, peer netip.Addr, trusted Trusted) (neti
 		xff := lines[li]
 		for len(xff) > 0 {
 			i := bytes.LastIndexByte(xff, ',')
-			hop := trimOWS(xff[i+1:])
+			hop := ascii.TrimOWS(xff[i+1:])
 			if i < 0 {
 				xff = nil
 			} else {
@@ -338,7 +338,7 @@ func forEachToken(v []byte, f func([]byte)) {
 		} else {
 			tok, v = v[:i], v[i+1:]
 		}
-		tok = trimOWS(tok)
+		tok = ascii.TrimOWS(tok)
 		if len(tok) > 0 {
 			f(tok)
 		}

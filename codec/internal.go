@@ -166,7 +166,7 @@ func (in *Internal) MultipartReserved(body []byte) bool {
 			} else {
 				params = nil
 			}
-			p = trimOWS(bytes.TrimRight(p, "\r"))
+			p = ascii.TrimOWS(bytes.TrimRight(p, "\r"))
 			if !ascii.HasPrefixFold(p, "name=") && !ascii.HasPrefixFold(p, "name*=") {
 				continue
 			}

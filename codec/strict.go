@@ -131,7 +131,7 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 		if err != nil {
 			return err
 		}
-		value = trimOWS(value)
+		value = ascii.TrimOWS(value)
 		switch {
 		case bytes.EqualFold(name, strContentLength):
 			if clSeen {
@@ -268,14 +268,4 @@ func isDigits(b []byte) bool {
 		}
 	}
 	return true
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 
+	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
@@ -96,11 +97,9 @@ func unhex(dst, src []byte) bool {
 
 // hexVal accepts lowercase only, as the spec requires.
 func hexVal(b byte) (byte, bool) {
-	switch {
-	case b >= '0' && b <= '9':
-		return b - '0', true
-	case b >= 'a' && b <= 'f':
-		return b - 'a' + 10, true
+	if 'A' <= b && b <= 'F' {
+		return 0, false
 	}
-	return 0, false
+	v := ascii.Unhex(b)
+	return byte(v), v >= 0
 }

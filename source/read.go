@@ -165,7 +165,7 @@ func (r *Reader) bodyOf() bodyKind {
 	if kind == bodyNone {
 		return bodyNone
 	}
-	if ce, ok := header(&req.Header, "Content-Encoding"); ok && len(ce) > 0 && !ascii.EqualFold(trimSpace(ce), "identity") {
+	if ce, ok := header(&req.Header, "Content-Encoding"); ok && len(ce) > 0 && !ascii.EqualFold(ascii.TrimOWS(ce), "identity") {
 		return bodyNone
 	}
 	data := req.Body()
@@ -182,7 +182,7 @@ func mediaKind(ct []byte) bodyKind {
 	if i := bytes.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
-	ct = trimSpace(ct)
+	ct = ascii.TrimOWS(ct)
 	switch {
 	case ascii.EqualFold(ct, "application/x-www-form-urlencoded"):
 		return bodyForm
@@ -192,16 +192,6 @@ func mediaKind(ct []byte) bodyKind {
 		return bodyJSON
 	}
 	return bodyNone
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // form finds the first parameter named name in the urlencoded body and

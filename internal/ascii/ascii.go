@@ -38,3 +38,15 @@ func Unhex(c byte) int {
 	}
 	return -1
 }
+
+// TrimOWS removes the optional whitespace (spaces and tabs) HTTP allows
+// around field values and list elements.
+func TrimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/source"
 )
 
@@ -663,7 +664,7 @@ func hex4(s string, at int) (rune, bool) {
 	}
 	var r rune
 	for i := at; i < at+4; i++ {
-		h := unhex(s[i])
+		h := ascii.Unhex(s[i])
 		if h < 0 {
 			return 0, false
 		}
@@ -748,16 +749,4 @@ func isTokenChar(c byte) bool {
 		return true
 	}
 	return strings.IndexByte("!#$%&'*+-.^`|~", c) >= 0
-}
-
-func unhex(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }
