@@ -147,6 +147,9 @@ func (f *File) Validate(name string) error {
 	if f.Workers < 0 {
 		return bad(0, "workers must not be negative")
 	}
+	if f.Cluster.Nodes != "auto" && f.Cluster.FixedNodes() == 0 {
+		return bad(0, "cluster.nodes %q: want auto or a positive number", f.Cluster.Nodes)
+	}
 	c := f.Client
 	if c.MaxHeaderBytes < 1024 {
 		return bad(0, "client.max_header_bytes %d is below 1024", c.MaxHeaderBytes)

@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -125,11 +126,22 @@ type Cluster struct {
 	// future version, for Redis Cluster); empty = standalone.
 	Redis    string `yaml:"redis"`
 	Password string `yaml:"password"`
-	// Nodes is "auto" (membership through Redis) or a fixed count.
+	// Nodes is "auto" (membership through Redis: each node heartbeats
+	// and counts the live ones) or a fixed count; local limits are split
+	// by it.
 	Nodes string `yaml:"nodes"`
 	// Budget bounds the one Redis call a request may wait for (the nonce
 	// claim); default 20ms. Past it the node decides alone.
 	Budget Duration `yaml:"budget"`
+}
+
+// FixedNodes returns the configured node count, or 0 for "auto".
+func (c Cluster) FixedNodes() int {
+	n, err := strconv.Atoi(c.Nodes)
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 // Consumer is one calling application.

@@ -97,6 +97,9 @@ func serve(path string, stderr io.Writer) error {
 	}
 	gw := server.NewGateway(snap, accessLog)
 	compiler.Release(snap)
+	if cl := compiler.Cluster(); cl != nil && f.Cluster.FixedNodes() == 0 {
+		cl.Heartbeat(f.NodeID, time.Second) // membership: how many nodes share the cluster's limits
+	}
 	transport, err := server.NewTransport(f.Transport, gw, server.OptionsFor(f))
 	if err != nil {
 		return err
@@ -152,6 +155,7 @@ func serve(path string, stderr io.Writer) error {
 				if cl := compiler.Cluster(); cl != nil {
 					st["redis"] = map[string]any{"healthy": cl.Healthy(), "stats": cl.Stats()}
 				}
+				st["cluster_nodes"] = clusterNodes(compiler, gw.Snapshot().File)
 				return st
 			},
 		})
@@ -274,4 +278,16 @@ func portOf(addr string) string {
 		return ""
 	}
 	return ":" + port
+}
+
+// clusterNodes is how many nodes share the cluster: the configured count,
+// or the live membership seen through Redis (1 when standalone).
+func clusterNodes(compiler *config.Compiler, f *config.File) int {
+	if n := f.Cluster.FixedNodes(); n > 0 {
+		return n
+	}
+	if cl := compiler.Cluster(); cl != nil {
+		return cl.LiveNodes()
+	}
+	return 1
 }
