@@ -81,8 +81,10 @@ type Ctx struct {
 	CloseConn bool
 
 	// Scratch is a reusable buffer for filters; its contents do not survive
-	// from one filter to the next unless a filter says so.
-	Scratch []byte
+	// from one filter to the next unless a filter says so. Scratch2 is a
+	// second one, for steps that need two at once.
+	Scratch  []byte
+	Scratch2 []byte
 
 	// waiter, when set by the transport, runs the request's waits.
 	waiter Waiter
@@ -114,7 +116,7 @@ func AcquireParsed(req *fasthttp.Request, resp *fasthttp.Response) *Ctx {
 // Release resets c and returns it to the pool; c must not be used afterwards.
 // The buffers are kept for the next request.
 func Release(c *Ctx) {
-	keep := Ctx{Scratch: c.Scratch[:0], Target: c.Target, Fields: c.Fields, upPath: c.upPath[:0], query: c.query}
+	keep := Ctx{Scratch: c.Scratch[:0], Scratch2: c.Scratch2[:0], Target: c.Target, Fields: c.Fields, upPath: c.upPath[:0], query: c.query}
 	keep.Target.Reset()
 	keep.Fields.Reset()
 	if keep.query != nil {

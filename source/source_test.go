@@ -76,3 +76,26 @@ func TestValueAllocs(t *testing.T) {
 		t.Fatalf("lookups allocate %v times", n)
 	}
 }
+
+func TestEachValue(t *testing.T) {
+	c := request(t, "POST /a%2Fb/c?q=x+y&id=1 HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 61\r\n\r\n"+
+		`{"a":{"b":"v\u00e9","n":1},"items":[{"name":"x"},"y"],"e":[]}`)
+	defer pipeline.Release(c)
+	var got []string
+	r := NewReader(c)
+	r.EachValue(func(k Kind, name, value []byte) bool {
+		got = append(got, k.String()+":"+string(name)+"="+string(value))
+		return true
+	})
+	want := []string{"path:=a/b", "path:=c", "query:q=x y", "query:id=1", "json:a.b=vé", "json:items.name=x", "json:items=y"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	n := testing.AllocsPerRun(50, func() {
+		r := NewReader(c)
+		r.EachValue(func(Kind, []byte, []byte) bool { return true })
+	})
+	if n != 0 {
+		t.Fatalf("EachValue allocates %v times", n)
+	}
+}
