@@ -142,8 +142,18 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, snapshotView(snap))
 }
 
+// maxRevokeID is the longest jti or sub worth revoking: no longer one fits
+// in a token the gateway accepts (16 KiB, see package auth).
+const maxRevokeID = 16 << 10
+
+// maxRevokeBody bounds the revoke request: the longest id, written with
+// JSON escapes (up to 6 bytes a byte), and room to spare.
+const maxRevokeBody = 8 * maxRevokeID
+
 // revoke takes {"jti": "...", "sub": "...", "ttl": "24h"} (one of jti or
-// sub; ttl defaults to 24h and should outlive the tokens it revokes).
+// sub; ttl defaults to 24h and should outlive the tokens it revokes). The
+// member stored is "jti:" or "sub:" and the id whole, whatever its length,
+// as the JWT filter looks it up.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	if s.deps.Revoke == nil {
 		fail(w, http.StatusConflict, "revocations need cluster.redis")
@@ -154,8 +164,12 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		Sub string `json:"sub"`
 		TTL string `json:"ttl"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRevokeBody)).Decode(&body); err != nil {
 		fail(w, http.StatusBadRequest, "body must be JSON: {\"jti\"|\"sub\": ..., \"ttl\": \"24h\"}")
+		return
+	}
+	if len(body.JTI) > maxRevokeID || len(body.Sub) > maxRevokeID {
+		fail(w, http.StatusBadRequest, "jti or sub longer than any token can carry ("+strconv.Itoa(maxRevokeID)+" bytes)")
 		return
 	}
 	ttl := 24 * time.Hour

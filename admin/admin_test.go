@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -121,5 +123,44 @@ func TestRevoke(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "jti:abc 1h0m0s,sub:user-7 24h0m0s" {
 		t.Fatalf("revocations %v", got)
+	}
+}
+
+// TestRevokeLongIDs: an id of any length a token can carry is stored
+// whole, as the JWT filter looks it up; none is cut or refused for its
+// length alone.
+func TestRevokeLongIDs(t *testing.T) {
+	var got []string
+	snap := &config.Snapshot{Version: 1, File: &config.File{}}
+	s := New(Deps{Token: "t", Snapshot: func() *config.Snapshot { return snap }, Stats: func() any { return nil },
+		Revoke: func(member string, ttl time.Duration) error { got = append(got, member); return nil }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { ln.Close() })
+	post := func(body map[string]string) int {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/admin/revoke", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer t")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	jti := strings.Repeat("j", 253)
+	escaped := strings.Repeat("\x01", 12<<10/4) // 6 bytes each in JSON
+	sub := strings.Repeat("s", 16<<10)
+	for _, tc := range []struct{ kind, id string }{{"jti", jti}, {"jti", escaped}, {"sub", sub}} {
+		got = nil
+		if st := post(map[string]string{tc.kind: tc.id}); st != 200 || len(got) != 1 || got[0] != tc.kind+":"+tc.id {
+			t.Fatalf("%s of %d bytes: status %d, stored %d members", tc.kind, len(tc.id), st, len(got))
+		}
+	}
+	if st := post(map[string]string{"sub": sub + "x"}); st != 400 {
+		t.Fatalf("an id longer than any token: %d, want 400", st)
 	}
 }

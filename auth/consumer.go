@@ -1,12 +1,15 @@
 // Package auth proves who is calling: consumers (apps) and their tiers,
 // signed requests with replay protection, and JWTs with revocation. Each
 // scheme is a pipeline.Filter that, on success, sets Ctx.Consumer (and
-// UserID) for the filters after it and for the upstream (X-Consumer).
+// UserID) for the filters after it and for the upstream (X-Consumer): a
+// signed consumer's app key, or JWTConsumerPrefix + a token's subject, so
+// the two can never be taken for each other.
 package auth
 
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Consumer is one calling application (tenant).
@@ -18,6 +21,10 @@ type Consumer struct {
 	Enabled bool
 	// Routes, when not nil, is the set of route names the consumer may call.
 	Routes map[string]bool
+	// SignV2 makes the consumer sign with scheme v2 (method, path,
+	// parameters, body digest; see package sign). Its requests are then
+	// checked only that way: a v1 signature from it is refused.
+	SignV2 bool
 }
 
 // Consumers is an immutable app-key index, built once per config snapshot.
@@ -28,12 +35,16 @@ type Consumers struct {
 // Tiers are the named quotas (requests per second) consumers refer to.
 var DefaultTiers = map[string]int{"free": 10, "basic": 100, "enterprise": 1000}
 
-// NewConsumers indexes cs; app keys must be unique and printable ASCII.
+// NewConsumers indexes cs; app keys must be unique and printable ASCII,
+// and must not start with JWTConsumerPrefix (the namespace of JWT callers).
 func NewConsumers(cs []*Consumer) (*Consumers, error) {
 	out := &Consumers{byKey: make(map[string]*Consumer, len(cs))}
 	for _, c := range cs {
 		if !printable(c.AppKey, 128) {
 			return nil, fmt.Errorf("consumer app_key %q must be 1..128 printable ASCII characters", c.AppKey)
+		}
+		if strings.HasPrefix(c.AppKey, JWTConsumerPrefix) {
+			return nil, fmt.Errorf("consumer app_key %q: the prefix %q is reserved for JWT callers", c.AppKey, JWTConsumerPrefix)
 		}
 		if out.byKey[c.AppKey] != nil {
 			return nil, fmt.Errorf("consumer %q is defined twice", c.AppKey)

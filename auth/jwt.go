@@ -56,12 +56,30 @@ type JWTKey struct {
 // Revocations answers whether a token is revoked, by its id ("jti") or by
 // its subject ("sub"). It is asked on every request that carries an
 // otherwise valid token, cached or not, so a revocation takes effect as
-// soon as the implementation sees it. Revoked must be safe for concurrent
-// use, must not block on I/O, should not allocate, and must neither keep
-// nor modify the slices it is given; jti is empty when the token has none.
+// soon as the implementation sees it.
+//
+// It is given the token's revocation members, whole whatever their length:
+// jti is RevokedJTIPrefix + the token's "jti" (empty when the token has
+// none) and sub is RevokedSubPrefix + its "sub"; a set of such members
+// answers with one lookup each. Revoked must be safe for concurrent use,
+// must not block on I/O, should not allocate, and must neither keep nor
+// modify the slices it is given.
 type Revocations interface {
 	Revoked(jti, sub []byte) bool
 }
+
+// The revocation members of a token (see Revocations): the prefix and the
+// claim's value, byte for byte.
+const (
+	RevokedJTIPrefix = "jti:"
+	RevokedSubPrefix = "sub:"
+)
+
+// JWTConsumerPrefix starts Ctx.Consumer (and so X-Consumer) for a caller
+// identified by a JWT: "jwt:" + the token's subject. App keys may not start
+// with it (NewConsumers), so a token's subject is never taken for a signed
+// consumer's app key.
+const JWTConsumerPrefix = "jwt:"
 
 // JWTConfig configures the JWT filter. Zero fields take the defaults beside
 // them.
@@ -76,6 +94,10 @@ type JWTConfig struct {
 	// Leeway is the clock skew allowed on "exp" and "nbf"; default 0, at
 	// most 24h.
 	Leeway time.Duration
+	// ExpOptional accepts tokens without "exp", which then never expire
+	// (only a revocation stops them). By default (false) such a token is
+	// refused with ErrJWTNoExpiry.
+	ExpOptional bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Revoked, when not nil, is asked about every accepted token.
@@ -108,6 +130,7 @@ var (
 	ErrJWTIssuer      = errors.New("auth: wrong JWT issuer")
 	ErrJWTAudience    = errors.New("auth: wrong JWT audience")
 	ErrJWTExpired     = errors.New("auth: JWT expired")
+	ErrJWTNoExpiry    = errors.New("auth: JWT has no expiry (exp claim required)")
 	ErrJWTNotYetValid = errors.New("auth: JWT not yet valid")
 	ErrJWTRevoked     = errors.New("auth: JWT revoked")
 )
@@ -129,6 +152,7 @@ const (
 	jwtIssuer
 	jwtAudience
 	jwtExpired
+	jwtNoExpiry
 	jwtNotYetValid
 	jwtRevoked
 	jwtResults
@@ -144,6 +168,7 @@ var jwtErrors = [jwtResults]error{
 	jwtIssuer:      ErrJWTIssuer,
 	jwtAudience:    ErrJWTAudience,
 	jwtExpired:     ErrJWTExpired,
+	jwtNoExpiry:    ErrJWTNoExpiry,
 	jwtNotYetValid: ErrJWTNotYetValid,
 	jwtRevoked:     ErrJWTRevoked,
 }
@@ -158,6 +183,7 @@ var jwtCanned = [jwtResults]*pipeline.Canned{
 	jwtIssuer:      pipeline.NewCanned(401, "wrong JWT issuer"),
 	jwtAudience:    pipeline.NewCanned(401, "wrong JWT audience"),
 	jwtExpired:     pipeline.NewCanned(401, "JWT expired"),
+	jwtNoExpiry:    pipeline.NewCanned(401, "JWT has no expiry (exp claim required)"),
 	jwtNotYetValid: pipeline.NewCanned(401, "JWT not yet valid"),
 	jwtRevoked:     pipeline.NewCanned(401, "JWT revoked"),
 }
@@ -192,13 +218,14 @@ type Claims struct {
 // since their bytes are the attacker's to vary and caching them would only
 // let them push good tokens out.
 type JWT struct {
-	keys     []jwtKey
-	issuer   string
-	audience string
-	leeway   int64 // ns
-	now      func() time.Time
-	revoked  Revocations
-	cache    *jwtCache
+	keys        []jwtKey
+	issuer      string
+	audience    string
+	leeway      int64 // ns
+	expOptional bool
+	now         func() time.Time
+	revoked     Revocations
+	cache       *jwtCache
 }
 
 type jwtKey struct {
@@ -232,11 +259,12 @@ func NewJWT(cfg JWTConfig) (*JWT, error) {
 		return nil, fmt.Errorf("auth: jwt cache size %d must not be negative", cfg.CacheSize)
 	}
 	j := &JWT{
-		issuer:   cfg.Issuer,
-		audience: cfg.Audience,
-		leeway:   int64(cfg.Leeway),
-		now:      cfg.Now,
-		revoked:  cfg.Revoked,
+		issuer:      cfg.Issuer,
+		audience:    cfg.Audience,
+		leeway:      int64(cfg.Leeway),
+		expOptional: cfg.ExpOptional,
+		now:         cfg.Now,
+		revoked:     cfg.Revoked,
 	}
 	if j.now == nil {
 		j.now = time.Now
@@ -324,10 +352,12 @@ func compileJWTKey(k JWTKey) (jwtKey, error) {
 }
 
 // Handle implements pipeline.Filter. It reads "Authorization: Bearer
-// <token>" (the scheme in any case) and, for a good token, sets
-// c.Consumer and c.UserID to its subject and continues; otherwise it
-// answers 401 with the cause and a WWW-Authenticate challenge (RFC 6750).
-// More than one Authorization field is refused as malformed.
+// <token>" (the scheme in any case) and, for a good token, sets c.UserID
+// to its subject and c.Consumer to JWTConsumerPrefix + the subject, and
+// continues; otherwise it answers 401 with the cause and a
+// WWW-Authenticate challenge (RFC 6750). More than one Authorization field
+// is refused as malformed. Both strings are built when the token is
+// cached, so setting them allocates nothing.
 func (j *JWT) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	tok, r := bearerToken(&c.Req.Header)
 	var e *jwtEntry
@@ -343,7 +373,7 @@ func (j *JWT) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		}
 		return pipeline.Stop
 	}
-	c.Consumer = e.sub
+	c.Consumer = e.consumer
 	c.UserID = e.sub
 	return pipeline.Continue
 }
@@ -385,6 +415,9 @@ func (j *JWT) check(tok []byte, now int64) (*jwtEntry, jwtResult) {
 		e.hash = h
 		j.cache.put(e, now)
 	}
+	if !e.hasExp && !j.expOptional {
+		return nil, jwtNoExpiry
+	}
 	// exp: valid while now < exp (RFC 7519 §4.1.4); nbf: from nbf on.
 	if now-j.leeway >= e.exp {
 		return nil, jwtExpired
@@ -392,7 +425,7 @@ func (j *JWT) check(tok []byte, now int64) (*jwtEntry, jwtResult) {
 	if jwtSatAdd(now, j.leeway) < e.nbf {
 		return nil, jwtNotYetValid
 	}
-	if j.revoked != nil && j.revoked.Revoked(e.jtiB, e.subB) {
+	if j.revoked != nil && j.revoked.Revoked(e.jtiMember, e.subMember) {
 		return nil, jwtRevoked
 	}
 	return e, jwtOK
@@ -580,7 +613,9 @@ func (j *JWT) verify(tok []byte) (*jwtEntry, jwtResult) {
 	if !hasNbf {
 		nbf = math.MinInt64
 	}
-	return newJWTEntry(tok, sub, jti, exp, nbf), jwtOK
+	e := newJWTEntry(tok, sub, jti, exp, nbf)
+	e.hasExp = hasExp
+	return e, jwtOK
 }
 
 // verifySignature picks the candidate keys (see NewJWT) and checks sig over
@@ -750,31 +785,40 @@ func jwtAudienceHas(m map[string]json.RawMessage, want string) (has, ok bool) {
 // jwtEntry is one verified token. It is immutable once cached (but for
 // the reference bit), so readers use it after releasing the shard lock.
 type jwtEntry struct {
-	token []byte // the full token, compared on every hit: no collisions
-	sub   string
-	jti   string
-	subB  []byte
-	jtiB  []byte
-	exp   int64 // unix ns; MaxInt64 when the token has no "exp"
-	nbf   int64 // unix ns; MinInt64 when the token has no "nbf"
-	hash  uint64
-	ref   atomic.Uint32 // CLOCK reference bit
+	token    []byte // the full token, compared on every hit: no collisions
+	sub      string
+	jti      string
+	consumer string // JWTConsumerPrefix + sub, for Ctx.Consumer
+	// The revocation members (see Revocations): "sub:" + sub, and "jti:" +
+	// jti or nothing when the token has no id.
+	subMember []byte
+	jtiMember []byte
+	exp       int64 // unix ns; MaxInt64 when the token has no "exp"
+	nbf       int64 // unix ns; MinInt64 when the token has no "nbf"
+	hasExp    bool
+	hash      uint64
+	ref       atomic.Uint32 // CLOCK reference bit
 }
 
+// newJWTEntry builds an entry whose byte fields share one buffer.
 func newJWTEntry(tok []byte, sub, jti string, exp, nbf int64) *jwtEntry {
-	buf := make([]byte, 0, len(tok)+len(sub)+len(jti))
-	buf = append(buf, tok...)
-	buf = append(buf, sub...)
-	buf = append(buf, jti...)
-	return &jwtEntry{
-		token: buf[:len(tok):len(tok)],
-		subB:  buf[len(tok) : len(tok)+len(sub) : len(tok)+len(sub)],
-		jtiB:  buf[len(tok)+len(sub):],
-		sub:   sub,
-		jti:   jti,
-		exp:   exp,
-		nbf:   nbf,
+	n := len(tok) + len(RevokedSubPrefix) + len(sub)
+	if jti != "" {
+		n += len(RevokedJTIPrefix) + len(jti)
 	}
+	buf := make([]byte, 0, n)
+	cut := func(start int) []byte { return buf[start:len(buf):len(buf)] }
+	buf = append(buf, tok...)
+	e := &jwtEntry{token: cut(0), sub: sub, jti: jti, consumer: JWTConsumerPrefix + sub, exp: exp, nbf: nbf}
+	start := len(buf)
+	buf = append(append(buf, RevokedSubPrefix...), sub...)
+	e.subMember = cut(start)
+	if jti != "" {
+		start = len(buf)
+		buf = append(append(buf, RevokedJTIPrefix...), jti...)
+		e.jtiMember = cut(start)
+	}
+	return e
 }
 
 // jwtCache is the bounded verified-token cache: shards chosen by the

@@ -3,6 +3,7 @@
 package auth
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,9 @@ func TestJWTAllocs(t *testing.T) {
 	valid := jwtSign(k.rsa, jwtHdr("RS256", "rs"), jwtClaims(nil))
 	expiring := jwtSign(k.ec, jwtHdr("ES256", "es"), jwtClaims(map[string]any{"jti": "exp-1", "exp": jwtT0.Add(time.Minute).Unix()}))
 	revoked := jwtSign(k.hs, jwtHdr("HS256", "hs"), jwtClaims(map[string]any{"jti": "rev-1"}))
+	longID := strings.Repeat("L", 2000)
+	revokedLong := jwtSign(k.hs, jwtHdr("HS256", "hs"), jwtClaims(map[string]any{"jti": longID}))
+	noExp := jwtSign(k.hs, jwtHdr("HS256", "hs"), jwtClaims(map[string]any{"exp": nil}))
 
 	var req fasthttp.Request
 	var resp fasthttp.Response
@@ -43,10 +47,12 @@ func TestJWTAllocs(t *testing.T) {
 		}
 	}
 	// Warm the cache (and fasthttp's buffers) at a time every token is good.
-	for _, tok := range []string{valid, expiring, revoked} {
+	for _, tok := range []string{valid, expiring, revoked, revokedLong} {
 		run("Bearer "+tok, pipeline.Continue)()
 	}
+	run("Bearer "+noExp, pipeline.Stop)()
 	env.rev.set("rev-1", "", true)
+	env.rev.set(longID, "", true)
 	env.clock.Add(2 * time.Minute)
 
 	for _, tc := range []struct {
@@ -57,6 +63,8 @@ func TestJWTAllocs(t *testing.T) {
 		{"valid cached token", "Bearer " + valid, pipeline.Continue},
 		{"expired cached token", "Bearer " + expiring, pipeline.Stop},
 		{"revoked cached token", "Bearer " + revoked, pipeline.Stop},
+		{"revoked cached token with a long jti", "Bearer " + revokedLong, pipeline.Stop},
+		{"cached token without exp", "Bearer " + noExp, pipeline.Stop},
 		{"no token", "", pipeline.Stop},
 	} {
 		f := run(tc.authz, tc.want)

@@ -48,33 +48,34 @@ func (c *jwtClock) Set(t time.Time)     { c.ns.Store(t.UnixNano()) }
 func (c *jwtClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
 // jwtRevList is a revocation list tests change while tokens are
-// cached. Lookups allocate nothing.
+// cached: a set of members, as the cluster's revocation set is. Lookups
+// allocate nothing.
 type jwtRevList struct {
-	mu   sync.RWMutex
-	jtis map[string]bool
-	subs map[string]bool
-	asks atomic.Int64
+	mu      sync.RWMutex
+	members map[string]bool
+	asks    atomic.Int64
 }
 
 func newJWTRevList() *jwtRevList {
-	return &jwtRevList{jtis: map[string]bool{}, subs: map[string]bool{}}
+	return &jwtRevList{members: map[string]bool{}}
 }
 
 func (r *jwtRevList) Revoked(jti, sub []byte) bool {
 	r.asks.Add(1)
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return (len(jti) > 0 && r.jtis[string(jti)]) || r.subs[string(sub)]
+	return (len(jti) > 0 && r.members[string(jti)]) || r.members[string(sub)]
 }
 
+// set revokes (or reinstates) a token id and/or a subject.
 func (r *jwtRevList) set(jti, sub string, on bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if jti != "" {
-		r.jtis[jti] = on
+		r.members[RevokedJTIPrefix+jti] = on
 	}
 	if sub != "" {
-		r.subs[sub] = on
+		r.members[RevokedSubPrefix+sub] = on
 	}
 }
 
@@ -273,7 +274,7 @@ func TestJWTValidTokens(t *testing.T) {
 				}
 			}
 			v, c, resp := jwtHandle(env.j, "Bearer "+tok)
-			if v != pipeline.Continue || c.Consumer != "alice" || c.UserID != "alice" {
+			if v != pipeline.Continue || c.Consumer != "jwt:alice" || c.UserID != "alice" {
 				t.Fatalf("Handle = %v consumer %q user %q (status %d %s)", v, c.Consumer, c.UserID, resp.StatusCode(), resp.Body())
 			}
 		})
@@ -441,7 +442,7 @@ func TestJWTHandleHeader(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v, c, resp := jwtHandle(env.j, tc.authz...)
 			if tc.ok {
-				if v != pipeline.Continue || c.Consumer != "alice" {
+				if v != pipeline.Continue || c.Consumer != "jwt:alice" {
 					t.Fatalf("Handle = %v, consumer %q, body %s", v, c.Consumer, resp.Body())
 				}
 				return
@@ -474,7 +475,7 @@ func TestJWTHandleHeader(t *testing.T) {
 		}
 		c := pipeline.Acquire(&req, &resp)
 		defer pipeline.Release(c)
-		if v := env.j.Handle(c); v != pipeline.Continue || c.Consumer != "alice" {
+		if v := env.j.Handle(c); v != pipeline.Continue || c.Consumer != "jwt:alice" {
 			t.Fatalf("Handle = %v, body %s", v, resp.Body())
 		}
 	})
@@ -622,7 +623,7 @@ func TestJWTLeeway(t *testing.T) {
 		}
 	})
 	t.Run("no exp, huge exp", func(t *testing.T) {
-		env := newJWTEnv(t, nil)
+		env := newJWTEnv(t, func(c *JWTConfig) { c.ExpOptional = true })
 		for _, extra := range []map[string]any{{"exp": nil}, {"exp": 1e300}, {"nbf": -1e300}} {
 			cl, err := env.verify(jwtSign(env.keys.hs, jwtHdr("HS256", "hs"), jwtClaims(extra)))
 			if err != nil {
@@ -839,7 +840,7 @@ func TestJWTRevocationOfCachedToken(t *testing.T) {
 			t.Fatalf("step %d: the revocation list was not asked", i)
 		}
 		v, c, _ := jwtHandle(env.j, "Bearer "+string(tok))
-		if (v == pipeline.Continue) != (s.want == nil) || (s.want == nil && c.Consumer != "bob") {
+		if (v == pipeline.Continue) != (s.want == nil) || (s.want == nil && c.Consumer != "jwt:bob") {
 			t.Fatalf("step %d: Handle = %v, consumer %q", i, v, c.Consumer)
 		}
 	}
@@ -1199,4 +1200,111 @@ func FuzzJWTVerify(f *testing.F) {
 			t.Fatalf("accepted %q, then refused it: %v", tok, err)
 		}
 	})
+}
+
+// TestJWTExpRequired: a token without "exp" would never expire, so it is
+// refused unless the configuration says tokens may omit it.
+func TestJWTExpRequired(t *testing.T) {
+	k := jwtTestKeys(t)
+	noExp := jwtSign(k.hs, jwtHdr("HS256", "hs"), jwtClaims(map[string]any{"exp": nil}))
+	env := newJWTEnv(t, nil)
+	for pass := range 2 { // verified, then cached
+		if _, err := env.verify(noExp); err != ErrJWTNoExpiry {
+			t.Fatalf("pass %d: Verify = %v, want ErrJWTNoExpiry", pass, err)
+		}
+		v, c, resp := jwtHandle(env.j, "Bearer "+noExp)
+		if v != pipeline.Stop || resp.StatusCode() != 401 || c.Consumer != "" ||
+			!strings.Contains(string(resp.Body()), `"message":"JWT has no expiry (exp claim required)"`) ||
+			string(resp.Header.Peek("WWW-Authenticate")) != `Bearer error="invalid_token"` {
+			t.Fatalf("pass %d: Handle = %v %d %s", pass, v, resp.StatusCode(), resp.Body())
+		}
+	}
+	// A far expiry is an expiry.
+	far := jwtSign(k.hs, jwtHdr("HS256", "hs"), jwtClaims(map[string]any{"exp": 1e300}))
+	if _, err := env.verify(far); err != nil {
+		t.Fatalf("far exp: %v", err)
+	}
+
+	opt := newJWTEnv(t, func(c *JWTConfig) { c.ExpOptional = true })
+	opt.clock.Add(100 * 365 * 24 * time.Hour)
+	cl, err := opt.verify(noExp)
+	if err != nil || !cl.Expires.IsZero() {
+		t.Fatalf("ExpOptional: %v %v", cl, err)
+	}
+	// Optional exp is still checked when present.
+	if _, err := opt.verify(jwtSign(k.hs, jwtHdr("HS256", "hs"), jwtClaims(nil))); err != ErrJWTExpired {
+		t.Fatalf("ExpOptional, expired token: %v", err)
+	}
+}
+
+// TestJWTConsumerNamespace: a token's subject names the caller as
+// "jwt:<sub>", never as a signed consumer's app key, even when the two
+// spell the same; X-User-Id stays the subject.
+func TestJWTConsumerNamespace(t *testing.T) {
+	env := newJWTEnv(t, nil)
+	tok := jwtSign(env.keys.hs, jwtHdr("HS256", "hs"), jwtClaims(map[string]any{"sub": "demo-app"}))
+	for pass := range 2 {
+		v, c, resp := jwtHandle(env.j, "Bearer "+tok)
+		if v != pipeline.Continue || c.Consumer != "jwt:demo-app" || c.UserID != "demo-app" {
+			t.Fatalf("pass %d: Handle = %v consumer %q user %q %s", pass, v, c.Consumer, c.UserID, resp.Body())
+		}
+	}
+	// And no app key can take the JWT namespace.
+	if _, err := NewConsumers([]*Consumer{{AppKey: "jwt:demo-app", Secret: []byte(testSecret), Enabled: true}}); err == nil ||
+		!strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("app key in the jwt: namespace: %v", err)
+	}
+}
+
+// memberSet is a revocation set as the cluster keeps one: members
+// "jti:<id>" and "sub:<subject>", looked up whole.
+type memberSet map[string]bool
+
+func (m memberSet) Revoked(jti, sub []byte) bool {
+	return (len(jti) > 0 && m[string(jti)]) || m[string(sub)]
+}
+
+// TestJWTRevocationLongIDs: ids and subjects of any length are checked
+// against the revocation set, whole: none is let through for being long,
+// and none matches a member that is only its prefix.
+func TestJWTRevocationLongIDs(t *testing.T) {
+	k := jwtTestKeys(t)
+	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
+	set := memberSet{}
+	env := newJWTEnv(t, func(c *JWTConfig) { c.Revoked = set })
+	for _, tc := range []struct {
+		name     string
+		claims   map[string]any
+		member   string
+		innocent map[string]any // a token the revocation must not hit
+	}{
+		{"jti of 253 bytes", map[string]any{"jti": long('j', 253)}, "jti:" + long('j', 253),
+			map[string]any{"jti": long('j', 252)}},
+		{"jti of 5000 bytes", map[string]any{"jti": long('J', 5000)}, "jti:" + long('J', 5000),
+			map[string]any{"jti": long('J', 5000) + "x"}},
+		{"sub of 300 bytes", map[string]any{"sub": long('s', 300), "jti": nil}, "sub:" + long('s', 300),
+			map[string]any{"sub": long('s', 299), "jti": nil}},
+		{"sub of 9000 bytes", map[string]any{"sub": long('S', 9000)}, "sub:" + long('S', 9000),
+			map[string]any{"sub": long('S', 8999)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := jwtSign(k.hs, jwtHdr("HS256", "hs"), jwtClaims(tc.claims))
+			other := jwtSign(k.hs, jwtHdr("HS256", "hs"), jwtClaims(tc.innocent))
+			for _, s := range []string{tok, other} {
+				if _, err := env.verify(s); err != nil {
+					t.Fatalf("before the revocation: %v", err)
+				}
+			}
+			set[tc.member] = true
+			if _, err := env.verify(tok); err != ErrJWTRevoked {
+				t.Fatalf("Verify = %v, want ErrJWTRevoked", err)
+			}
+			if v, _, resp := jwtHandle(env.j, "Bearer "+tok); v != pipeline.Stop || !strings.Contains(string(resp.Body()), "revoked") {
+				t.Fatalf("Handle = %v %s", v, resp.Body())
+			}
+			if _, err := env.verify(other); err != nil {
+				t.Fatalf("a token with a neighbouring id was hit: %v", err)
+			}
+		})
+	}
 }

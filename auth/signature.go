@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"strconv"
 	"sync"
 	"time"
@@ -10,10 +11,17 @@ import (
 	"github.com/tollgate/tollgate/sign"
 )
 
-// SigChecker checks one signed request (see package sign). One checker is
-// used by one goroutine at a time; the filter pools them.
+// SigChecker checks one signed request (see package sign; *sign.Verifier
+// is one). One checker is used by one goroutine at a time; the filter pools
+// them.
 type SigChecker interface {
-	Check(secret, query, form, ts, nonce, sig []byte) bool
+	// Verify checks a scheme v1 signature, VerifyV2 a scheme v2 one; both
+	// return nil on a match, else one of package sign's errors.
+	Verify(secret, query, form, ts, nonce, sig []byte) error
+	VerifyV2(secret []byte, r *sign.Parts, sig []byte) error
+	// RepeatedKey is, after sign.ErrRepeated, the key repeated with
+	// different values, and whether it was cut short.
+	RepeatedKey() (key []byte, cut bool)
 }
 
 // SignatureConfig configures the signed-request filter.
@@ -31,13 +39,23 @@ type SignatureConfig struct {
 
 // Signature verifies the open platform's signed requests (SPEC §3):
 // X-App-Key, X-Timestamp, X-Nonce and X-Sign, an HMAC-SHA256 over the
-// sorted request parameters, the timestamp and the nonce. The nonce is
-// claimed only after the signature verifies, so forged requests cannot burn
-// a client's nonces.
+// sorted request parameters, the timestamp and the nonce (scheme v1), or,
+// for a consumer with SignV2, over the method, path, parameters, timestamp,
+// nonce and body digest (scheme v2). A parameter repeated with different
+// values is refused with 400 before any of that, since only one of its
+// values could be signed. The nonce is claimed only after the signature
+// verifies, so forged requests cannot burn a client's nonces.
 type Signature struct {
-	cfg      SignatureConfig
-	window   int64 // seconds
-	checkers sync.Pool
+	cfg    SignatureConfig
+	window int64 // seconds
+	work   sync.Pool
+}
+
+// sigWork is what the filter pools: a checker, and the v2 request view
+// handed to it by pointer (so building it allocates nothing).
+type sigWork struct {
+	checker SigChecker
+	parts   sign.Parts
 }
 
 // NewSignature builds the filter.
@@ -46,7 +64,7 @@ func NewSignature(cfg SignatureConfig) *Signature {
 		cfg.Window = 300 * time.Second
 	}
 	s := &Signature{cfg: cfg, window: int64(cfg.Window / time.Second)}
-	s.checkers.New = func() any { return cfg.NewChecker() }
+	s.work.New = func() any { return &sigWork{checker: cfg.NewChecker()} }
 	return s
 }
 
@@ -67,6 +85,8 @@ var (
 	errBadSign      = pipeline.NewCanned(401, "signature does not match")
 	errReplayed     = pipeline.NewCanned(401, "replayed nonce")
 	errFormTooLarge = pipeline.NewCanned(401, "form body too large to verify its signature")
+	errBodyTooLarge = pipeline.NewCanned(401, "body too large to verify its signature")
+	errPathForm     = pipeline.NewCanned(401, "path not in canonical form: unreserved characters unescaped, other escapes in uppercase hex, no dot segments, no //")
 	errNotAllowed   = pipeline.NewCanned(403, "consumer not allowed on this route")
 )
 
@@ -106,18 +126,11 @@ func (s *Signature) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	if !consumer.Enabled {
 		return c.Reject(errDisabledApp)
 	}
-	var form []byte
-	if sign.IsForm(h.Method(), h.ContentType()) {
-		if c.Req.IsBodyStream() {
-			return c.Reject(errFormTooLarge)
-		}
-		form = c.Req.Body()
-	}
-	checker := s.checkers.Get().(SigChecker)
-	ok = checker.Check(consumer.Secret, c.Req.URI().QueryString(), form, ts, nonce, sig)
-	s.checkers.Put(checker)
+	w := s.work.Get().(*sigWork)
+	ok = s.verify(c, w, consumer, ts, nonce, sig)
+	s.work.Put(w)
 	if !ok {
-		return c.Reject(errBadSign)
+		return pipeline.Stop
 	}
 	if consumer.Routes != nil && !consumer.Routes[s.cfg.Route] {
 		return c.Reject(errNotAllowed)
@@ -128,6 +141,81 @@ func (s *Signature) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	c.Consumer = consumer.AppKey
 	return pipeline.Continue
 }
+
+// verify checks the request's signature by the consumer's scheme with w,
+// and answers a refusal itself; it reports whether the request may go on.
+// It reads the target as the gateway routes and forwards it (c.Target,
+// filled before any filter runs): the query byte for byte, and for v2 the
+// canonical path.
+func (s *Signature) verify(c *pipeline.Ctx, w *sigWork, consumer *Consumer, ts, nonce, sig []byte) bool {
+	h := &c.Req.Header
+	var err error
+	if consumer.SignV2 {
+		if c.Req.IsBodyStream() {
+			c.Reject(errBodyTooLarge)
+			return false
+		}
+		w.parts = sign.Parts{Method: h.Method(), Path: c.Target.Path, Query: c.Target.Query,
+			ContentType: h.ContentType(), Body: c.Req.Body(), Timestamp: ts, Nonce: nonce}
+		err = w.checker.VerifyV2(consumer.Secret, &w.parts, sig)
+		w.parts = sign.Parts{} // keep no request bytes in the pool
+		if err == sign.ErrSignature && !sentAsCanonical(h.RequestURI(), c.Target.Path) {
+			// The client signed the path it sent, which is not the one
+			// the gateway routes: say so rather than "does not match".
+			err = sign.ErrPath
+		}
+	} else {
+		var form []byte
+		if sign.IsForm(h.Method(), h.ContentType()) {
+			if c.Req.IsBodyStream() {
+				c.Reject(errFormTooLarge)
+				return false
+			}
+			form = c.Req.Body()
+		}
+		err = w.checker.Verify(consumer.Secret, c.Target.Query, form, ts, nonce, sig)
+	}
+	switch err {
+	case nil:
+		return true
+	case sign.ErrRepeated:
+		key, cut := w.checker.RepeatedKey()
+		rejectRepeated(c, key, cut)
+	case sign.ErrPath:
+		c.Reject(errPathForm)
+	default:
+		c.Reject(errBadSign)
+	}
+	return false
+}
+
+// sentAsCanonical reports whether the path of the request-target uri
+// (origin or absolute form) is the canonical path canon byte for byte; an
+// empty path counts as "/".
+func sentAsCanonical(uri, canon []byte) bool {
+	if len(uri) > 0 && uri[0] != '/' {
+		if i := bytes.Index(uri, schemeSep); i >= 0 {
+			uri = uri[i+len(schemeSep):]
+			if j := bytes.IndexAny(uri, "/?"); j >= 0 {
+				uri = uri[j:]
+			} else {
+				uri = nil
+			}
+		}
+	}
+	if q := bytes.IndexByte(uri, '?'); q >= 0 {
+		uri = uri[:q]
+	}
+	if len(uri) == 0 {
+		uri = slash
+	}
+	return bytes.Equal(uri, canon)
+}
+
+var (
+	schemeSep = []byte("://")
+	slash     = []byte("/")
+)
 
 var (
 	skewPrefix = []byte(`{"code":401,"message":"timestamp outside the allowed window","server_time":`)
@@ -150,6 +238,51 @@ func (s *Signature) rejectSkew(c *pipeline.Ctx, now int64) {
 	r.AppendBody(c.Trace.TraceHex[:])
 	r.AppendBody(skewEnd)
 	c.Decision = "timestamp outside the allowed window"
+}
+
+var (
+	repeatedPrefix = []byte(`{"code":400,"message":"repeated parameter with different values: `)
+	repeatedCut    = []byte("...")
+	repeatedTrace  = []byte(`","trace_id":"`)
+)
+
+// repeatedDecision is the access log's word for rejectRepeated.
+const repeatedDecision = "repeated parameter with different values"
+
+// rejectRepeated answers 400 naming the repeated key: at most
+// sign.MaxRepeatedKey bytes of it ("..." when cut), JSON-escaped.
+func rejectRepeated(c *pipeline.Ctx, key []byte, cut bool) {
+	r := c.Resp
+	r.Reset()
+	r.SetStatusCode(400)
+	r.Header.SetContentTypeBytes(jsonCT)
+	r.AppendBody(repeatedPrefix)
+	c.Scratch = appendJSONString(c.Scratch[:0], key)
+	if cut {
+		c.Scratch = append(c.Scratch, repeatedCut...)
+	}
+	r.AppendBody(c.Scratch)
+	r.AppendBody(repeatedTrace)
+	r.AppendBody(c.Trace.TraceHex[:])
+	r.AppendBody(skewEnd)
+	c.Decision = repeatedDecision
+}
+
+// appendJSONString appends the valid UTF-8 s as the inside of a JSON
+// string: quotes, backslashes and control characters escaped.
+func appendJSONString(dst, s []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	for _, ch := range s {
+		switch {
+		case ch == '"' || ch == '\\':
+			dst = append(dst, '\\', ch)
+		case ch < 0x20 || ch == 0x7f:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[ch>>4], hexDigits[ch&15])
+		default:
+			dst = append(dst, ch)
+		}
+	}
+	return dst
 }
 
 // parseUnix reads 1..12 decimal digits.

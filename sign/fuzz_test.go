@@ -3,6 +3,8 @@ package sign
 import (
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -25,6 +27,9 @@ func FuzzAgree(f *testing.F) {
 		if werr != nil || gerr != nil {
 			if gerr == nil || !errors.Is(werr, gerr) {
 				t.Fatalf("errors differ: client %v, verifier %v", werr, gerr)
+			}
+			if key, cut := v.RepeatedKey(); gerr == ErrRepeated && !cut && !strings.Contains(werr.Error(), strconv.Quote(string(key))) {
+				t.Fatalf("repeated keys differ: client %v, verifier %q", werr, key)
 			}
 			if v.Check([]byte(secret), []byte(query), []byte(form), []byte(ts), []byte(nonce), make([]byte, SignatureLen)) {
 				t.Fatal("Check accepted unusable parameters")

@@ -44,7 +44,22 @@ var (
 	// ErrFormMethod reports a form body given for a method other than POST;
 	// only a POST body is signed.
 	ErrFormMethod = errors.New("sign: a form body is signed only for POST")
+	// ErrRepeated reports a parameter given more than once with different
+	// values (in the query, in the form, or in both): only one value could
+	// be signed, and the backend might read another.
+	ErrRepeated = errors.New("sign: repeated parameter with different values")
+	// ErrPath reports a path that scheme v2 cannot sign because it is not in
+	// canonical form (see [IsCanonicalPath]).
+	ErrPath = errors.New("sign: path not in canonical form")
+	// ErrField reports a method, timestamp or nonce that scheme v2 cannot
+	// sign: the method must be an HTTP token, the timestamp and nonce
+	// non-empty visible ASCII.
+	ErrField = errors.New("sign: invalid method, timestamp or nonce")
 )
+
+// MaxRepeatedKey is the most bytes of a repeated key that
+// [Verifier.RepeatedKey] keeps, for an error message.
+const MaxRepeatedKey = 64
 
 // IsForm reports whether a request with this method and Content-Type has its
 // body signed: the method is exactly "POST" (methods are case-sensitive) and
@@ -147,6 +162,127 @@ func validSignature(sig []byte) bool {
 	}
 	for _, c := range sig {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsCanonicalPath reports whether scheme v2 can sign path as it is: it
+// starts with '/'; it has no empty segment ("//"; a trailing '/' is fine)
+// and no "." or ".." segment; its other bytes are RFC 3986 path characters
+// (unreserved A–Z a–z 0–9 - . _ ~, sub-delims ! $ & ' ( ) * + , ; =, and
+// ':' and '@'); and every '%' starts an escape of two uppercase hex digits
+// for a byte that is not unreserved (unreserved characters are sent as
+// themselves, RFC 3986 §2.3). Such a path
+// is its own canonical form: the gateway routes and forwards exactly these
+// bytes. IsCanonicalPath does not allocate.
+func IsCanonicalPath[T ~string | ~[]byte](path T) bool {
+	if len(path) == 0 || path[0] != '/' {
+		return false
+	}
+	seg := 1 // start of the current segment
+	for i := 1; i <= len(path); i++ {
+		if i == len(path) || path[i] == '/' {
+			switch s := path[seg:i]; {
+			case len(s) == 0 && i < len(path): // "//"; a trailing '/' is fine
+				return false
+			case len(s) == 1 && s[0] == '.', len(s) == 2 && s[0] == '.' && s[1] == '.':
+				return false
+			}
+			seg = i + 1
+			continue
+		}
+		switch c := path[i]; {
+		case pathChar(c):
+		case c == '%':
+			if i+2 >= len(path) {
+				return false
+			}
+			hi, ok1 := upperHex(path[i+1])
+			lo, ok2 := upperHex(path[i+2])
+			if !ok1 || !ok2 || unreserved(hi<<4|lo) {
+				return false
+			}
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// pathChar reports whether c may appear unescaped in a path segment (RFC
+// 3986 §3.3 pchar: unreserved, sub-delims, ':' and '@').
+func pathChar(c byte) bool {
+	if unreserved(c) {
+		return true
+	}
+	switch c {
+	case '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':', '@':
+		return true
+	}
+	return false
+}
+
+// upperHex is unhex for the uppercase digits of a canonical escape.
+func upperHex(c byte) (byte, bool) {
+	if 'a' <= c && c <= 'f' {
+		return 0, false
+	}
+	return unhex(c)
+}
+
+// unreserved reports whether c is an RFC 3986 unreserved character.
+func unreserved(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+const upperHexDigits = "0123456789ABCDEF"
+
+// appendEscaped appends s percent-encoded as scheme v2 writes parameters:
+// every byte but the unreserved ones as %XX with uppercase hex digits.
+func appendEscaped[T ~string | ~[]byte](dst []byte, s T) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if unreserved(c) {
+			dst = append(dst, c)
+			continue
+		}
+		dst = append(dst, '%', upperHexDigits[c>>4], upperHexDigits[c&15])
+	}
+	return dst
+}
+
+// validMethod reports whether m is an HTTP token (RFC 9110 §5.6.2).
+func validMethod[T ~string | ~[]byte](m T) bool {
+	if len(m) == 0 {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			continue
+		}
+		switch c {
+		case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// visibleField reports whether s is non-empty visible ASCII (no spaces or
+// control characters), as scheme v2 requires of the timestamp and nonce so
+// that its line breaks stay unambiguous.
+func visibleField[T ~string | ~[]byte](s T) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
 			return false
 		}
 	}

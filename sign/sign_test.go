@@ -26,14 +26,15 @@ var vectors = []struct {
 	{"ascii sorted", "c=3&b=2&a=1", "", "a1b2c3" + testTail},
 	{"ascii byte order", "b=1&B=2&_=3&0=4", "", "04B2_3b1" + testTail},
 	{"prefix keys", "ab=1&a=2&abc=3&a+b=4", "", "a2a b4ab1abc3" + testTail},
-	{"repeated key keeps first", "a=1&b=x&a=2&a=3", "", "a1bx" + testTail},
+	{"repeated key with the same value", "a=1&b=x&a=1&a=%31", "", "a1bx" + testTail},
+	{"repeated empty value", "a=&b=x&a", "", "abx" + testTail},
 	{"percent and plus", "s=a%2Bb%26c%3Dd%25&t=%e4%bd%a0%E5%A5%BD&u=hello+world&v=%2B+%20", "",
 		"sa+b&c=d%t你好uhello worldv+  " + testTail},
 	{"empty values and keys", "a=&b&=x&=&&c=1&", "", "abc1" + testTail},
 	{"first = splits, ; is plain", "k=v=w;x&z=;", "", "kv=w;xz;" + testTail},
-	{"query wins over form", "a=q1&z=26&a=q2", "b=f&a=f1&z=zz&c=", "aq1bfcz26" + testTail},
+	{"same value in query and form", "a=q1&z=26&a=q1", "b=f&a=q1&z=26&c=", "aq1bfcz26" + testTail},
 	{"form only", "", "msg=hi+there&to=%40bob", "msghi thereto@bob" + testTail},
-	{"form repeated key", "", "x=1&x=2&w=0", "w0x1" + testTail},
+	{"form repeated key", "", "x=1&x=1&w=0", "w0x1" + testTail},
 	// UTF-16 order: z < é < U+10000 < U+1F600 (surrogate pairs D800…, D83D…)
 	// < U+E000 < U+FF21. UTF-8 byte order would put U+E000 and U+FF21 before
 	// both supplementary characters.
@@ -41,7 +42,7 @@ var vectors = []struct {
 		"zasciiée\U00010000lin😀smile\uE000puaＡfw" + testTail},
 	{"utf16 order after common prefix", "k%EE%80%80=1&k%F0%9F%98%80=2&k~=3", "", "k~3k😀2k\uE0001" + testTail},
 	{"raw utf8", "名=值&a=1", "", "a1名值" + testTail},
-	{"encoded key equals raw key", "%61=1&a=2", "", "a1" + testTail},
+	{"encoded key equals raw key", "%61=1&a=1", "", "a1" + testTail},
 	{"empty key with bad escape is skipped", "=%zz&a=1", "", "a1" + testTail},
 	{"nothing", "", "", testTail},
 }
@@ -88,25 +89,28 @@ func TestSignVectors(t *testing.T) {
 
 // TestSignLiteral pins one signature to a literal computed outside Go.
 func TestSignLiteral(t *testing.T) {
+	// printf '%s' 'ax yb2timestamp1700000000noncen1' | openssl dgst -sha256 -hmac s3cr3t
 	const want = "49f74e8383e4c0640da3d4cc8d40dbdae793c09891231c4dc8a1f47bc9dcf6a6"
-	got, err := Sign("s3cr3t", "b=2&a=x+y&b=3", "", "1700000000", "n1")
+	got, err := Sign("s3cr3t", "b=2&a=x+y&b=2", "", "1700000000", "n1")
 	if err != nil || got != want {
 		t.Fatalf("Sign = %q, %v; want %q", got, err, want)
 	}
-	if !new(Verifier).Check([]byte("s3cr3t"), []byte("b=2&a=x+y&b=3"), nil, []byte("1700000000"), []byte("n1"), []byte(want)) {
+	if !new(Verifier).Check([]byte("s3cr3t"), []byte("b=2&a=x+y&b=2"), nil, []byte("1700000000"), []byte("n1"), []byte(want)) {
 		t.Fatal("Check rejected the literal signature")
 	}
 }
 
 // TestSignManyParams covers requests past the small-request sort: 40 keys
-// given in reverse order, each twice, half of them again in the form.
+// given in reverse order, each twice, half of them again in the form (a
+// repeat must carry the same value), then the same with one repeat that
+// differs.
 func TestSignManyParams(t *testing.T) {
 	var q, f, want []string
 	for i := 39; i >= 0; i-- {
 		k := fmt.Sprintf("k%02d", i)
-		q = append(q, k+"=q"+k, k+"=again")
+		q = append(q, k+"=q"+k, k+"=q"+k)
 		if i%2 == 0 {
-			f = append(f, k+"=form")
+			f = append(f, k+"=q"+k)
 		}
 	}
 	for i := range 40 {
@@ -118,8 +122,19 @@ func TestSignManyParams(t *testing.T) {
 	if got, err := StringToSign(query, form, testTS, testNonce); err != nil || got != wantS {
 		t.Errorf("StringToSign = %q, %v", got, err)
 	}
-	if got, err := new(Verifier).Append(nil, []byte(query), []byte(form), []byte(testTS), []byte(testNonce)); err != nil || string(got) != wantS {
+	v := new(Verifier)
+	if got, err := v.Append(nil, []byte(query), []byte(form), []byte(testTS), []byte(testNonce)); err != nil || string(got) != wantS {
 		t.Errorf("Append = %q, %v", got, err)
+	}
+	form += "&k17=other"
+	if _, err := StringToSign(query, form, testTS, testNonce); !errors.Is(err, ErrRepeated) || !strings.Contains(err.Error(), `"k17"`) {
+		t.Errorf("StringToSign with a differing repeat: %v", err)
+	}
+	if _, err := v.Append(nil, []byte(query), []byte(form), []byte(testTS), []byte(testNonce)); err != ErrRepeated {
+		t.Errorf("Append with a differing repeat: %v", err)
+	}
+	if key, cut := v.RepeatedKey(); string(key) != "k17" || cut {
+		t.Errorf("RepeatedKey = %q, %v", key, cut)
 	}
 }
 
@@ -143,6 +158,14 @@ func TestSignErrors(t *testing.T) {
 		{"too many params", many + "b=2", "", ErrTooManyParams},
 		{"too many across form", many, "b=2", ErrTooManyParams},
 		{"too large", "a=" + strings.Repeat("x", MaxInput), "", ErrTooLarge},
+		{"repeated with another value", "amount=1&amount=1000", "", ErrRepeated},
+		{"repeated after a same value", "a=1&a=1&a=2", "", ErrRepeated},
+		{"empty and missing value differ from a value", "a&a=1", "", ErrRepeated},
+		{"repeated in the form", "", "amount=1&amount=1000", ErrRepeated},
+		{"query and form differ", "amount=1", "amount=1000", ErrRepeated},
+		{"encoded key repeats raw key", "%61=1&a=2", "", ErrRepeated},
+		{"values differ only in encoding", "a=%2B&a=+", "", ErrRepeated},
+		{"bad escape wins over a repeat", "a=1&a=2&b=%zz", "", ErrEncoding},
 	}
 	v := new(Verifier)
 	sig := []byte(strings.Repeat("0", SignatureLen))

@@ -17,15 +17,36 @@ import (
 // pool them with sync.Pool. The zero value is ready to use.
 type Verifier struct {
 	params []param
-	order  []uint16 // v.params positions in signing order
+	order  []uint16 // v.params positions in signing order, one per key
 	dec    []byte   // decoded keys and values that differ from their raw form
 	buf    []byte   // HMAC inner block: key^ipad followed by the signing string
+
+	rep    [MaxRepeatedKey]byte // the key of the last ErrRepeated
+	repLen int
+	repCut bool
 }
 
 // param is one parameter; key and val point into the caller's input or into
 // Verifier.dec.
 type param struct {
 	key, val []byte
+}
+
+// Parts is a request as scheme v2 signs it, as the gateway received it. Its
+// slices are only read during a call.
+type Parts struct {
+	Method []byte // as sent; case-sensitive
+	// Path is the request's path without the query in canonical form
+	// (IsCanonicalPath; ErrPath otherwise): the gateway passes the path it
+	// routes and forwards, a client's canonical path as sent.
+	Path  []byte
+	Query []byte // the raw query string, without '?'
+	// ContentType decides, with Method, whether Body is a form whose
+	// parameters are signed too (IsForm).
+	ContentType []byte
+	Body        []byte // the raw body; its SHA-256 is signed whatever its type
+	Timestamp   []byte // X-Timestamp
+	Nonce       []byte // X-Nonce
 }
 
 // NewVerifier returns a Verifier whose buffers are already sized for a
@@ -49,6 +70,74 @@ func (v *Verifier) Append(dst, query, form, ts, nonce []byte) ([]byte, error) {
 	if len(query)+len(form)+len(ts)+len(nonce) > MaxInput {
 		return dst, ErrTooLarge
 	}
+	if err := v.collect(query, form); err != nil {
+		return dst, err
+	}
+	for _, k := range v.order {
+		p := &v.params[k]
+		dst = append(dst, p.key...)
+		dst = append(dst, p.val...)
+	}
+	clear(v.params) // drop references to the caller's bytes
+	dst = append(dst, "timestamp"...)
+	dst = append(dst, ts...)
+	dst = append(dst, "nonce"...)
+	dst = append(dst, nonce...)
+	return dst, nil
+}
+
+// v2Tag is the first line of a scheme v2 signing string.
+const v2Tag = "tollgate-sign-v2"
+
+// AppendV2 appends the scheme v2 signing string of r to dst and returns the
+// extended buffer (see the package documentation). On error dst is returned
+// unchanged in length.
+func (v *Verifier) AppendV2(dst []byte, r *Parts) ([]byte, error) {
+	var form []byte
+	if IsForm(r.Method, r.ContentType) {
+		form = r.Body
+	}
+	if len(r.Method)+len(r.Path)+len(r.Query)+len(form)+len(r.Timestamp)+len(r.Nonce) > MaxInput {
+		return dst, ErrTooLarge
+	}
+	if !validMethod(r.Method) || !visibleField(r.Timestamp) || !visibleField(r.Nonce) {
+		return dst, ErrField
+	}
+	if !IsCanonicalPath(r.Path) {
+		return dst, ErrPath
+	}
+	if err := v.collect(r.Query, form); err != nil {
+		return dst, err
+	}
+	dst = append(dst, v2Tag+"\n"...)
+	dst = append(dst, r.Method...)
+	dst = append(dst, '\n')
+	dst = append(dst, r.Path...)
+	dst = append(dst, '\n')
+	for i, k := range v.order {
+		p := &v.params[k]
+		if i > 0 {
+			dst = append(dst, '&')
+		}
+		dst = appendEscaped(dst, p.key)
+		dst = append(dst, '=')
+		dst = appendEscaped(dst, p.val)
+	}
+	clear(v.params)
+	dst = append(dst, '\n')
+	dst = append(dst, r.Timestamp...)
+	dst = append(dst, '\n')
+	dst = append(dst, r.Nonce...)
+	dst = append(dst, '\n')
+	digest := sha256.Sum256(r.Body)
+	return hex.AppendEncode(dst, digest[:]), nil
+}
+
+// collect parses query and form into v.params and leaves in v.order the
+// parameters to sign, in signing order, one per key (its first value). A
+// key repeated with a different value is ErrRepeated (see RepeatedKey). On
+// error v.params is cleared; on success the caller clears it after use.
+func (v *Verifier) collect(query, form []byte) error {
 	// Decoding never makes a component longer, so with this capacity dec is
 	// never reallocated while params point into it.
 	if need := len(query) + len(form); cap(v.dec) < need {
@@ -56,29 +145,62 @@ func (v *Verifier) Append(dst, query, form, ts, nonce []byte) ([]byte, error) {
 	}
 	v.dec = v.dec[:0]
 	v.params = v.params[:0]
+	v.repLen, v.repCut = 0, false
 	err := v.parse(query)
 	if err == nil {
 		err = v.parse(form)
 	}
 	if err != nil {
 		clear(v.params)
-		return dst, err
+		return err
 	}
 	v.sortParams()
-	for i, k := range v.order {
+	// Equal keys are adjacent, in input order (query first): keep the
+	// first, and let later ones through only with the same value.
+	o := v.order
+	n := 0
+	for _, k := range o {
 		p := &v.params[k]
-		if i > 0 && bytes.Equal(p.key, v.params[v.order[i-1]].key) {
-			continue // a later value of a key already written
+		if n > 0 {
+			if first := &v.params[o[n-1]]; bytes.Equal(p.key, first.key) {
+				if !bytes.Equal(p.val, first.val) {
+					v.noteRepeated(p.key)
+					clear(v.params)
+					return ErrRepeated
+				}
+				continue
+			}
 		}
-		dst = append(dst, p.key...)
-		dst = append(dst, p.val...)
+		o[n] = k
+		n++
 	}
-	dst = append(dst, "timestamp"...)
-	dst = append(dst, ts...)
-	dst = append(dst, "nonce"...)
-	dst = append(dst, nonce...)
-	clear(v.params) // drop references to the caller's bytes
-	return dst, nil
+	v.order = o[:n]
+	return nil
+}
+
+// noteRepeated keeps a copy of key, cut at a character boundary, for
+// RepeatedKey.
+func (v *Verifier) noteRepeated(key []byte) {
+	n := copy(v.rep[:], key)
+	v.repCut = n < len(key)
+	if v.repCut {
+		for n > 0 && !utf8.RuneStart(key[n]) {
+			n--
+		}
+	}
+	v.repLen = n
+}
+
+// RepeatedKey returns, after a call that failed with ErrRepeated, the
+// decoded key that was repeated with different values (the first such key
+// in signing order), cut to at most MaxRepeatedKey bytes at a character
+// boundary, and whether it was cut; after any other outcome it returns nil.
+// The key is valid UTF-8; it points into v and is valid until v's next use.
+func (v *Verifier) RepeatedKey() (key []byte, cut bool) {
+	if v.repLen == 0 && !v.repCut {
+		return nil, false
+	}
+	return v.rep[:v.repLen], v.repCut
 }
 
 // sortParams sorts v.order, the positions of v.params, by key and then by
@@ -187,7 +309,17 @@ func (v *Verifier) unescape(s []byte) ([]byte, error) {
 // AppendSignature appends the 64-digit lowercase hex signature of the request
 // to dst, as Sign does.
 func (v *Verifier) AppendSignature(dst, secret, query, form, ts, nonce []byte) ([]byte, error) {
-	mac, err := v.sum(secret, query, form, ts, nonce)
+	mac, err := v.sum(secret, nil, query, form, ts, nonce)
+	if err != nil {
+		return dst, err
+	}
+	return hex.AppendEncode(dst, mac[:]), nil
+}
+
+// AppendSignatureV2 appends the 64-digit lowercase hex scheme v2 signature
+// of r to dst, as SignV2 does.
+func (v *Verifier) AppendSignatureV2(dst, secret []byte, r *Parts) ([]byte, error) {
+	mac, err := v.sum(secret, r, nil, nil, nil, nil)
 	if err != nil {
 		return dst, err
 	}
@@ -197,16 +329,37 @@ func (v *Verifier) AppendSignature(dst, secret, query, form, ts, nonce []byte) (
 // Verify checks that sig is the signature of the request under secret. It
 // returns nil on a match; ErrSignature when sig is not 64 lowercase hex
 // digits or does not match; otherwise the error that made the parameters
-// unusable (ErrEncoding, ErrUTF8, ErrTooManyParams, ErrTooLarge). The
-// comparison takes constant time.
+// unusable (ErrEncoding, ErrUTF8, ErrTooManyParams, ErrTooLarge,
+// ErrRepeated). The comparison takes constant time.
 func (v *Verifier) Verify(secret, query, form, ts, nonce, sig []byte) error {
+	v.repLen, v.repCut = 0, false
 	if !validSignature(sig) {
 		return ErrSignature
 	}
-	mac, err := v.sum(secret, query, form, ts, nonce)
+	mac, err := v.sum(secret, nil, query, form, ts, nonce)
 	if err != nil {
 		return err
 	}
+	return compareMAC(&mac, sig)
+}
+
+// VerifyV2 checks that sig is the scheme v2 signature of r under secret,
+// with the results of Verify, and ErrField or ErrPath for a method,
+// timestamp, nonce or path that scheme v2 cannot sign.
+func (v *Verifier) VerifyV2(secret []byte, r *Parts, sig []byte) error {
+	v.repLen, v.repCut = 0, false
+	if !validSignature(sig) {
+		return ErrSignature
+	}
+	mac, err := v.sum(secret, r, nil, nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	return compareMAC(&mac, sig)
+}
+
+// compareMAC compares sig with the hex of mac in constant time.
+func compareMAC(mac *[sha256.Size]byte, sig []byte) error {
 	var want [SignatureLen]byte
 	hex.Encode(want[:], mac[:])
 	if subtle.ConstantTimeCompare(want[:], sig) != 1 {
@@ -220,11 +373,13 @@ func (v *Verifier) Check(secret, query, form, ts, nonce, sig []byte) bool {
 	return v.Verify(secret, query, form, ts, nonce, sig) == nil
 }
 
-// sum returns HMAC-SHA256(secret, signing string), computed as RFC 2104
-// defines it: H((K^opad) || H((K^ipad) || m)), with K the secret padded to
-// the 64-byte block (or its SHA-256 when longer). Building the inner block
-// in v.buf lets sha256.Sum256 run without a hash object to allocate.
-func (v *Verifier) sum(secret, query, form, ts, nonce []byte) ([sha256.Size]byte, error) {
+// sum returns HMAC-SHA256(secret, signing string) of scheme v2 for r when r
+// is not nil, else of scheme v1 for the other arguments. It is computed as
+// RFC 2104 defines it: H((K^opad) || H((K^ipad) || m)), with K the secret
+// padded to the 64-byte block (or its SHA-256 when longer). Building the
+// inner block in v.buf lets sha256.Sum256 run without a hash object to
+// allocate.
+func (v *Verifier) sum(secret []byte, r *Parts, query, form, ts, nonce []byte) ([sha256.Size]byte, error) {
 	const (
 		blockSize = sha256.BlockSize
 		ipad      = 0x36
@@ -241,7 +396,12 @@ func (v *Verifier) sum(secret, query, form, ts, nonce []byte) ([sha256.Size]byte
 	for _, k := range key {
 		buf = append(buf, k^ipad)
 	}
-	buf, err := v.Append(buf, query, form, ts, nonce)
+	var err error
+	if r != nil {
+		buf, err = v.AppendV2(buf, r)
+	} else {
+		buf, err = v.Append(buf, query, form, ts, nonce)
+	}
 	v.buf = buf
 	if err != nil {
 		clear(buf[:blockSize])

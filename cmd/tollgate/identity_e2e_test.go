@@ -210,7 +210,7 @@ func TestRevokedJWTRefusedEverywhereWithinASecond(t *testing.T) {
 			t.Fatalf("valid token on %s: %d %s", addr, st, body)
 		}
 	}
-	if up.Last().Header("X-User-Id") != "user-7" || up.Last().Header("X-Consumer") != "user-7" {
+	if up.Last().Header("X-User-Id") != "user-7" || up.Last().Header("X-Consumer") != "jwt:user-7" {
 		t.Fatalf("identity not forwarded: %v", up.Last().Headers)
 	}
 	if st, body := bearer(t, a, hs256(t, map[string]any{"sub": "u", "iss": "https://id.example.com", "aud": "api", "exp": time.Now().Add(-time.Minute).Unix()})); st != 401 || !strings.Contains(body, "expired") {
@@ -283,6 +283,97 @@ func TestRevokedJWTRefusedEverywhereWithinASecond(t *testing.T) {
 			t.Fatal("a subject revoked through the admin API is still accepted after 1s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestJWTIdentityRules: a token's caller is "jwt:<sub>" upstream, never a
+// signed consumer's app key; a token without exp is refused unless the
+// jwt section says require_exp: false; and revocations of ids and
+// subjects of any length, written to Redis or through the admin API, reach
+// every node.
+func TestJWTIdentityRules(t *testing.T) {
+	rd := testutil.StartRedis(t)
+	up := testutil.StartUpstream(t, "ok")
+	strict := identityConfig(up.Addr)
+	lax := strings.Replace(strict, "  leeway: 5s\n", "  leeway: 5s\n  require_exp: false\n", 1)
+	if lax == strict {
+		t.Fatal("require_exp not added")
+	}
+	a, adminA, b := freePort(t), freePort(t), freePort(t)
+	env := []string{"TOLLGATE_REDIS=" + rd.Addr, "TOLLGATE_ADMIN_TOKEN=adm1n"}
+	startProc(t, a, adminA, env, "run", "-c", writeConfig(t, strict))
+	startProc(t, b, "off", env, "run", "-c", writeConfig(t, lax))
+
+	exp := time.Now().Add(time.Hour).Unix()
+	token := func(sub, jti string, withExp bool) string {
+		c := map[string]any{"sub": sub, "iss": "https://id.example.com", "aud": "api"}
+		if jti != "" {
+			c["jti"] = jti
+		}
+		if withExp {
+			c["exp"] = exp
+		}
+		return hs256(t, c)
+	}
+
+	// A subject spelled like a signed consumer's app key.
+	if st, body := bearer(t, a, token("demo-app", "", true)); st != 200 ||
+		up.Last().Header("X-Consumer") != "jwt:demo-app" || up.Last().Header("X-User-Id") != "demo-app" {
+		t.Fatalf("token for sub demo-app: %d %s, upstream %v", st, body, up.Last().Headers)
+	}
+
+	noExp := token("user-9", "", false)
+	if st, body := bearer(t, a, noExp); st != 401 || !strings.Contains(body, "JWT has no expiry") {
+		t.Fatalf("token without exp: %d %s", st, body)
+	}
+	if st, body := bearer(t, b, noExp); st != 200 {
+		t.Fatalf("token without exp where require_exp is false: %d %s", st, body)
+	}
+
+	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
+	byJTI := token("user-1", long('j', 300), true)
+	bySub := token(long('s', 300), "", true)
+	byHugeJTI := token("user-2", long('J', 2500), true)
+	neighbour := token("user-3", long('j', 299), true)
+	for _, tok := range []string{byJTI, bySub, byHugeJTI, neighbour} {
+		for _, addr := range []string{a, b} {
+			if st, body := bearer(t, addr, tok); st != 200 {
+				t.Fatalf("before any revocation, on %s: %d %s", addr, st, body)
+			}
+		}
+	}
+	expMs := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	if _, err := rd.Command("ZADD", "tollgate:revoked", expMs, "jti:"+long('j', 300)); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"sub":"` + long('s', 300) + `"}`, `{"jti":"` + long('J', 2500) + `"}`} {
+		rev := &fasthttp.Request{}
+		rev.SetRequestURI("http://" + adminA + "/admin/revoke")
+		rev.Header.SetMethod("POST")
+		rev.Header.Set("Authorization", "Bearer adm1n")
+		rev.SetBodyString(body)
+		var resp fasthttp.Response
+		if err := fasthttp.DoTimeout(rev, &resp, 3*time.Second); err != nil || resp.StatusCode() != 200 {
+			t.Fatalf("admin revoke of %d bytes: %v %d %s", len(body), err, resp.StatusCode(), resp.Body())
+		}
+	}
+	revokedAt := time.Now()
+	for name, tok := range map[string]string{"jti of 300 bytes": byJTI, "sub of 300 bytes": bySub, "jti of 2500 bytes": byHugeJTI} {
+		for _, addr := range []string{a, b} {
+			for {
+				st, body := bearer(t, addr, tok)
+				if st == 401 && strings.Contains(body, "revoked") {
+					break
+				}
+				if time.Since(revokedAt) > time.Second {
+					t.Fatalf("%s: node %s still accepts the revoked token after 1s: %d %s", name, addr, st, body)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	if st, body := bearer(t, a, neighbour); st != 200 {
+		t.Fatalf("a token whose jti is a prefix of a revoked one: %d %s", st, body)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -18,16 +19,22 @@ const signUsageText = `Usage: tollgate sign --app-key KEY (--secret SECRET | --s
 
 Prints the signature headers (X-App-Key, X-Timestamp, X-Nonce, X-Sign) for a
 request to URL, one per line, or with --curl a curl command that sends it.
-The query string of URL and, for a POST, the form body DATA are signed.
+Scheme v1 (the default) signs the query string of URL and, for a POST, the
+form body DATA. Scheme v2 (--v2, for consumers configured with sign: v2) also
+signs the method, the path of URL exactly as written, which must be in
+canonical form (no dot segments, no "//", unreserved characters unescaped,
+other escapes in uppercase hex), and the SHA-256 of DATA whatever its type.
 
 Flags (before or after URL):
   --app-key KEY       the consumer's app key (required)
   --secret SECRET     the app secret; visible to other users in the process list
   --secret-env NAME   read the app secret from environment variable NAME instead
+  --v2                sign with scheme v2
   --method METHOD     request method (default GET, or POST when -d is given);
-                      only a POST form body is signed
-  -d, --data DATA     application/x-www-form-urlencoded body, sent as given;
-                      repeat to join with '&' as curl does
+                      in v1 only a POST form body is signed
+  -d, --data DATA     body, sent as given; repeat to join with '&' as curl does
+  --content-type CT   Content-Type of the body (default
+                      application/x-www-form-urlencoded); other types need --v2
   --timestamp T       unix seconds to sign with (default now)
   --nonce N           nonce to sign with (default 32 random hex digits)
   --curl              print a curl command line instead of the headers
@@ -37,9 +44,9 @@ Flags (before or after URL):
 // success, 2 on bad arguments or a request that cannot be signed.
 func signCommand(args []string, stdout, stderr io.Writer) int {
 	var (
-		appKey, secret, secretEnv, method, nonce, timestamp string
-		curl, haveData                                      bool
-		data                                                []string
+		appKey, secret, secretEnv, method, nonce, timestamp, contentType string
+		curl, haveData, v2                                               bool
+		data                                                             []string
 	)
 	fs := flag.NewFlagSet("sign", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -50,6 +57,8 @@ func signCommand(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&nonce, "nonce", "", "")
 	fs.StringVar(&timestamp, "timestamp", "", "")
 	fs.BoolVar(&curl, "curl", false, "")
+	fs.BoolVar(&v2, "v2", false, "")
+	fs.StringVar(&contentType, "content-type", "", "")
 	addData := func(s string) error {
 		data = append(data, s)
 		haveData = true
@@ -119,9 +128,19 @@ func signCommand(args []string, stdout, stderr io.Writer) int {
 	if !isToken(method) {
 		return bad("invalid --method %q", method)
 	}
-	form := strings.Join(data, "&")
-	if haveData && method != "POST" {
-		return bad("-d is signed only with POST, not %s", method)
+	body := strings.Join(data, "&")
+	switch {
+	case contentType != "" && !v2:
+		return bad("--content-type needs --v2: scheme v1 signs only a form body")
+	case contentType != "" && !haveData:
+		return bad("--content-type needs a body (-d)")
+	case contentType == "":
+		contentType = sign.FormContentType
+	case !visibleHeader(contentType):
+		return bad("invalid --content-type %q", contentType)
+	}
+	if haveData && !v2 && method != "POST" {
+		return bad("-d is signed only with POST, not %s (or use --v2)", method)
 	}
 
 	now := time.Now()
@@ -145,7 +164,20 @@ func signCommand(args []string, stdout, stderr io.Writer) int {
 		return bad("--curl needs an absolute http:// or https:// URL, got %q", rawURL)
 	}
 
-	h, err := sign.Headers(appKey, secret, method, u, form, now, nonce)
+	if v2 && u.RawPath != "" && u.EscapedPath() != u.RawPath {
+		// The path was written with characters a client escapes: what is
+		// signed must be what is sent.
+		return bad("the path of %q would not be sent as written; write it as %q", rawURL, u.EscapedPath())
+	}
+	var h http.Header
+	if v2 {
+		if !haveData {
+			contentType = ""
+		}
+		h, err = sign.HeadersV2(appKey, secret, method, u, contentType, body, now, nonce)
+	} else {
+		h, err = sign.Headers(appKey, secret, method, u, body, now, nonce)
+	}
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -170,7 +202,7 @@ func signCommand(args []string, stdout, stderr io.Writer) int {
 		cmd = append(cmd, "-H", k+": "+h.Get(k))
 	}
 	if haveData {
-		cmd = append(cmd, "-H", "Content-Type: "+sign.FormContentType, "--data-raw", form)
+		cmd = append(cmd, "-H", "Content-Type: "+contentType, "--data-raw", body)
 	}
 	cmd = append(cmd, rawURL)
 	for i, a := range cmd {
@@ -200,6 +232,20 @@ func visibleASCII(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// visibleHeader reports whether s is a non-empty header value of visible
+// ASCII and inner spaces, safe to send as given.
+func visibleHeader(s string) bool {
+	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] >= 0x7f {
 			return false
 		}
 	}
