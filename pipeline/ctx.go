@@ -51,8 +51,8 @@ type Ctx struct {
 
 	Trace Trace
 
-	// Consumer is the authenticated caller (a consumer's app_key, or a
-	// token's subject) and UserID the end user it acts for, "" when
+	// Consumer is the authenticated caller (a consumer's app_key, or
+	// "jwt:"+subject for a token) and UserID the end user it acts for, "" when
 	// unauthenticated. Both point into config or a verified-token cache,
 	// so setting them allocates nothing.
 	Consumer string

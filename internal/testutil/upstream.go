@@ -67,6 +67,7 @@ func StartUpstream(t testing.TB, name string) *Upstream {
 		},
 		DisableHeaderNamesNormalizing: true,
 		MaxRequestBodySize:            64 << 20,
+		ReadBufferSize:                32 << 10, // room for the large headers tests send through the gateway
 	}
 	go u.srv.Serve(ln) //nolint:errcheck
 	t.Cleanup(u.Close)
