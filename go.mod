@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/cloudwego/netpoll v0.7.2
+	github.com/corazawaf/libinjection-go v0.3.5
 	github.com/redis/rueidis v1.0.79
 	github.com/valyala/fasthttp v1.78.0
 	go.uber.org/zap v1.28.0

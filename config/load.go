@@ -46,7 +46,7 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // for signatures must never be served without them.
 var notYet = map[string]bool{
 	"status": true, "limits": true, "breaker": true, "degrade": true, "health": true,
-	"waf": true, "record": true, "public": true,
+	"record": true, "public": true,
 }
 
 // Parse parses a config document. name is used in error messages; lookup

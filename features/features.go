@@ -7,4 +7,5 @@ package features
 import (
 	_ "github.com/tollgate/tollgate/ipacl" // ip_acl
 	_ "github.com/tollgate/tollgate/route" // deprecated, rewrite
+	_ "github.com/tollgate/tollgate/waf"   // waf
 )

@@ -54,6 +54,9 @@ func NewChain(action Action, filters ...Filter) *Chain {
 	return ch
 }
 
+// Filters returns the chain's filters in order (for reports: admin, metrics).
+func (ch *Chain) Filters() []Filter { return ch.filters }
+
 // Len reports the number of filters.
 func (ch *Chain) Len() int { return len(ch.filters) }
 

@@ -50,8 +50,8 @@ func (r *Reader) eachValue(buf []byte, visit func(k Kind, name, value []byte) bo
 	case bodyForm:
 		buf, _ = eachPair(buf, r.data, Form, visit)
 	case bodyJSON:
-		w := jwalk{s: jscan{d: r.data, cut: r.cut}, visit: visit, path: c.Scratch2[:0], buf: buf}
-		w.walk(skipWS(r.data, 0), 0)
+		w := jwalk{s: jscan{d: r.data, cut: r.cut}, path: c.Scratch2[:0], buf: buf}
+		w.walk(skipWS(r.data, 0), 0, visit)
 		buf = w.buf
 		if cap(w.path) <= MaxScratch {
 			c.Scratch2 = w.path[:0]
@@ -104,16 +104,14 @@ func appendPercentDecoded(dst, b []byte) []byte {
 
 // jwalk visits the strings of a JSON document with their key paths.
 type jwalk struct {
-	s     jscan
-	path  []byte // keys joined by '.', up to the current value
-	buf   []byte // the value being reported, unescaped
-	visit func(k Kind, name, value []byte) bool
-	stop  bool
+	s    jscan
+	path []byte // keys joined by '.', up to the current value
+	buf  []byte // the value being reported, unescaped
 }
 
 // walk visits the value at d[i] and returns where it ends, or < 0 on a
 // syntax error or when the visitor stopped.
-func (w *jwalk) walk(i, depth int) int {
+func (w *jwalk) walk(i, depth int, visit func(k Kind, name, value []byte) bool) int {
 	d := w.s.d
 	if i >= len(d) || depth > maxJSONNesting {
 		return errEOF
@@ -141,7 +139,7 @@ func (w *jwalk) walk(i, depth int) int {
 			if i >= len(d) || d[i] != ':' {
 				return errSyntax
 			}
-			i = w.walk(skipWS(d, i+1), depth+1)
+			i = w.walk(skipWS(d, i+1), depth+1, visit)
 			w.path = w.path[:mark]
 			if i < 0 {
 				return i
@@ -164,7 +162,7 @@ func (w *jwalk) walk(i, depth int) int {
 			return i + 1
 		}
 		for {
-			if i = w.walk(i, depth+1); i < 0 {
+			if i = w.walk(i, depth+1, visit); i < 0 {
 				return i
 			}
 			i = skipWS(d, i)
@@ -185,7 +183,7 @@ func (w *jwalk) walk(i, depth int) int {
 			return end
 		}
 		w.buf = appendJSONUnescaped(w.buf[:0], d[i+1:end-1])
-		if !w.visit(JSON, w.path, w.buf) {
+		if !visit(JSON, w.path, w.buf) {
 			return errSyntax // stops the walk
 		}
 		return end

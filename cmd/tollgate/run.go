@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/waf"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -156,6 +157,7 @@ func serve(path string, stderr io.Writer) error {
 					st["redis"] = map[string]any{"healthy": cl.Healthy(), "stats": cl.Stats()}
 				}
 				st["cluster_nodes"] = clusterNodes(compiler, gw.Snapshot().File)
+				st["waf"] = wafCounts(gw.Snapshot())
 				return st
 			},
 		})
@@ -290,4 +292,19 @@ func clusterNodes(compiler *config.Compiler, f *config.File) int {
 		return cl.LiveNodes()
 	}
 	return 1
+}
+
+// wafCounts reports each WAF route's detections: sqli and xss found, and
+// how many requests were blocked (the rest were logged).
+func wafCounts(snap *config.Snapshot) map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	for _, r := range snap.Routes {
+		for _, f := range r.Chain.Filters() {
+			if w, ok := f.(*waf.WAF); ok {
+				c := w.Counts()
+				out[r.Name] = map[string]uint64{"sqli": c.SQLi.Load(), "xss": c.XSS.Load(), "blocked": c.Blocked.Load()}
+			}
+		}
+	}
+	return out
 }

@@ -1,0 +1,248 @@
+// Package waf is the gateway's WAF-lite: per route, it looks for SQL
+// injection and cross-site scripting in every value a client can hand a
+// backend as data (path segments, query and form parameters, JSON
+// strings) with libinjection's detectors, and logs or blocks what it finds.
+// Allow-lists by parameter, or by parameter and value, keep legitimate
+// inputs (a product called "select", a rich-text field) from being refused.
+package waf
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/corazawaf/libinjection-go"
+	"github.com/tollgate/tollgate/internal/bytesconv"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
+)
+
+// Level says what a detection does.
+type Level uint8
+
+const (
+	Off   Level = iota // nothing is checked
+	Log                // the request goes on; the access log's decision and a counter say what was found
+	Block              // 403
+)
+
+// Config is a route's `waf` setting.
+//
+//	waf: {level: block, allow: [query.keyword, json.article.body, "query.sort=select"], checks: [sqli, xss]}
+type Config struct {
+	Level string `yaml:"level"` // off | log | block (default block)
+	// Allow lists parameters never checked ("query.q", "form.comment",
+	// "json.article.body", "path") or one value a parameter may have
+	// ("query.sort=select", "*=select" for any parameter).
+	Allow []string `yaml:"allow"`
+	// Checks are the detectors to run: sqli, xss (default both).
+	Checks []string `yaml:"checks"`
+}
+
+// WAF is a compiled route setting; it is a pipeline.Filter, safe for
+// concurrent use, and allocation-free per request.
+type WAF struct {
+	level    Level
+	sqli     bool
+	xss      bool
+	skip     map[string]bool // "query.q": never checked
+	allowVal map[string]bool // "query.sort=select", "*=select"
+	maxValue int             // the longest allowed value
+	counts   *Counts
+}
+
+// Counts are a route's detections, kept across reloads.
+type Counts struct {
+	SQLi, XSS, Blocked atomic.Uint64
+}
+
+var (
+	blockSQLi = pipeline.NewCanned(403, "request blocked by WAF rule sqli")
+	blockXSS  = pipeline.NewCanned(403, "request blocked by WAF rule xss")
+)
+
+// Decisions the access log shows for a detection at level log.
+const (
+	logSQLi = "waf sqli (logged)"
+	logXSS  = "waf xss (logged)"
+)
+
+// New compiles a setting; counts may be nil (a fresh set is made).
+func New(cfg Config, counts *Counts) (*WAF, error) {
+	w := &WAF{skip: map[string]bool{}, allowVal: map[string]bool{}, counts: counts}
+	if w.counts == nil {
+		w.counts = new(Counts)
+	}
+	switch cfg.Level {
+	case "", "block":
+		w.level = Block
+	case "log":
+		w.level = Log
+	case "off":
+		w.level = Off
+	default:
+		return nil, fmt.Errorf("waf.level %q: want off, log or block", cfg.Level)
+	}
+	if len(cfg.Checks) == 0 {
+		w.sqli, w.xss = true, true
+	}
+	for _, c := range cfg.Checks {
+		switch c {
+		case "sqli":
+			w.sqli = true
+		case "xss":
+			w.xss = true
+		default:
+			return nil, fmt.Errorf("waf.checks: %q is not sqli or xss", c)
+		}
+	}
+	for _, a := range cfg.Allow {
+		param, value, hasValue := strings.Cut(a, "=")
+		if param != "*" && param != "path" {
+			s, err := source.Parse(param)
+			if err != nil || (s.Kind != source.Query && s.Kind != source.Form && s.Kind != source.JSON) {
+				return nil, fmt.Errorf("waf.allow %q: want query.NAME, form.NAME, json.a.b, path or *, optionally =VALUE", a)
+			}
+		}
+		if hasValue {
+			w.allowVal[param+"="+value] = true
+			w.maxValue = max(w.maxValue, len(value))
+		} else {
+			if param == "*" {
+				return nil, fmt.Errorf("waf.allow %q: * needs a value (*=VALUE)", a)
+			}
+			w.skip[param] = true
+		}
+	}
+	return w, nil
+}
+
+// Counts returns the route's detection counters.
+func (w *WAF) Counts() *Counts { return w.counts }
+
+// Handle implements pipeline.Filter.
+func (w *WAF) Handle(c *pipeline.Ctx) pipeline.Verdict {
+	if w.level == Off {
+		return pipeline.Continue
+	}
+	found := none
+	r := source.NewReader(c)
+	r.EachValue(func(k source.Kind, name, value []byte) bool {
+		if len(value) == 0 || w.allowed(k, name, value) {
+			return true
+		}
+		v := bytesconv.B2S(value)
+		if w.sqli && maySQLi(value) {
+			if hit, _ := libinjection.IsSQLi(v); hit {
+				found = sqli
+				return false
+			}
+		}
+		if w.xss && mayXSS(value) && libinjection.IsXSS(v) {
+			found = xss
+			return false
+		}
+		return true
+	})
+	switch found {
+	case sqli:
+		w.counts.SQLi.Add(1)
+	case xss:
+		w.counts.XSS.Add(1)
+	default:
+		return pipeline.Continue
+	}
+	if w.level == Log {
+		if found == sqli {
+			c.Decision = logSQLi
+		} else {
+			c.Decision = logXSS
+		}
+		return pipeline.Continue
+	}
+	w.counts.Blocked.Add(1)
+	if found == sqli {
+		return c.Reject(blockSQLi)
+	}
+	return c.Reject(blockXSS)
+}
+
+// maySQLi and mayXSS skip values that cannot carry an injection, so the
+// detectors (which allocate as they run) see only the few that might: a
+// value made only of letters, digits and '.', '_', '@', and single '-'
+// (ids, numbers, enums, e-mail addresses, UUIDs, dates) is neither SQL
+// nor markup; markup needs one of <>"'`=:( or an escape (&, %, \).
+func maySQLi(v []byte) bool {
+	for i, b := range v {
+		switch {
+		case 'a' <= b|0x20 && b|0x20 <= 'z', '0' <= b && b <= '9', b == '.', b == '_', b == '@':
+		case b == '-' && (i+1 == len(v) || v[i+1] != '-'):
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+func mayXSS(v []byte) bool {
+	for _, b := range v {
+		switch b {
+		case '<', '>', '"', '\'', '`', '=', ':', '(', '&', '%', '\\':
+			return true
+		}
+	}
+	return false
+}
+
+type finding uint8
+
+const (
+	none finding = iota
+	sqli
+	xss
+)
+
+// allowed reports an allow-listed parameter or value. Keys are built on
+// the stack; a value longer than every allowed value is never allowed.
+func (w *WAF) allowed(k source.Kind, name, value []byte) bool {
+	if len(w.skip) == 0 && len(w.allowVal) == 0 {
+		return false
+	}
+	var arr [256]byte
+	key := append(arr[:0], k.String()...)
+	if k != source.Path {
+		key = append(key, '.')
+		key = append(key, name...)
+	}
+	if w.skip[bytesconv.B2S(key)] {
+		return true
+	}
+	if len(w.allowVal) == 0 || len(value) > w.maxValue || len(key)+1+len(value) > len(arr) {
+		return false
+	}
+	n := len(key)
+	key = append(key, '=')
+	key = append(key, value...)
+	if w.allowVal[bytesconv.B2S(key)] {
+		return true
+	}
+	// "*=VALUE": the same value allowed in any parameter.
+	key = append(append(key[:0], '*', '='), key[n+1:]...)
+	return w.allowVal[bytesconv.B2S(key)]
+}
+
+func init() {
+	pipeline.Register(pipeline.Feature{
+		Key: "waf", Stage: pipeline.StageScreen, Scope: pipeline.ScopeRoute,
+		Config: func() any { return new(Config) },
+		Build: func(b *pipeline.Build, cfg any) (pipeline.Filter, error) {
+			c := cfg.(*Config)
+			counts := b.State.Get("waf.counts|"+b.Route.Name, func() (any, func()) { return new(Counts), nil }).(*Counts)
+			w, err := New(*c, counts)
+			if err != nil || w.level == Off {
+				return nil, err
+			}
+			return w, nil
+		},
+	})
+}

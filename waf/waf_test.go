@@ -1,0 +1,264 @@
+package waf
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
+)
+
+func ctxOf(t testing.TB, raw string) *pipeline.Ctx {
+	t.Helper()
+	req := new(fasthttp.Request)
+	if err := req.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	return pipeline.AcquireParsed(req, new(fasthttp.Response))
+}
+
+func get(target string) string { return "GET " + target + " HTTP/1.1\r\nHost: h\r\n\r\n" }
+
+func post(ct, body string) string {
+	return fmt.Sprintf("POST /api HTTP/1.1\r\nHost: h\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s", ct, len(body), body)
+}
+
+func verdict(t testing.TB, w *WAF, raw string) (pipeline.Verdict, int, string) {
+	c := ctxOf(t, raw)
+	defer pipeline.Release(c)
+	v := w.Handle(c)
+	return v, c.Resp.StatusCode(), c.Decision
+}
+
+func TestDetectsWhereverTheValueIs(t *testing.T) {
+	w, err := New(Config{Level: "block"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := url.QueryEscape
+	for _, raw := range []string{
+		get("/items?id=" + q("1' OR '1'='1")),
+		get("/items?id=" + q("1 UNION SELECT password FROM users--")),
+		get("/search?q=" + q("<script>alert(1)</script>")),
+		get("/users/" + url.PathEscape("1' OR 1=1--") + "/orders"),
+		get("/p?x=" + q(`"><img src=x onerror=alert(1)>`)),
+		post("application/x-www-form-urlencoded", "name=a&comment="+q("'; DROP TABLE users; --")),
+		post("application/json", `{"order":{"note":"1' or '1'='1"}}`),
+		post("application/json", `{"items":[{"html":"<svg onload=alert(1)>"}]}`),
+	} {
+		v, status, _ := verdict(t, w, raw)
+		if v != pipeline.Stop || status != 403 {
+			t.Errorf("not blocked (%d): %q", status, raw)
+		}
+	}
+	for _, raw := range []string{
+		get("/items?id=42&sort=price"),
+		get("/search?q=" + q("select a chair")),
+		post("application/json", `{"name":"O'Brien","qty":2,"tags":["a","b"]}`),
+		post("application/x-www-form-urlencoded", "comment="+q("I'd like 2 items, please")),
+	} {
+		if v, status, _ := verdict(t, w, raw); v != pipeline.Continue {
+			t.Errorf("blocked (%d): %q", status, raw)
+		}
+	}
+}
+
+func TestLevelsAndAllowLists(t *testing.T) {
+	attack := get("/items?id=" + url.QueryEscape("1' OR '1'='1") + "&sort=" + url.QueryEscape("1 union select 1"))
+	logOnly, _ := New(Config{Level: "log"}, nil)
+	if v, _, dec := verdict(t, logOnly, attack); v != pipeline.Continue || dec != logSQLi {
+		t.Fatalf("log level: verdict %v decision %q", v, dec)
+	}
+	if logOnly.Counts().SQLi.Load() != 1 || logOnly.Counts().Blocked.Load() != 0 {
+		t.Fatal("log level counts")
+	}
+	// Both parameters allowed: passes. One of them only: blocked by the other.
+	both, _ := New(Config{Allow: []string{"query.id", "query.sort=1 union select 1"}}, nil)
+	if v, _, _ := verdict(t, both, attack); v != pipeline.Continue {
+		t.Fatal("allow-listed parameters were blocked")
+	}
+	one, _ := New(Config{Allow: []string{"query.id"}}, nil)
+	if v, _, _ := verdict(t, one, attack); v != pipeline.Stop {
+		t.Fatal("a parameter that is not allow-listed passed")
+	}
+	anyParam, _ := New(Config{Allow: []string{"query.id", "*=1 union select 1"}}, nil)
+	if v, _, _ := verdict(t, anyParam, attack); v != pipeline.Continue {
+		t.Fatal("*=VALUE did not allow the value")
+	}
+	rich, _ := New(Config{Allow: []string{"json.article.body"}}, nil)
+	if v, _, _ := verdict(t, rich, post("application/json", `{"article":{"body":"<b onclick=x()>hi</b>"}}`)); v != pipeline.Continue {
+		t.Fatal("an allow-listed rich-text field was blocked")
+	}
+	if v, _, _ := verdict(t, rich, post("application/json", `{"article":{"title":"<b onclick=x()>hi</b>"}}`)); v != pipeline.Stop {
+		t.Fatal("a field next to the allow-listed one passed")
+	}
+	xssOnly, _ := New(Config{Checks: []string{"xss"}}, nil)
+	if v, _, _ := verdict(t, xssOnly, attack); v != pipeline.Continue {
+		t.Fatal("checks: [xss] ran the sqli detector")
+	}
+	for _, bad := range []Config{{Level: "loud"}, {Checks: []string{"rce"}}, {Allow: []string{"header.X"}}, {Allow: []string{"*"}}} {
+		if _, err := New(bad, nil); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// attacks is a corpus of classic injection strings, by family; every one
+// must be caught in a query parameter.
+var attacks = []string{
+	// SQL injection: tautologies, unions, stacked queries, comments, blind.
+	"1' OR '1'='1", "' OR 1=1--", "\" OR \"\"=\"", "admin'--", "admin' #", "' or 1=1 limit 1 -- -+",
+	"1 OR 1=1", "1) OR (1=1", "1' AND 1=0 UNION ALL SELECT 'admin', '81dc9bdb52d04dc20036dbd8313ed055",
+	"1 UNION SELECT username, password FROM users", "' UNION SELECT NULL,NULL,NULL--",
+	"1; DROP TABLE users", "'; EXEC xp_cmdshell('dir')--", "1; WAITFOR DELAY '0:0:5'--",
+	"1' AND SLEEP(5)#", "1 AND (SELECT * FROM (SELECT(SLEEP(5)))a)", "' AND 1=CONVERT(int,@@version)--",
+	"1' ORDER BY 3--+", "-1' UNION SELECT 1,2,3--", "1' AND extractvalue(1,concat(0x7e,version()))--",
+	"' OR 'x'='x", "') OR ('a'='a", "1'/**/OR/**/1=1", "1 AND ASCII(SUBSTRING((SELECT TOP 1 name FROM sysobjects),1,1)) > 116",
+	"' HAVING 1=1--", "' GROUP BY columnnames having 1=1 --", "1' or '1'='1' /*",
+	"'; SELECT pg_sleep(10)--", "1 or benchmark(10000000,MD5(1))#", "' UNION SELECT @@version --",
+	// XSS: tags, handlers, URLs, breakouts.
+	"<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<svg/onload=alert(1)>", "\"><script>alert(document.cookie)</script>",
+	"<body onload=alert('x')>", "<iframe src=\"javascript:alert(1)\">", "<a href=\"javascript:alert(1)\">x</a>",
+	"'><img src=1 onerror=prompt(1)>", "<details open ontoggle=alert(1)>", "<input autofocus onfocus=alert(1)>",
+	"<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>", "<object data=javascript:alert(1)>",
+	"<embed src=javascript:alert(1)>", "<video><source onerror=alert(1)>", "<marquee onstart=alert(1)>",
+	"\" onmouseover=\"alert(1)", "' onfocus='alert(1)' autofocus='", "<div style=\"background:url(javascript:alert(1))\">",
+	"<ScRiPt>alert(1)</sCrIpT>", "<scr<script>ipt>alert(1)</script>", "<form action=javascript:alert(1)><input type=submit>",
+}
+
+// knownMisses are corpus entries libinjection does not flag on their own:
+// a comment after a quote with nothing else SQL-like, and a tag split
+// around another tag. They stay in the corpus so the rate is honest.
+var knownMisses = map[string]bool{"admin' #": true, "<scr<script>ipt>alert(1)</script>": true}
+
+// benign builds realistic API parameter values: names, addresses, search
+// terms, product names (some with SQL words), prices, ids, dates, emails,
+// sentences with quotes and punctuation.
+func benign(n int) []string {
+	r := rand.New(rand.NewPCG(7, 11))
+	first := []string{"Anna", "Bob", "Chen", "Dmitri", "Élodie", "Fatima", "Giulia", "Hiroshi", "Ingrid", "José", "Kwame", "Li", "O'Brien", "D'Angelo", "Mary-Jane", "Zoë"}
+	last := []string{"Smith", "Wang", "Müller", "O'Connor", "García", "Nakamura", "Okafor", "Rossi", "Johansson", "de la Cruz"}
+	words := []string{"select", "union", "drop", "table", "order", "by", "update", "insert", "delete", "from", "where", "join",
+		"chair", "desk", "lamp", "blue", "red", "cotton", "shirt", "size", "small", "large", "and", "or", "not", "like",
+		"script", "alert", "style", "image", "on", "load", "error", "2-pack", "100%", "50/50", "rock & roll", "tea", "coffee",
+		"Union Jack", "Drop-down", "Select Comfort", "Order #42", "Table for 2", "C++", "C#", "AT&T", "H&M", "Ben & Jerry's"}
+	streets := []string{"Main St", "Baker Street", "Rue de Rivoli", "Königsallee", "5th Ave", "Calle Mayor"}
+	var out []string
+	for len(out) < n {
+		switch r.IntN(12) {
+		case 0:
+			out = append(out, first[r.IntN(len(first))]+" "+last[r.IntN(len(last))])
+		case 1:
+			out = append(out, fmt.Sprintf("%d %s, Apt %d", 1+r.IntN(999), streets[r.IntN(len(streets))], 1+r.IntN(40)))
+		case 2:
+			var ws []string
+			for range 1 + r.IntN(5) {
+				ws = append(ws, words[r.IntN(len(words))])
+			}
+			out = append(out, strings.Join(ws, " "))
+		case 3:
+			out = append(out, fmt.Sprintf("%d.%02d", r.IntN(10000), r.IntN(100)))
+		case 4:
+			out = append(out, fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", r.Uint32(), r.IntN(65536), r.IntN(65536), r.IntN(65536), r.Uint64()&0xffffffffffff))
+		case 5:
+			out = append(out, fmt.Sprintf("2026-%02d-%02dT%02d:%02d:00Z", 1+r.IntN(12), 1+r.IntN(28), r.IntN(24), r.IntN(60)))
+		case 6:
+			out = append(out, strings.ToLower(first[r.IntN(len(first))])+fmt.Sprintf(".%d@example.com", r.IntN(100)))
+		case 7:
+			out = append(out, []string{"I'd like it by Friday, please.", "Leave at the door; ring twice.", "Size: 42 (EU) / 9 (US)",
+				"Is it 100% cotton?", "2 x \"Large\" boxes", "See order #1234 - thanks!", "Call me at +1 (555) 010-9999",
+				"Price < 50 and > 20", "5' 11\" tall", "rock 'n' roll", "Q&A session", "Re: your order"}[r.IntN(12)])
+		case 8:
+			out = append(out, fmt.Sprintf("%d", r.IntN(1_000_000)))
+		case 9:
+			out = append(out, []string{"asc", "desc", "price_asc", "created_at", "true", "false", "null", "en-US", "zh-CN"}[r.IntN(9)])
+		case 10:
+			out = append(out, fmt.Sprintf("SKU-%05d-%s", r.IntN(100000), []string{"BLU", "RED", "XL", "S"}[r.IntN(4)]))
+		case 11:
+			out = append(out, words[r.IntN(len(words))]+" "+words[r.IntN(len(words))])
+		}
+	}
+	return out
+}
+
+// TestCorpus measures detection on the attack corpus (all must be caught)
+// and the false-positive rate on benign parameters (reported; it must stay
+// under 1%).
+func TestCorpus(t *testing.T) {
+	w, _ := New(Config{}, nil)
+	missed := 0
+	for _, a := range attacks {
+		if v, _, _ := verdict(t, w, get("/x?v="+url.QueryEscape(a))); v != pipeline.Stop {
+			missed++
+			if !knownMisses[a] {
+				t.Errorf("attack not caught: %q", a)
+			}
+		}
+	}
+	values := benign(3000)
+	var fp []string
+	for _, b := range values {
+		if v, _, _ := verdict(t, w, get("/x?v="+url.QueryEscape(b))); v != pipeline.Continue {
+			fp = append(fp, b)
+		}
+	}
+	rate := float64(len(fp)) / float64(len(values))
+	t.Logf("attacks caught %d/%d; false positives %d/%d (%.2f%%): %q", len(attacks)-missed, len(attacks), len(fp), len(values), 100*rate, firstN(fp, 10))
+	if rate > 0.01 {
+		t.Errorf("false-positive rate %.2f%% is above 1%%", 100*rate)
+	}
+	if missed > len(knownMisses) {
+		t.Errorf("%d attacks missed, more than libinjection's %d known misses", missed, len(knownMisses))
+	}
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// TestHandleAllocs: a request whose values are ids, numbers, enums,
+// e-mail addresses and dates never reaches the detectors (which allocate)
+// and allocates nothing; free text does reach them (see BenchmarkHandle).
+func TestHandleAllocs(t *testing.T) {
+	w, _ := New(Config{Allow: []string{"query.sort", "*=select"}}, nil)
+	c := ctxOf(t, post("application/json", `{"order":{"id":"6f1c2a9e-77b1-4c2e-9a4b-0d9e8f7a6b5c","items":[{"sku":"A-1","qty":2}],"email":"anna.1@example.com"}}`))
+	defer pipeline.Release(c)
+	c.Target.Query = append(c.Target.Query, "id=42&sort=price_asc&from=2026-01-02"...)
+	if n := testing.AllocsPerRun(100, func() { w.Handle(c) }); n != 0 {
+		t.Fatalf("a request of plain values allocates %v times", n)
+	}
+}
+
+// BenchmarkHandlePlain is the WAF's cost on an API request of plain values
+// (ids, enums, numbers): the detectors never run.
+func BenchmarkHandlePlain(b *testing.B) {
+	w, _ := New(Config{}, nil)
+	c := ctxOf(b, "POST /api/v1/orders/42?id=42&sort=price_asc&page=2 HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 49\r\n\r\n"+
+		`{"order":{"items":[{"sku":"A-1","qty":2}],"x":1}}`)
+	defer pipeline.Release(c)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Handle(c)
+	}
+}
+
+// BenchmarkHandle is the cost on a request with free text: three query
+// parameters (one a search phrase) and a JSON body with a note, nothing
+// found; the detectors run on the free text.
+func BenchmarkHandle(b *testing.B) {
+	w, _ := New(Config{}, nil)
+	c := ctxOf(b, "POST /api/v1/orders/42?id=42&sort=price&q=blue+chair HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 73\r\n\r\n"+
+		`{"order":{"note":"leave at the door","items":[{"sku":"A-1","qty":2}]}}`+"   ")
+	defer pipeline.Release(c)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Handle(c)
+	}
+}
