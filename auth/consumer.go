@@ -32,9 +32,6 @@ type Consumers struct {
 	byKey map[string]*Consumer
 }
 
-// Tiers are the named quotas (requests per second) consumers refer to.
-var DefaultTiers = map[string]int{"free": 10, "basic": 100, "enterprise": 1000}
-
 // NewConsumers indexes cs; app keys must be unique and printable ASCII,
 // and must not start with JWTConsumerPrefix (the namespace of JWT callers).
 func NewConsumers(cs []*Consumer) (*Consumers, error) {

@@ -135,7 +135,12 @@ func (s *Signature) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	if consumer.Routes != nil && !consumer.Routes[s.cfg.Route] {
 		return c.Reject(errNotAllowed)
 	}
-	if !s.cfg.Nonces.Claim(appKey, nonce, now) {
+	// The claim may wait on Redis (bounded by the cluster budget): it
+	// waits through the context, as every wait does.
+	c.BeginBlocking()
+	fresh := s.cfg.Nonces.Claim(appKey, nonce, now)
+	c.EndBlocking()
+	if !fresh {
 		return c.Reject(errReplayed)
 	}
 	c.Consumer = consumer.AppKey
