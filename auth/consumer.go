@@ -2,12 +2,13 @@
 // signed requests with replay protection, and JWTs with revocation. Each
 // scheme is a pipeline.Filter that, on success, sets Ctx.Consumer (and
 // UserID) for the filters after it and for the upstream (X-Consumer): a
-// signed consumer's app key, or JWTConsumerPrefix + a token's subject, so
+// signed consumer's app key, or jwt.ConsumerPrefix + a token's subject, so
 // the two can never be taken for each other.
 package auth
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/auth/jwt"
 	"sort"
 	"strings"
 )
@@ -33,15 +34,15 @@ type Consumers struct {
 }
 
 // NewConsumers indexes cs; app keys must be unique and printable ASCII,
-// and must not start with JWTConsumerPrefix (the namespace of JWT callers).
+// and must not start with jwt.ConsumerPrefix (the namespace of JWT callers).
 func NewConsumers(cs []*Consumer) (*Consumers, error) {
 	out := &Consumers{byKey: make(map[string]*Consumer, len(cs))}
 	for _, c := range cs {
 		if !printable(c.AppKey, 128) {
 			return nil, fmt.Errorf("consumer app_key %q must be 1..128 printable ASCII characters", c.AppKey)
 		}
-		if strings.HasPrefix(c.AppKey, JWTConsumerPrefix) {
-			return nil, fmt.Errorf("consumer app_key %q: the prefix %q is reserved for JWT callers", c.AppKey, JWTConsumerPrefix)
+		if strings.HasPrefix(c.AppKey, jwt.ConsumerPrefix) {
+			return nil, fmt.Errorf("consumer app_key %q: the prefix %q is reserved for JWT callers", c.AppKey, jwt.ConsumerPrefix)
 		}
 		if out.byKey[c.AppKey] != nil {
 			return nil, fmt.Errorf("consumer %q is defined twice", c.AppKey)

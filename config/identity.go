@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/auth"
+	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/sign"
 )
@@ -115,17 +116,17 @@ func (c *Compiler) nonceStore(f *File, cl *cluster.Client) *auth.NonceStore {
 func newChecker() auth.SigChecker { return sign.NewVerifier() }
 
 // compileJWT builds the JWT filter shared by the snapshot's jwt routes.
-func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*auth.JWT, error) {
-	var keys []auth.JWTKey
+func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*jwt.Filter, error) {
+	var keys []jwt.Key
 	for _, k := range j.Keys {
-		key := auth.JWTKey{KID: k.KID, Alg: k.Alg}
+		key := jwt.Key{KID: k.KID, Alg: k.Alg}
 		switch {
 		case (k.Secret == "") == (k.PublicKeyFile == ""):
 			return nil, fmt.Errorf("jwt key %q: give exactly one of secret or public_key_file", k.KID)
 		case k.Secret != "":
 			key.Secret = []byte(k.Secret)
 		default:
-			pub, err := auth.LoadPEMKey(k.PublicKeyFile)
+			pub, err := jwt.LoadPEMKey(k.PublicKeyFile)
 			if err != nil {
 				return nil, fmt.Errorf("jwt key %q: %w", k.KID, err)
 			}
@@ -134,18 +135,18 @@ func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*auth.JWT, error) {
 		keys = append(keys, key)
 	}
 	if j.JWKSFile != "" {
-		more, err := auth.LoadJWKS(j.JWKSFile)
+		more, err := jwt.LoadJWKS(j.JWKSFile)
 		if err != nil {
 			return nil, fmt.Errorf("jwt.jwks_file: %w", err)
 		}
 		keys = append(keys, more...)
 	}
-	cfg := auth.JWTConfig{Keys: keys, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway.D(), Now: c.Clock.Now,
+	cfg := jwt.Config{Keys: keys, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway.D(), Now: c.Clock.Now,
 		ExpOptional: j.RequireExp != nil && !*j.RequireExp}
 	if cl != nil {
 		cfg.Revoked = c.revocations(cl, j.RevocationKey)
 	}
-	return auth.NewJWT(cfg)
+	return jwt.New(cfg)
 }
 
 // revocations returns the long-lived view of a revocation set.
@@ -163,7 +164,7 @@ func (c *Compiler) revocations(cl *cluster.Client, key string) *revocationView {
 	return v
 }
 
-// revocationView answers auth.Revocations from a Redis set watched through
+// revocationView answers jwt.Revocations from a Redis set watched through
 // client-side caching: members are "jti:<id>" and "sub:<subject>", which
 // the JWT filter hands over whole (built once per cached token), so ids
 // of any length are checked and the lookups do not allocate.
@@ -171,7 +172,7 @@ type revocationView struct {
 	set *cluster.SetView
 }
 
-// Revoked implements auth.Revocations.
+// Revoked implements jwt.Revocations.
 func (v *revocationView) Revoked(jti, sub []byte) bool {
 	return (len(jti) > 0 && v.set.Has(jti)) || (len(sub) > 0 && v.set.Has(sub))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/auth"
+	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/clock"
@@ -48,7 +49,7 @@ type Snapshot struct {
 	// Consumers are the known apps; the auth filters of routes use them.
 	Consumers *auth.Consumers
 	nonces    *auth.NonceStore
-	jwt       *auth.JWT
+	jwt       *jwt.Filter
 	clock     *clock.Clock
 	env       *pipeline.Env
 	state     *pipeline.StateBuild

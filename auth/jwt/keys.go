@@ -1,11 +1,13 @@
-package auth
+package jwt
 
 import (
 	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -68,7 +70,7 @@ func parsePEMKey(data []byte) (crypto.PublicKey, error) {
 	}
 }
 
-// checkPublicKey accepts the key types JWTKey.Public takes.
+// checkPublicKey accepts the key types Key.Public takes.
 func checkPublicKey(pub any) (crypto.PublicKey, error) {
 	switch k := pub.(type) {
 	case *rsa.PublicKey:
@@ -107,7 +109,7 @@ type jwk struct {
 // other than the one the key type gives, another curve, or another kty is
 // an error naming the key, rather than a key silently missing later. A set
 // with no usable key is an error too.
-func LoadJWKS(path string) ([]JWTKey, error) {
+func LoadJWKS(path string) ([]Key, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("auth: reading jwks: %w", err)
@@ -119,14 +121,14 @@ func LoadJWKS(path string) ([]JWTKey, error) {
 	return keys, nil
 }
 
-func parseJWKS(data []byte) ([]JWTKey, error) {
+func parseJWKS(data []byte) ([]Key, error) {
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &set); err != nil {
 		return nil, fmt.Errorf("not a JWK set: %w", err)
 	}
-	var out []JWTKey
+	var out []Key
 	for i, k := range set.Keys {
 		if k.Use == "enc" {
 			continue
@@ -146,8 +148,8 @@ func parseJWKS(data []byte) ([]JWTKey, error) {
 	return out, nil
 }
 
-func (k *jwk) jwtKey() (JWTKey, error) {
-	out := JWTKey{KID: k.Kid}
+func (k *jwk) jwtKey() (Key, error) {
+	out := Key{KID: k.Kid}
 	want := ""
 	switch k.Kty {
 	case "RSA":
@@ -233,4 +235,113 @@ func jwkTrimPad(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// Key is one key a JWT may be signed with. The key decides the
+// algorithm: a token is verified only with the algorithm of the key that
+// verifies it, whatever its header claims.
+type Key struct {
+	// KID is the key id tokens name in their "kid" header; "" for a key
+	// without one, which tokens naming an unknown kid may still use (see
+	// NewJWT).
+	KID string
+	// Alg is AlgHS256, AlgRS256 or AlgES256; "" infers it from the key
+	// material (Secret → HS256, *rsa.PublicKey → RS256, *ecdsa.PublicKey on
+	// P-256 → ES256).
+	Alg string
+	// Secret is the HS256 shared secret, at least 32 bytes (RFC 7518 §3.2).
+	Secret []byte
+	// Public is the RS256 key (*rsa.PublicKey, at least 2048 bits) or the
+	// ES256 key (*ecdsa.PublicKey on P-256).
+	Public crypto.PublicKey
+}
+
+type jwtKey struct {
+	kid    string
+	alg    string
+	secret []byte
+	rsa    *rsa.PublicKey
+	ec     *ecdsa.PublicKey
+}
+
+func compileJWTKey(k Key) (jwtKey, error) {
+	alg := k.Alg
+	if alg == "" {
+		switch pub := k.Public.(type) {
+		case nil:
+			alg = AlgHS256
+		case *rsa.PublicKey:
+			alg = AlgRS256
+		case *ecdsa.PublicKey:
+			alg = AlgES256
+		default:
+			return jwtKey{}, fmt.Errorf("unsupported public key type %T", pub)
+		}
+	}
+	ck := jwtKey{kid: k.KID, alg: alg}
+	switch alg {
+	case AlgHS256:
+		if k.Public != nil {
+			return jwtKey{}, errors.New("an HS256 key takes a secret, not a public key")
+		}
+		if len(k.Secret) < 32 {
+			return jwtKey{}, fmt.Errorf("HS256 secret has %d bytes, needs at least 32", len(k.Secret))
+		}
+		ck.secret = bytes.Clone(k.Secret)
+	case AlgRS256:
+		pub, ok := k.Public.(*rsa.PublicKey)
+		if !ok || pub == nil || pub.N == nil {
+			return jwtKey{}, fmt.Errorf("an RS256 key needs an *rsa.PublicKey, got %T", k.Public)
+		}
+		if len(k.Secret) > 0 {
+			return jwtKey{}, errors.New("an RS256 key takes a public key, not a secret")
+		}
+		if pub.N.BitLen() < 2048 {
+			return jwtKey{}, fmt.Errorf("RSA key has %d bits, needs at least 2048", pub.N.BitLen())
+		}
+		if pub.E < 3 || pub.E&1 == 0 {
+			return jwtKey{}, fmt.Errorf("RSA public exponent %d is invalid", pub.E)
+		}
+		ck.rsa = pub
+	case AlgES256:
+		pub, ok := k.Public.(*ecdsa.PublicKey)
+		if !ok || pub == nil {
+			return jwtKey{}, fmt.Errorf("an ES256 key needs an *ecdsa.PublicKey, got %T", k.Public)
+		}
+		if len(k.Secret) > 0 {
+			return jwtKey{}, errors.New("an ES256 key takes a public key, not a secret")
+		}
+		if pub.Curve != elliptic.P256() {
+			return jwtKey{}, errors.New("an ES256 key must be on curve P-256")
+		}
+		if _, err := pub.Bytes(); err != nil {
+			return jwtKey{}, fmt.Errorf("invalid P-256 key: %w", err)
+		}
+		ck.ec = pub
+	default:
+		return jwtKey{}, fmt.Errorf("unsupported algorithm %q (want %s, %s or %s)", alg, AlgHS256, AlgRS256, AlgES256)
+	}
+	return ck, nil
+}
+
+func (k *jwtKey) verify(signed, sig []byte, digest *[sha256.Size]byte) bool {
+	switch k.alg {
+	case AlgHS256:
+		m := hmac.New(sha256.New, k.secret)
+		m.Write(signed)
+		var sum [sha256.Size]byte
+		return hmac.Equal(m.Sum(sum[:0]), sig)
+	case AlgRS256:
+		return rsa.VerifyPKCS1v15(k.rsa, crypto.SHA256, digest[:], sig) == nil
+	case AlgES256:
+		// JWS carries the raw r||s pair, 32 bytes each (RFC 7518 §3.4),
+		// not ASN.1.
+		if len(sig) != 64 {
+			return false
+		}
+		r := new(big.Int).SetBytes(sig[:32])
+		s := new(big.Int).SetBytes(sig[32:])
+		return ecdsa.Verify(k.ec, digest[:], r, s)
+	}
+	return false
 }

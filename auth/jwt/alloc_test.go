@@ -1,6 +1,6 @@
 //go:build !race
 
-package auth
+package jwt
 
 import (
 	"strings"
