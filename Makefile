@@ -31,6 +31,7 @@ test-deps:
 
 test-race:
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -tags e2e -count=1 -timeout 15m ./test/e2e/
 
 test-allocs:
 	$(GO) test -count=1 -run 'Alloc' $(PKGS)
@@ -47,6 +48,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e ./test/e2e/
 
 ## fuzz: each parser's fuzz target for FUZZTIME.
 fuzz:

@@ -1,4 +1,12 @@
-package main
+//go:build e2e
+
+// Package e2e holds the end-to-end tests: they build the tollgate binary
+// once and run it, as operators do, against real upstreams and
+// redis-server on loopback, several processes at a time. They carry the
+// e2e build tag so unit-test runs do not pay for the build:
+//
+//	go test -tags e2e ./test/e2e/      (make test runs them)
+package e2e
 
 import (
 	"bufio"
@@ -29,9 +37,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "tollgate")
-	build := exec.Command("go", "build", "-race", "-o", binary, ".")
+	build := exec.Command("go", "build", "-race", "-o", binary, "github.com/tollgate/tollgate/cmd/tollgate")
 	if !raceEnabled {
-		build = exec.Command("go", "build", "-o", binary, ".")
+		build = exec.Command("go", "build", "-o", binary, "github.com/tollgate/tollgate/cmd/tollgate")
 	}
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
@@ -99,6 +107,7 @@ func startProc(t *testing.T, addr, admin string, env []string, args ...string) *
 		}
 		select {
 		case err := <-p.done:
+			p.done <- err // for the cleanup, which waits for the exit too
 			t.Fatalf("gateway exited: %v\n%s", err, p.stderr.String())
 		case <-time.After(50 * time.Millisecond):
 		}
