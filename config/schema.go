@@ -5,6 +5,8 @@ package config
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/breaker"
+	"github.com/tollgate/tollgate/upstream"
 	"strconv"
 	"time"
 
@@ -102,7 +104,8 @@ type AccessLog struct {
 // Service is a group of backend instances.
 type Service struct {
 	Instances        []Instance `yaml:"instances"`
-	Balance          string     `yaml:"balance"` // round_robin (default) | least_conn
+	Balance          string     `yaml:"balance"` // round_robin (default) | least_conn | hash
+	Key              string     `yaml:"key"`     // hash: the request value to hash, e.g. header.X-User-Id
 	Timeouts         Timeouts   `yaml:"timeouts"`
 	Retry            *int       `yaml:"retry"` // extra tries for idempotent requests; default 1
 	RetryPutDelete   bool       `yaml:"retry_put_delete"`
@@ -110,6 +113,10 @@ type Service struct {
 	MaxConns         int        `yaml:"max_conns"`
 	MaxResponseBytes int        `yaml:"max_response_bytes"`
 	StreamResponse   bool       `yaml:"stream_response"`
+	// Breaker fails fast while the service fails (see package breaker);
+	// Health ejects failing instances and probes them back.
+	Breaker *breaker.Settings `yaml:"breaker"`
+	Health  *upstream.Health  `yaml:"health"`
 
 	Line int `yaml:"-"`
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/auth/jwt"
+	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/clock"
@@ -171,14 +172,28 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 			MaxResponseBytes: sc.MaxResponseBytes,
 			StreamResponse:   sc.StreamResponse,
 		}
+		var health upstream.Health
+		if sc.Health != nil {
+			health = *sc.Health
+		}
 		instances := make([]*upstream.Instance, 0, len(sc.Instances))
 		for _, in := range sc.Instances {
-			instances = append(instances, upstream.SharedInstance(st, in.Addr, in.Weight, pool))
+			instances = append(instances, upstream.SharedInstance(st, in.Addr, in.Weight, pool, health, c.logger()))
 		}
-		svc, err := upstream.NewService(upstream.ServiceConfig{
-			Name: name, Balance: sc.Balance, Total: sc.Timeouts.Total.D(),
+		svcCfg := upstream.ServiceConfig{
+			Name: name, Balance: sc.Balance, Key: sc.Key, Total: sc.Timeouts.Total.D(), Connect: sc.Timeouts.Connect.D(),
 			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete,
-		}, instances)
+		}
+		if b := sc.Breaker; b != nil {
+			if err := b.Validate(); err != nil {
+				return nil, &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: %v", name, err)}
+			}
+			svcCfg.Breaker = st.Get("breaker.service|"+name+"|"+b.Digest(), func() (any, func()) {
+				return breaker.New(b.Config(), c.Clock.Now), nil
+			}).(*breaker.Breaker)
+			svcCfg.FailureStatus = b.FailureStatus
+		}
+		svc, err := upstream.NewService(svcCfg, instances)
 		if err != nil {
 			return nil, &Error{File: source, Line: sc.Line, Msg: err.Error()}
 		}

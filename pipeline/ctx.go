@@ -71,6 +71,13 @@ type Ctx struct {
 	// Outcome is what the upstream exchange did (zero when there was
 	// none).
 	Outcome Outcome
+	// Deadline, when set (a route's own timeout), bounds the upstream
+	// exchange, retry included, before the service's total does.
+	Deadline time.Time
+	// BreakerGen is the generation a route's breaker admitted the request
+	// in (valid while BreakerArmed), handed back when the outcome is known.
+	BreakerGen   uint64
+	BreakerArmed bool
 
 	// Decision says, for the access log, why the gateway answered as it did
 	// when it was not the upstream ("" for a proxied answer).

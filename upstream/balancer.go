@@ -1,16 +1,23 @@
 package upstream
 
 import (
+	"slices"
+	"strconv"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
 )
 
 // Balancer picks the instance for the next upstream try.
 //
 // Pick must be safe for concurrent use and allocate nothing. It skips
 // instances that are not Available and the one in exclude (the instance a
-// retry must avoid); it returns nil when nothing is left.
+// retry must avoid); it returns nil when nothing is left. A retry
+// (exclude != nil) never goes to an instance that is not Available.
 type Balancer interface {
-	Pick(exclude *Instance) *Instance
+	Pick(c *pipeline.Ctx, exclude *Instance) *Instance
 }
 
 // RoundRobin is nginx's smooth weighted round robin, precomputed: the
@@ -63,7 +70,7 @@ func gcd(a, b int) int {
 }
 
 // Pick implements Balancer.
-func (rr *RoundRobin) Pick(exclude *Instance) *Instance {
+func (rr *RoundRobin) Pick(_ *pipeline.Ctx, exclude *Instance) *Instance {
 	n := uint64(len(rr.schedule))
 	if n == 0 {
 		return nil
@@ -93,7 +100,7 @@ func NewLeastConn(instances []*Instance) *LeastConn {
 }
 
 // Pick implements Balancer.
-func (lc *LeastConn) Pick(exclude *Instance) *Instance {
+func (lc *LeastConn) Pick(_ *pipeline.Ctx, exclude *Instance) *Instance {
 	n := len(lc.instances)
 	if n == 0 {
 		return nil
@@ -118,19 +125,106 @@ func (lc *LeastConn) Pick(exclude *Instance) *Instance {
 	return best
 }
 
-// lastResort returns an instance in cool-down when every other choice is
-// gone: refusing outright because all instances failed recently would turn
-// one bad second into an outage, while trying one costs a fast error at
-// worst. The excluded instance is never returned.
+// lastResort is the first try's answer when every instance is ejected
+// (which ejection avoids, but a race or disabled siblings can cause):
+// trying one costs a fast error at worst, while refusing outright would
+// turn one bad minute into an outage. A retry never takes it; disabled
+// instances never.
 func lastResort(instances []*Instance, exclude *Instance) *Instance {
+	if exclude != nil {
+		return nil
+	}
 	var pick *Instance
 	for _, in := range instances {
-		if in == exclude || in.disabled.Load() {
+		if in.disabled.Load() {
 			continue
 		}
-		if pick == nil || in.downUntil.Load() < pick.downUntil.Load() {
+		if pick == nil || in.health.nextProbe.Load() < pick.health.nextProbe.Load() {
 			pick = in
 		}
 	}
 	return pick
+}
+
+// Hash is consistent hashing on a request value (`balance: hash`, `key:
+// header.X-User-Id` or any source): a key keeps its instance while that
+// instance is up, and adding or removing one of N instances moves about
+// 1/N of the keys. Each instance owns weight × 160 points on a ring of
+// 64-bit hashes; a key goes to the owner of the first point at or after
+// its hash, skipping instances that are out (whose keys alone move, to the
+// next owners along the ring). Requests without the key are spread round
+// robin.
+type Hash struct {
+	instances []*Instance
+	key       source.Source
+	points    []uint64
+	owners    []uint16
+	rr        atomic.Uint64
+}
+
+// hashPoints is how many ring points an instance of weight 1 owns.
+const hashPoints = 160
+
+// NewHash builds the ring.
+func NewHash(instances []*Instance, key source.Source) *Hash {
+	h := &Hash{instances: instances, key: key}
+	type point struct {
+		at    uint64
+		owner uint16
+	}
+	var ps []point
+	for i, in := range instances {
+		for v := range max(in.Weight, 1) * hashPoints {
+			ps = append(ps, point{xxhash.Sum64String(in.Addr + "#" + strconv.Itoa(v)), uint16(i)})
+		}
+	}
+	slices.SortFunc(ps, func(a, b point) int {
+		switch {
+		case a.at < b.at:
+			return -1
+		case a.at > b.at:
+			return 1
+		}
+		return int(a.owner) - int(b.owner)
+	})
+	for _, p := range ps {
+		h.points = append(h.points, p.at)
+		h.owners = append(h.owners, p.owner)
+	}
+	return h
+}
+
+// Pick implements Balancer.
+func (h *Hash) Pick(c *pipeline.Ctx, exclude *Instance) *Instance {
+	if len(h.points) == 0 {
+		return nil
+	}
+	var v []byte
+	if c != nil {
+		r := source.NewReader(c)
+		v, _ = r.Value(&h.key)
+	}
+	if len(v) == 0 {
+		n := uint64(len(h.instances))
+		start := h.rr.Add(1)
+		for i := uint64(0); i < n; i++ {
+			if in := h.instances[(start+i)%n]; in != exclude && in.Available() {
+				return in
+			}
+		}
+		return lastResort(h.instances, exclude)
+	}
+	return h.owner(xxhash.Sum64(v), exclude)
+}
+
+// owner walks the ring from hash to the first available owner.
+func (h *Hash) owner(hash uint64, exclude *Instance) *Instance {
+	i, _ := slices.BinarySearch(h.points, hash)
+	for n := 0; n < len(h.points); n++ {
+		in := h.instances[h.owners[(i+n)%len(h.points)]]
+		if in != exclude && in.Available() {
+			return in
+		}
+	}
+	return lastResort(h.instances, exclude)
 }

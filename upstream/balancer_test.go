@@ -1,15 +1,21 @@
 package upstream
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
+	"github.com/valyala/fasthttp"
 )
 
 func instances(weights ...int) []*Instance {
 	out := make([]*Instance, len(weights))
 	for i, w := range weights {
-		out[i] = &Instance{Addr: string(rune('a' + i)), Weight: w}
+		out[i] = &Instance{Addr: string(rune('a' + i)), Weight: w, health: newHealth(Health{}, nil)}
 	}
 	return out
 }
@@ -17,7 +23,7 @@ func instances(weights ...int) []*Instance {
 func sequence(b Balancer, n int) string {
 	var sb strings.Builder
 	for range n {
-		sb.WriteString(b.Pick(nil).Addr)
+		sb.WriteString(b.Pick(nil, nil).Addr)
 	}
 	return sb.String()
 }
@@ -41,26 +47,31 @@ func TestRoundRobinSmooth(t *testing.T) {
 
 func TestRoundRobinSkipsUnavailable(t *testing.T) {
 	ins := instances(1, 1, 1)
-	ins[1].markRefused(time.Now())
+	ins[1].health.ejected.Store(true)
 	rr := NewRoundRobin(ins)
 	if got := sequence(rr, 6); strings.Contains(got, "b") {
-		t.Fatalf("picked a cooling-down instance: %s", got)
+		t.Fatalf("picked an ejected instance: %s", got)
 	}
 	// exclude + unavailable leaves one instance.
 	for range 5 {
-		if in := rr.Pick(ins[0]); in != ins[2] {
+		if in := rr.Pick(nil, ins[0]); in != ins[2] {
 			t.Fatalf("picked %v, want c", in.Addr)
 		}
 	}
-	// Everything down but the excluded one: the cool-down instance is the
-	// last resort, the excluded one never is.
-	ins[2].markRefused(time.Now())
-	if in := rr.Pick(ins[0]); in == nil || in == ins[0] {
-		t.Fatalf("last resort returned %v", in)
+	// Everything out but the excluded one: a retry gets nothing (it never
+	// goes to an ejected instance); a first try gets the last resort.
+	ins[2].health.ejected.Store(true)
+	if in := rr.Pick(nil, ins[0]); in != nil {
+		t.Fatalf("a retry was sent to ejected %s", in.Addr)
 	}
-	ins[1].SetDisabled(true)
-	ins[2].SetDisabled(true)
-	if in := rr.Pick(ins[0]); in != nil {
+	ins[0].health.ejected.Store(true)
+	if in := rr.Pick(nil, nil); in == nil {
+		t.Fatal("no last resort for a first try with every instance ejected")
+	}
+	for _, in := range ins {
+		in.SetDisabled(true)
+	}
+	if in := rr.Pick(nil, nil); in != nil {
 		t.Fatalf("disabled instances must never be picked, got %s", in.Addr)
 	}
 }
@@ -71,10 +82,10 @@ func TestLeastConn(t *testing.T) {
 	ins[0].inflight.Store(5)
 	ins[1].inflight.Store(1)
 	ins[2].inflight.Store(3) // 3/2 = 1.5 > 1
-	if got := lc.Pick(nil); got != ins[1] {
+	if got := lc.Pick(nil, nil); got != ins[1] {
 		t.Fatalf("picked %s, want b", got.Addr)
 	}
-	if got := lc.Pick(ins[1]); got != ins[2] {
+	if got := lc.Pick(nil, ins[1]); got != ins[2] {
 		t.Fatalf("excluding b picked %s, want c", got.Addr)
 	}
 	// Equal load: the choice rotates.
@@ -83,7 +94,7 @@ func TestLeastConn(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 6 {
-		seen[lc.Pick(nil).Addr] = true
+		seen[lc.Pick(nil, nil).Addr] = true
 	}
 	if len(seen) != 3 {
 		t.Fatalf("equal instances not shared: %v", seen)
@@ -95,7 +106,85 @@ func BenchmarkRoundRobinPick(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			_ = rr.Pick(nil)
+			_ = rr.Pick(nil, nil)
 		}
 	})
+}
+
+func hashOf(ins []*Instance) *Hash {
+	key, _ := source.Parse("header.X-User-Id")
+	return NewHash(ins, key)
+}
+
+// TestHashKeepsKeysAndMovesAboutOneNth: a key keeps its instance; ejecting
+// one of N moves only that instance's keys (about 1/N), and adding an
+// instance moves about 1/(N+1).
+func TestHashKeepsKeysAndMovesAboutOneNth(t *testing.T) {
+	const keys = 20000
+	owner := func(h *Hash) []string {
+		out := make([]string, keys)
+		for i := range keys {
+			out[i] = h.owner(xxhash.Sum64String("user-"+strconv.Itoa(i)), nil).Addr
+		}
+		return out
+	}
+	ins := instances(1, 1, 1, 1, 1)
+	h := hashOf(ins)
+	before := owner(h)
+	if again := owner(h); !slices.Equal(before, again) {
+		t.Fatal("a key changed instance with nothing changed")
+	}
+	ins[2].health.ejected.Store(true)
+	after := owner(h)
+	moved := 0
+	for i := range keys {
+		if before[i] != after[i] {
+			moved++
+			if before[i] != ins[2].Addr {
+				t.Fatalf("key %d moved from %s, which is still up", i, before[i])
+			}
+		}
+	}
+	share := float64(moved) / keys
+	t.Logf("ejecting 1 of 5 moved %.1f%% of keys", 100*share)
+	if share < 0.15 || share > 0.25 {
+		t.Fatalf("ejecting 1 of 5 moved %.1f%% of keys, want about 20%%", 100*share)
+	}
+	ins[2].health.ejected.Store(false)
+	if back := owner(h); !slices.Equal(before, back) {
+		t.Fatal("keys did not return to the recovered instance")
+	}
+	grown := owner(hashOf(append(instances(1, 1, 1, 1, 1), &Instance{Addr: "f", Weight: 1, health: newHealth(Health{}, nil)})))
+	moved = 0
+	for i := range keys {
+		if before[i] != grown[i] {
+			moved++
+			if grown[i] != "f" {
+				t.Fatalf("adding an instance moved key %d between old instances", i)
+			}
+		}
+	}
+	share = float64(moved) / keys
+	t.Logf("adding a 6th instance moved %.1f%% of keys", 100*share)
+	if share < 0.11 || share > 0.23 {
+		t.Fatalf("adding a 6th instance moved %.1f%% of keys, want about 17%%", 100*share)
+	}
+}
+
+func TestHashPickAllocs(t *testing.T) {
+	h := hashOf(instances(1, 2, 1))
+	var req fasthttp.Request
+	req.SetRequestURI("/x")
+	req.Header.SetHost("h")
+	req.Header.Set("X-User-Id", "u-42")
+	c := pipeline.AcquireParsed(&req, new(fasthttp.Response))
+	defer pipeline.Release(c)
+	first := h.Pick(c, nil)
+	if n := testing.AllocsPerRun(100, func() {
+		if h.Pick(c, nil) != first {
+			t.Fatal("the same key moved")
+		}
+	}); n != 0 {
+		t.Fatalf("Pick allocates %v times", n)
+	}
 }

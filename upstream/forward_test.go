@@ -45,7 +45,7 @@ func newService(t *testing.T, cfg ServiceConfig, p Pool, addrs ...string) *Servi
 	st := pipeline.NewState(time.Second).Begin()
 	var ins []*Instance
 	for _, a := range addrs {
-		ins = append(ins, SharedInstance(st, a, 1, p))
+		ins = append(ins, SharedInstance(st, a, 1, p, Health{}, nil))
 	}
 	svc, err := NewService(cfg, ins)
 	if err != nil {

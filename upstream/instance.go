@@ -5,10 +5,12 @@ package upstream
 
 import (
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 )
 
 // Pool is how an instance's connections are kept. Zero fields take the
@@ -68,29 +70,23 @@ type Instance struct {
 	client *fasthttp.HostClient
 
 	inflight atomic.Int64
-	// downUntil (unix ns) is set when the instance refuses connections, so
-	// balancers skip it for a short cool-down instead of paying a failed dial
-	// per request.
-	downUntil atomic.Int64
 	// disabled is the operator's switch; a disabled instance gets nothing.
 	disabled atomic.Bool
+	health   *health
+	closed   sync.Once
 
-	// failures counts consecutive connection-level failures.
-	failures atomic.Int64
 	requests atomic.Uint64
 	errors   atomic.Uint64
 }
 
-// coolDown is how long a refusing instance is skipped.
-const coolDown = time.Second
-
-func newInstance(addr string, weight int, p Pool) *Instance {
+func newInstance(addr string, weight int, p Pool, h Health, log *zap.Logger) *Instance {
 	p = p.withDefaults()
 	dialer := &fasthttp.TCPDialer{Concurrency: 0, DNSCacheDuration: time.Minute}
 	connect := p.Connect
 	return &Instance{
 		Addr:   addr,
 		Weight: weight,
+		health: newHealth(h, log),
 		client: &fasthttp.HostClient{
 			Addr: addr,
 			Dial: func(a string) (net.Conn, error) {
@@ -115,17 +111,17 @@ func newInstance(addr string, weight int, p Pool) *Instance {
 	}
 }
 
-// Available reports whether balancers should send new requests here.
+// Available reports whether balancers should send new requests here: not
+// disabled by an operator, not ejected.
 func (in *Instance) Available() bool {
-	if in.disabled.Load() {
-		return false
-	}
-	d := in.downUntil.Load()
-	return d == 0 || time.Now().UnixNano() >= d
+	return !in.disabled.Load() && !in.health.ejected.Load()
 }
 
 // SetDisabled is the operator's switch for the instance.
 func (in *Instance) SetDisabled(v bool) { in.disabled.Store(v) }
+
+// Disabled reports the operator's switch.
+func (in *Instance) Disabled() bool { return in.disabled.Load() }
 
 // InFlight reports requests currently sent to the instance.
 func (in *Instance) InFlight() int64 { return in.inflight.Load() }
@@ -133,20 +129,9 @@ func (in *Instance) InFlight() int64 { return in.inflight.Load() }
 // Stats reports requests sent and connection-level errors seen.
 func (in *Instance) Stats() (requests, errors uint64) { return in.requests.Load(), in.errors.Load() }
 
-func (in *Instance) markRefused(now time.Time) {
-	in.failures.Add(1)
-	in.errors.Add(1)
-	in.downUntil.Store(now.Add(coolDown).UnixNano())
+// close stops the instance's prober and drops its idle connections;
+// in-flight requests finish.
+func (in *Instance) close() {
+	in.closed.Do(func() { close(in.health.stop) })
+	in.client.CloseIdleConnections()
 }
-
-func (in *Instance) markOK() {
-	if in.failures.Load() != 0 {
-		in.failures.Store(0)
-	}
-	if in.downUntil.Load() != 0 {
-		in.downUntil.Store(0)
-	}
-}
-
-// close drops the instance's idle connections; in-flight requests finish.
-func (in *Instance) close() { in.client.CloseIdleConnections() }

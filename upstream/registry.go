@@ -4,11 +4,13 @@ import (
 	"strconv"
 
 	"github.com/tollgate/tollgate/pipeline"
+	"go.uber.org/zap"
 )
 
-func instanceKey(addr string, weight int, p Pool) string {
-	p = p.withDefaults()
-	return "upstream.instance|" + addr + "|" + strconv.Itoa(weight) + "|" + p.Connect.String() + "|" + p.Read.String() + "|" +
+func instanceKey(addr string, weight int, p Pool, h Health) string {
+	p, h = p.withDefaults(), h.withDefaults()
+	return "upstream.instance|" + h.Path + "|" + h.Interval.String() + "|" + h.Timeout.String() + "|" +
+		strconv.Itoa(h.EjectAfter) + "|" + strconv.Itoa(h.HealthyAfter) + "|" + addr + "|" + strconv.Itoa(weight) + "|" + p.Connect.String() + "|" + p.Read.String() + "|" +
 		p.Write.String() + "|" + p.IdleConn.String() + "|" + strconv.Itoa(p.MaxConns) + "|" +
 		p.MaxConnWait.String() + "|" + strconv.Itoa(p.MaxResponseBytes) + "|" + strconv.FormatBool(p.StreamResponse)
 }
@@ -20,9 +22,9 @@ func instanceKey(addr string, weight int, p Pool) string {
 // refusing. An instance no live snapshot names any more has its idle
 // connections closed after the state's grace period; requests still
 // running on it finish normally.
-func SharedInstance(st *pipeline.StateBuild, addr string, weight int, p Pool) *Instance {
-	return st.Get(instanceKey(addr, weight, p), func() (any, func()) {
-		in := newInstance(addr, weight, p)
+func SharedInstance(st *pipeline.StateBuild, addr string, weight int, p Pool, h Health, log *zap.Logger) *Instance {
+	return st.Get(instanceKey(addr, weight, p, h), func() (any, func()) {
+		in := newInstance(addr, weight, p, h, log)
 		return in, in.close
 	}).(*Instance)
 }

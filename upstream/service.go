@@ -7,8 +7,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
 	"github.com/valyala/fasthttp"
 )
 
@@ -29,28 +31,48 @@ type Service struct {
 	// RetryPutDelete extends retries to PUT and DELETE, which are idempotent
 	// by definition but not always by implementation.
 	RetryPutDelete bool
+	// Connect is the instances' connect timeout: a retry is not started
+	// with less than this left of the budget.
+	Connect time.Duration
+
+	// breaker (nil when none) fails fast while the service is failing.
+	breaker    *breaker.Breaker
+	classifier breaker.Classifier
 }
 
 // ServiceConfig is what NewService needs.
 type ServiceConfig struct {
 	Name           string
-	Balance        string // round_robin (default) | least_conn
+	Balance        string // round_robin (default) | least_conn | hash
+	Key            string // hash: the request value hashed (a source, e.g. header.X-User-Id)
 	Total          time.Duration
+	Connect        time.Duration
 	Retry          int
 	RetryPutDelete bool
+	// Breaker is the service's breaker (nil for none) and the statuses it
+	// counts as failures.
+	Breaker       *breaker.Breaker
+	FailureStatus []int
 }
 
 // Balance names the balancers a config may ask for.
-var Balance = []string{"round_robin", "least_conn"}
+var Balance = []string{"round_robin", "least_conn", "hash"}
 
 // NewService builds a service over instances.
 func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("service %q has no instances", cfg.Name)
 	}
-	s := &Service{Name: cfg.Name, Instances: instances, Total: cfg.Total, Retry: cfg.Retry, RetryPutDelete: cfg.RetryPutDelete}
+	s := &Service{Name: cfg.Name, Instances: instances, Total: cfg.Total, Retry: cfg.Retry, RetryPutDelete: cfg.RetryPutDelete,
+		Connect: cfg.Connect, breaker: cfg.Breaker, classifier: breaker.NewClassifier(cfg.FailureStatus)}
 	if s.Total <= 0 {
 		s.Total = 5 * time.Second
+	}
+	if s.Connect <= 0 {
+		s.Connect = time.Second
+	}
+	if cfg.Key != "" && cfg.Balance != "hash" {
+		return nil, fmt.Errorf("service %q: key applies to balance: hash", cfg.Name)
 	}
 	if s.Retry < 0 || s.Retry > 1 {
 		return nil, fmt.Errorf("service %q: retry must be 0 or 1, got %d", cfg.Name, cfg.Retry)
@@ -60,8 +82,17 @@ func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 		s.balancer = NewRoundRobin(instances)
 	case "least_conn":
 		s.balancer = NewLeastConn(instances)
+	case "hash":
+		if cfg.Key == "" {
+			return nil, fmt.Errorf("service %q: balance: hash needs a key (e.g. header.X-User-Id)", cfg.Name)
+		}
+		key, err := source.Parse(cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("service %q: %w", cfg.Name, err)
+		}
+		s.balancer = NewHash(instances, key)
 	default:
-		return nil, fmt.Errorf("service %q: unknown balance %q (want round_robin or least_conn)", cfg.Name, cfg.Balance)
+		return nil, fmt.Errorf("service %q: unknown balance %q (want round_robin, least_conn or hash)", cfg.Name, cfg.Balance)
 	}
 	return s, nil
 }
@@ -72,6 +103,7 @@ var (
 	errTimeout     = pipeline.NewCanned(fasthttp.StatusGatewayTimeout, "upstream timed out")
 	errNoInstance  = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "no healthy upstream instance")
 	errBusy        = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "upstream connection limit reached")
+	errOpen        = pipeline.NewCanned(fasthttp.StatusServiceUnavailable, "service unavailable: circuit breaker open").WithHeader("Retry-After", "5")
 	errBodyTooBig  = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream response too large")
 	errClientBody  = pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge, "request body too large")
 	errClientChunk = pipeline.NewCanned(fasthttp.StatusBadRequest, "malformed request: invalid chunked body")
@@ -139,15 +171,35 @@ func classify(err error) failure {
 // Serve forwards c.Req to one of the service's instances and leaves the
 // answer (or the gateway's error answer) in c.Resp. It implements
 // pipeline.Action.
+//
+// The budget is the service's total (or the route's own deadline when
+// sooner) from the request's start, retry included; a retry goes to
+// another available instance, only for an idempotent request that failed
+// before an answer, and only with at least a connect timeout left. The
+// service's breaker sees one outcome per client request.
 func (s *Service) Serve(c *pipeline.Ctx) {
-	deadline := c.Start.Add(s.Total)
-	if c.Start.IsZero() {
-		deadline = time.Now().Add(s.Total)
+	start := c.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	deadline := start.Add(s.Total)
+	if !c.Deadline.IsZero() && c.Deadline.Before(deadline) {
+		deadline = c.Deadline
+	}
+	var gen uint64
+	if s.breaker != nil {
+		var ok bool
+		if gen, ok = s.breaker.Allow(); !ok {
+			c.Outcome.Result = pipeline.ResultOpen
+			c.Decision = "service breaker open"
+			errOpen.WriteTo(c)
+			return
+		}
 	}
 	began := time.Now()
 	var tried *Instance
 	for attempt := 0; ; attempt++ {
-		in := s.balancer.Pick(tried)
+		in := s.balancer.Pick(c, tried)
 		if in == nil {
 			if tried == nil {
 				errNoInstance.WriteTo(c)
@@ -164,28 +216,55 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		err := in.client.DoDeadline(c.Req, c.Resp, deadline)
 		in.inflight.Add(-1)
 		if err == nil {
-			in.markOK()
 			StripResponse(c.Resp)
 			c.Outcome.Result, c.Outcome.Status = pipeline.ResultOK, c.Resp.StatusCode()
+			if c.Outcome.Status >= 500 {
+				s.failed(in, false)
+			} else {
+				in.health.ok()
+			}
 			break
 		}
 		f := classify(err)
 		c.Outcome.Result = f.result()
-		switch f {
-		case failRefused:
-			in.markRefused(time.Now())
-		case failReset, failTimeout:
+		if c.Outcome.Result.UpstreamFailure() {
 			in.errors.Add(1)
+			s.failed(in, f == failRefused)
 		}
 		writeFailure(c, f)
-		if attempt >= s.Retry || !s.mayRetry(c, f) {
+		if attempt >= s.Retry || !s.mayRetry(c, f) || time.Until(deadline) < s.Connect {
 			break
 		}
 		tried = in
 		c.Resp.Reset()
 	}
 	c.Outcome.Latency = time.Since(began)
+	if s.breaker != nil {
+		if c.Outcome.Counted() {
+			s.breaker.Done(gen, s.classifier.Success(&c.Outcome))
+		} else {
+			s.breaker.Release(gen)
+		}
+	}
 }
+
+// failed counts a failure of in, and ejects it when its health says so,
+// unless it is the last instance of the service still in rotation.
+func (s *Service) failed(in *Instance, refused bool) {
+	if !in.health.failed(refused) {
+		return
+	}
+	for _, other := range s.Instances {
+		if other != in && other.Available() {
+			in.eject(s.Name, time.Now())
+			return
+		}
+	}
+	in.keep(s.Name)
+}
+
+// Breaker returns the service's breaker, nil when it has none.
+func (s *Service) Breaker() *breaker.Breaker { return s.breaker }
 
 // mayRetry allows one more try only where the backend cannot have acted on
 // the request twice: an idempotent method, a body still in memory, and a
