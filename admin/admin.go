@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"go.uber.org/zap"
 )
 
 // Deps is what the admin API reads and drives.
@@ -30,12 +31,15 @@ type Deps struct {
 	// Revoke adds "jti:<id>" or "sub:<subject>" to the JWT revocation set
 	// for ttl; nil when there is no cluster to hold it.
 	Revoke func(member string, ttl time.Duration) error
+	// Logger records operators' changes (nil: not logged).
+	Logger *zap.Logger
 }
 
 // Server is the admin HTTP listener.
 type Server struct {
 	deps Deps
 	http *http.Server
+	prot protection
 }
 
 // New builds the admin server; Serve starts it.
@@ -47,6 +51,7 @@ func New(d Deps) *Server {
 	mux.HandleFunc("POST /admin/reload", s.auth(s.reload))
 	mux.HandleFunc("GET /admin/stats", s.stats)
 	mux.HandleFunc("POST /admin/revoke", s.auth(s.revoke))
+	s.registerProtection(mux)
 	// Profiles are served on the admin listener only (loopback by default);
 	// with a token configured they need it, as they cost CPU to take.
 	mux.HandleFunc("GET /debug/pprof/", s.guardProfile(pprof.Index))

@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
 )
 
 func serviceWith(t *testing.T, cfg ServiceConfig, h Health, addrs ...string) *Service {
@@ -115,5 +116,28 @@ func TestServiceBreaker(t *testing.T) {
 	}
 	if d := time.Since(start); d > 50*time.Millisecond {
 		t.Fatalf("the open breaker took %v to answer", d)
+	}
+}
+
+// TestRouteDeadlineCapsTheService: a route's own budget ends the exchange
+// before the service's total.
+func TestRouteDeadlineCapsTheService(t *testing.T) {
+	slow := testutil.StartUpstream(t, "slow")
+	slow.Delay.Store(int64(500 * time.Millisecond))
+	svc := serviceWith(t, ServiceConfig{Name: "s", Total: 5 * time.Second}, Health{}, slow.Addr)
+	c, resp := serve(t, svc, "GET", "/x") // no route budget: waits for the answer
+	if resp.StatusCode() != 200 {
+		t.Fatalf("status %d", resp.StatusCode())
+	}
+	_ = c
+	start := time.Now()
+	req, r2 := &fasthttp.Request{}, &fasthttp.Response{}
+	req.SetRequestURI("/x")
+	req.Header.SetHost("h")
+	c2 := &pipeline.Ctx{Req: req, Resp: r2, Start: start}
+	routeDeadline{total: 200 * time.Millisecond}.Handle(c2)
+	svc.Serve(c2)
+	if r2.StatusCode() != 504 || time.Since(start) > 600*time.Millisecond {
+		t.Fatalf("with a 200ms route budget: status %d after %v", r2.StatusCode(), time.Since(start))
 	}
 }

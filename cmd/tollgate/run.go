@@ -140,6 +140,7 @@ func serve(path string, stderr io.Writer) error {
 			Snapshot: gw.Snapshot,
 			Reload:   func() (*config.Snapshot, error) { return reload("admin API") },
 			Revoke:   revoker(compiler, f),
+			Logger:   log,
 			Stats: func() any {
 				st := map[string]any{
 					"requests":       gw.Stats.Read(),

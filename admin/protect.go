@@ -1,0 +1,216 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"sync/atomic"
+
+	"github.com/tollgate/tollgate/breaker"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/upstream"
+	"go.uber.org/zap"
+)
+
+// Backend protection endpoints: what the breakers and instances are doing,
+// and the operator's hands on them. Every change is logged with the
+// caller's address, what changed and the reason given, and counted.
+
+// protection counts the operators' changes.
+type protection struct {
+	changes atomic.Uint64
+}
+
+func (s *Server) registerProtection(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin/breakers", s.auth(s.breakers))
+	mux.HandleFunc("POST /admin/breakers", s.auth(s.setBreaker))
+	mux.HandleFunc("POST /admin/degrade", s.auth(s.setDegrade))
+	mux.HandleFunc("GET /admin/instances", s.auth(s.instances))
+	mux.HandleFunc("POST /admin/instances", s.auth(s.setInstance))
+}
+
+func (s *Server) log() *zap.Logger {
+	if s.deps.Logger == nil {
+		return zap.NewNop()
+	}
+	return s.deps.Logger
+}
+
+// routeParts finds a route's breaker and degrade filters.
+func routeParts(snap *config.Snapshot, name string) (rb *breaker.RouteBreaker, dg *breaker.Degrade, found bool) {
+	for _, r := range snap.Routes {
+		if r.Name != name {
+			continue
+		}
+		for _, f := range r.Chain.Filters() {
+			switch v := f.(type) {
+			case *breaker.RouteBreaker:
+				rb = v
+			case *breaker.Degrade:
+				dg = v
+			}
+		}
+		return rb, dg, true
+	}
+	return nil, nil, false
+}
+
+func (s *Server) breakers(w http.ResponseWriter, _ *http.Request) {
+	snap := s.deps.Snapshot()
+	routes := map[string]any{}
+	for _, r := range snap.Routes {
+		rb, dg, _ := routeParts(snap, r.Name)
+		if rb == nil && dg == nil {
+			continue
+		}
+		v := map[string]any{}
+		if rb != nil {
+			v["breaker"] = rb.Breaker().Status()
+		}
+		if dg != nil {
+			v["degrade"] = map[string]any{"on": dg.On(), "answers": dg.Served()}
+		}
+		routes[r.Name] = v
+	}
+	services := map[string]any{}
+	for name, svc := range snap.Services {
+		if b := svc.Breaker(); b != nil {
+			services[name] = b.Status()
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"routes": routes, "services": services, "operator_changes": s.prot.changes.Load()})
+}
+
+func (s *Server) instances(w http.ResponseWriter, _ *http.Request) {
+	snap := s.deps.Snapshot()
+	out := map[string][]upstream.InstanceStatus{}
+	for name, svc := range snap.Services {
+		var list []upstream.InstanceStatus
+		for _, in := range svc.Instances {
+			list = append(list, in.Status())
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].Addr < list[j].Addr })
+		out[name] = list
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"services": out, "operator_changes": s.prot.changes.Load()})
+}
+
+// change logs and counts an operator's change.
+func (s *Server) change(r *http.Request, what, target, reason string) {
+	s.prot.changes.Add(1)
+	s.log().Warn("operator change", zap.String("caller", r.RemoteAddr), zap.String("change", what),
+		zap.String("target", target), zap.String("reason", reason))
+}
+
+const maxChangeBody = 4 << 10
+
+func decodeChange(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxChangeBody)).Decode(v); err != nil {
+		fail(w, http.StatusBadRequest, "body must be JSON")
+		return false
+	}
+	return true
+}
+
+// setBreaker takes {"route"|"service": NAME, "action": "open"|"close", "reason": "..."}.
+func (s *Server) setBreaker(w http.ResponseWriter, r *http.Request) {
+	var body struct{ Route, Service, Action, Reason string }
+	if !decodeChange(w, r, &body) {
+		return
+	}
+	snap := s.deps.Snapshot()
+	var b *breaker.Breaker
+	target := ""
+	switch {
+	case body.Route != "" && body.Service == "":
+		rb, _, found := routeParts(snap, body.Route)
+		if !found || rb == nil {
+			fail(w, http.StatusNotFound, "no route "+body.Route+" with a breaker")
+			return
+		}
+		b, target = rb.Breaker(), "route "+body.Route
+	case body.Service != "" && body.Route == "":
+		svc := snap.Services[body.Service]
+		if svc == nil || svc.Breaker() == nil {
+			fail(w, http.StatusNotFound, "no service "+body.Service+" with a breaker")
+			return
+		}
+		b, target = svc.Breaker(), "service "+body.Service
+	default:
+		fail(w, http.StatusBadRequest, "give exactly one of route or service")
+		return
+	}
+	switch body.Action {
+	case "open":
+		b.ForceOpen()
+	case "close":
+		b.ForceClose()
+	default:
+		fail(w, http.StatusBadRequest, "action must be open or close")
+		return
+	}
+	s.change(r, "breaker "+body.Action, target, body.Reason)
+	writeJSON(w, http.StatusOK, map[string]any{"target": target, "breaker": b.Status()})
+}
+
+// setDegrade takes {"route": NAME, "on": true|false, "reason": "..."}.
+func (s *Server) setDegrade(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Route  string
+		On     *bool
+		Reason string
+	}
+	if !decodeChange(w, r, &body) {
+		return
+	}
+	if body.On == nil {
+		fail(w, http.StatusBadRequest, "give on: true or false")
+		return
+	}
+	_, dg, found := routeParts(s.deps.Snapshot(), body.Route)
+	if !found || dg == nil {
+		fail(w, http.StatusNotFound, "no route "+body.Route+" with a degrade answer configured")
+		return
+	}
+	was := dg.Switch(*body.On)
+	what := "degrade off"
+	if *body.On {
+		what = "degrade on"
+	}
+	s.change(r, what, "route "+body.Route, body.Reason)
+	writeJSON(w, http.StatusOK, map[string]any{"route": body.Route, "on": *body.On, "was": was})
+}
+
+// setInstance takes {"service": NAME, "addr": "host:port", "enabled": true|false, "reason": "..."}.
+func (s *Server) setInstance(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Service, Addr string
+		Enabled       *bool
+		Reason        string
+	}
+	if !decodeChange(w, r, &body) {
+		return
+	}
+	if body.Enabled == nil {
+		fail(w, http.StatusBadRequest, "give enabled: true or false")
+		return
+	}
+	svc := s.deps.Snapshot().Services[body.Service]
+	if svc == nil {
+		fail(w, http.StatusNotFound, "no service "+body.Service)
+		return
+	}
+	for _, in := range svc.Instances {
+		if in.Addr == body.Addr {
+			in.SetDisabled(!*body.Enabled)
+			what := "instance disabled"
+			if *body.Enabled {
+				what = "instance enabled"
+			}
+			s.change(r, what, body.Service+" "+body.Addr, body.Reason)
+			writeJSON(w, http.StatusOK, in.Status())
+			return
+		}
+	}
+	fail(w, http.StatusNotFound, "service "+body.Service+" has no instance "+body.Addr)
+}
