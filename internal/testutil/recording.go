@@ -50,9 +50,9 @@ func (r RawRequest) Values(name string) []string {
 // request it receives, so tests can assert exactly what the gateway
 // forwarded. It answers every request 200 "ok".
 type RecordingUpstream struct {
-	Addr string
-	ln   net.Listener
-	mu   sync.Mutex
+	Addr  string
+	ln    net.Listener
+	mu    sync.Mutex
 	reqs  []RawRequest
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
