@@ -20,7 +20,9 @@ func (e *entry) Hash() uint64        { return e.h }
 func (e *entry) Expires() int64      { return e.exp }
 func (e *entry) Ref() *atomic.Uint32 { return &e.ref }
 
-func mk(tok string, exp int64) *entry { return &entry{tok: []byte(tok), h: xxhash.Sum64String(tok), exp: exp} }
+func mk(tok string, exp int64) *entry {
+	return &entry{tok: []byte(tok), h: xxhash.Sum64String(tok), exp: exp}
+}
 
 func TestGetPutEvict(t *testing.T) {
 	c := New[*entry](16) // one shard of 16
