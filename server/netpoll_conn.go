@@ -2,50 +2,60 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	"github.com/cloudwego/netpoll"
 )
 
-// npConn is the state of one client connection on the netpoll transport,
-// allocated once when the connection is accepted. It is also the context
-// netpoll hands to OnRequest, and the io.Reader/io.Writer the pooled bufio
-// reader and writer wrap while a request is served.
+// npConn is the state of one client connection on the reactor, allocated
+// once when the connection is accepted. While a request is being served it
+// is the io.Reader/io.Writer the pooled bufio reader and writer wrap: reads
+// go to the socket only when the reader needs bytes, so what a connection
+// holds is bounded by the reader's size, whatever the client sends.
 type npConn struct {
-	context.Context
-
 	t    *netpollTransport
-	conn netpoll.Connection
-	rd   netpoll.Reader
-	wr   netpoll.Writer
+	nc   net.Conn
+	rc   syscall.RawConn
+	loop *npLoop
+	fd   int32
+	gen  uint32 // tells this connection's events from those of an fd's earlier owner
 	peer netip.AddrPort
 
 	state atomic.Int32 // npIdle, npBusy, npClosed
 	last  atomic.Int64 // transport clock at the last activity
 	used  atomic.Bool  // a request has been read
 
-	counted bool // admitted under MaxConns; set before registration
+	// mu orders going back to idle (re-arming the fd) against closing it,
+	// so that a re-arm never reaches an fd that was closed and reused.
+	mu      sync.Mutex
+	closed  bool
+	serveFn func() // c.serve, bound once so that dispatching allocates nothing
 
-	// Used only by the OnRequest call that holds the connection.
+	// Used only by the goroutine serving the connection.
 	bw       *bufio.Writer
-	pending  bool          // answers written but not flushed
-	rtimeout time.Duration // read timeout of the current phase (header, body)
-	rarmed   bool          // the read deadline for this phase is set
-	warmed   bool          // the write deadline for this answer is set
-	rerr     error         // first read error; sticky
-	werr     error         // first write error; sticky
-	body     npBody        // the streamed body of the current request
+	pending  bool             // answers written but not flushed
+	rtimeout time.Duration    // read timeout of the current phase (header, body)
+	rarmed   bool             // the read deadline for this phase is set
+	rset     bool             // a read deadline is set on the socket
+	warmed   bool             // the write deadline for this answer is set
+	rerr     error            // first read error; sticky
+	werr     error            // first write error; sticky
+	body     npBody           // the streamed body of the current request
+	hdr      hdrEnd           // how the header section being read ends
+	inHeader bool             // a header section is being read
+	linger   bool             // close gracefully: the client may still be sending
+	peekN    int              // what peek saw
+	peekFn   func(fd uintptr) // c.peek, bound once
 }
 
-// Read gives what netpoll has buffered, waiting for at least one byte under
-// the connection's read deadline. Before it waits it sends answers still
-// held for pipelined requests, so a client waiting for them is not stalled.
+// Read gives what the socket has, waiting for at least one byte under the
+// phase's deadline. Before it waits it sends answers still held for
+// pipelined requests, so a client waiting for them is not stalled.
 func (c *npConn) Read(p []byte) (int, error) {
 	if c.rerr != nil {
 		return 0, c.rerr
@@ -53,65 +63,56 @@ func (c *npConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n := c.rd.Len()
-	if n == 0 {
-		if c.pending {
-			if err := c.flushOut(); err != nil {
-				c.rerr = err
-				return 0, err
-			}
-		}
-		if !c.rarmed {
-			// The phase's deadline is set when it first has to wait: a
-			// request that arrived whole costs no clock reading.
-			c.rarmed = true
-			if c.rtimeout > 0 {
-				_ = c.conn.SetReadDeadline(time.Now().Add(c.rtimeout))
-			} else {
-				_ = c.conn.SetReadDeadline(time.Time{})
-			}
-		}
-		if _, err := c.rd.Peek(1); err != nil {
-			c.rerr = npReadError(err)
-			return 0, c.rerr
-		}
-		n = c.rd.Len()
-	}
-	n = min(n, len(p))
-	b, err := c.rd.Next(n)
-	if err != nil {
-		c.rerr = npReadError(err)
+	if c.inHeader && c.hdr.bad() {
+		// The section has ended, not with CRLF CRLF, and the parser asks
+		// for more: it would wait for one until the header timeout.
+		c.rerr = errBareLFEnd
 		return 0, c.rerr
 	}
-	copy(p, b)
-	_ = c.rd.Release()
+	if c.pending {
+		if err := c.flushOut(); err != nil {
+			c.rerr = err
+			return 0, err
+		}
+	}
+	if !c.rarmed {
+		// The phase's deadline runs from its first read of the socket.
+		c.rarmed = true
+		if c.rtimeout > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.rtimeout))
+			c.rset = true
+		} else if c.rset {
+			_ = c.nc.SetReadDeadline(time.Time{})
+			c.rset = false
+		}
+	}
+	n, err := c.nc.Read(p)
+	if c.inHeader && n > 0 {
+		c.hdr.feed(p[:n])
+	}
+	if err != nil {
+		c.rerr = npReadError(err)
+		return n, c.rerr
+	}
 	return n, nil
 }
 
-// Write copies p into the connection's output buffer; it sends when a batch
-// has grown large. flushOut sends the rest.
+// Write sends p, under the answer's write deadline, set at its first write.
 func (c *npConn) Write(p []byte) (int, error) {
 	if c.werr != nil {
 		return 0, c.werr
 	}
-	written := 0
-	for len(p) > 0 {
-		n := min(len(p), npFlushBytes)
-		buf, err := c.wr.Malloc(n)
-		if err != nil {
-			c.werr = err
-			return written, err
-		}
-		copy(buf, p[:n])
-		written += n
-		p = p[n:]
-		if c.wr.MallocLen() >= npFlushBytes {
-			if err := c.send(); err != nil {
-				return written, err
-			}
+	if !c.warmed {
+		c.warmed = true
+		if d := c.t.o.WriteTimeout; d > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
 		}
 	}
-	return written, nil
+	n, err := c.nc.Write(p)
+	if err != nil {
+		c.werr = err
+	}
+	return n, err
 }
 
 // flushOut sends everything written so far.
@@ -122,36 +123,12 @@ func (c *npConn) flushOut() error {
 			return err
 		}
 	}
-	if c.werr != nil {
-		return c.werr
-	}
-	if c.wr.MallocLen() > 0 {
-		if err := c.send(); err != nil {
-			return err
-		}
-	}
 	c.warmed = false
-	return nil
+	return c.werr
 }
 
-// send hands the output buffer to the socket, waiting while it is full up
-// to the write deadline, which is set at the first send of an answer.
-func (c *npConn) send() error {
-	if !c.warmed {
-		c.warmed = true
-		if d := c.t.o.WriteTimeout; d > 0 {
-			_ = c.conn.SetWriteDeadline(time.Now().Add(d))
-		}
-	}
-	if err := c.wr.Flush(); err != nil {
-		c.werr = err
-		return err
-	}
-	return nil
-}
-
-// readPhase starts a read phase (header, body) bounded by d from the
-// moment it first has to wait for the client.
+// readPhase starts a read phase (header, body) bounded by d from its first
+// read of the socket.
 func (c *npConn) readPhase(d time.Duration) {
 	c.rtimeout, c.rarmed = d, false
 }
@@ -159,34 +136,100 @@ func (c *npConn) readPhase(d time.Duration) {
 // armWrite starts the write timeout of a new answer.
 func (c *npConn) armWrite() { c.warmed = false }
 
-// closeIfIdle closes the connection unless a request is being served on it
-// or input is waiting for one.
+// idle hands the connection back to the reactor after a request; it
+// reports false if the connection is gone instead.
+func (c *npConn) idle() bool {
+	c.last.Store(c.t.clock.Load())
+	c.state.Store(npIdle)
+	if c.t.shut.Load() {
+		c.closeIfIdle()
+		return false
+	}
+	c.mu.Lock()
+	ok := !c.closed && c.loop.rearm(c) == nil
+	c.mu.Unlock()
+	if !ok {
+		c.closeIfIdle()
+	}
+	return ok
+}
+
+// closeIfIdle closes the connection unless a request is being served on it.
 func (c *npConn) closeIfIdle() {
-	if c.rd.Len() == 0 && c.state.CompareAndSwap(npIdle, npClosed) {
-		_ = c.conn.Close()
+	if c.state.CompareAndSwap(npIdle, npClosed) {
+		c.close()
 	}
 }
 
-// onClose runs once when netpoll releases the connection.
-func (c *npConn) onClose(netpoll.Connection) error {
+// close releases the connection once. Only the goroutine serving it, or
+// whoever moved it from idle to closed, calls it.
+func (c *npConn) close() {
 	c.state.Store(npClosed)
-	if c.counted {
-		t := c.t
-		t.mu.Lock()
-		delete(t.live, c)
-		t.mu.Unlock()
-		t.conns.Add(-1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
 	}
-	return nil
+	c.closed = true
+	c.loop.remove(c)
+	_ = c.nc.Close()
+	c.mu.Unlock()
+	t := c.t
+	t.mu.Lock()
+	delete(t.live, c)
+	t.mu.Unlock()
+	t.conns.Add(-1)
 }
 
-// npReadError maps netpoll's read errors to the ones fasthttp and the
+// Lingering close, after an answer the client may not have read yet while
+// it still sends: closing a socket with unread input makes the kernel reset
+// the connection, and a reset can destroy the answer in the client's
+// buffer before it reads it.
+const (
+	npLingerTime  = time.Second // longest wait for the client to stop sending
+	npLingerBytes = 1 << 20     // most bytes read and dropped meanwhile
+)
+
+// finish closes the connection from the goroutine serving it. Unless the
+// client has already gone, it first ends the answer with a FIN and, when
+// input is waiting or was left unread, reads and drops it for a while.
+func (c *npConn) finish() {
+	if tc, ok := c.nc.(interface{ CloseWrite() error }); ok && !isGone(c.rerr) && c.werr == nil &&
+		tc.CloseWrite() == nil && (c.linger || c.inputWaiting()) {
+		_ = c.nc.SetReadDeadline(time.Now().Add(npLingerTime))
+		_, _ = io.CopyN(io.Discard, c.nc, npLingerBytes)
+	}
+	c.close()
+}
+
+// inputWaiting reports whether unread bytes wait in the socket, without
+// reading or blocking.
+func (c *npConn) inputWaiting() bool {
+	c.peekN = 0
+	if c.rc == nil || c.rc.Control(c.peekFn) != nil {
+		return false
+	}
+	return c.peekN > 0
+}
+
+func (c *npConn) peek(fd uintptr) {
+	var b [1]byte
+	n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	if err == nil {
+		c.peekN = n
+	}
+}
+
+// isGone reports a read error after which nothing can reach the client.
+func isGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// npReadError maps the socket's read errors to the ones fasthttp and the
 // handler understand; timeouts stay net.Errors (answered 408).
 func npReadError(err error) error {
-	switch {
-	case errors.Is(err, netpoll.ErrEOF):
-		return io.EOF
-	case errors.Is(err, netpoll.ErrConnClosed):
+	if errors.Is(err, net.ErrClosed) {
 		return net.ErrClosed
 	}
 	return err

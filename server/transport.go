@@ -50,7 +50,7 @@ type Options struct {
 	IdleTimeout     time.Duration // keep-alive wait between requests
 	WriteTimeout    time.Duration // writing one answer
 	MaxConns        int           // open client connections
-	Workers         int           // reactor threads hint (netpoll pollers)
+	Workers         int           // cores the gateway uses (GOMAXPROCS), 0 for all; the reactor runs one epoll loop per 20
 }
 
 // OptionsFor takes the transport settings from a configuration.

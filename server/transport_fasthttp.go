@@ -2,45 +2,98 @@ package server
 
 import (
 	"context"
+	"io"
 	"net"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/valyala/fasthttp"
 )
 
 // fastHTTPTransport serves clients with fasthttp.Server: one goroutine per
 // connection, fasthttp's own keep-alive and pipelining. It is the reference
-// the netpoll reactor is measured against. Unlike the reactor it buffers
-// request bodies whole (up to MaxBodyBytes) instead of streaming large ones.
+// the reactor is measured against, and bounds memory the same way:
+//
+//   - fasthttp reads a socket only when its bufio.Reader (ReadBufferSize)
+//     needs bytes, so read-ahead is capped at that size;
+//   - bodies are read through fasthttp's request stream (StreamRequestBody:
+//     at most 8 KiB are read before the handler, into a buffer of that
+//     size, whatever the Content-Length claims); up to StreamBodyBytes they
+//     are then read whole into a buffer that grows with the bytes that
+//     arrive, larger ones are streamed to the handler as the reactor
+//     streams them;
+//   - a header section ending in a bare LF, for which fasthttp would wait
+//     until the header timeout, is refused at once (see fhConn).
 type fastHTTPTransport struct {
-	srv   *fasthttp.Server
-	conns atomic.Int64
+	srv         *fasthttp.Server
+	conns       atomic.Int64
+	h           Handler
+	maxBody     int64
+	streamBytes int
+	hdrLimit    int
+	bodies      sync.Pool // *fhBody
+
+	// oversized holds the headers (by address, one per connection) of
+	// requests whose Content-Length is over the limit, between
+	// HeaderReceived and the answer; noversized counts them so that the
+	// common case costs one atomic load.
+	oversized  sync.Map
+	noversized atomic.Int64
 }
 
 func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
-	t := &fastHTTPTransport{}
+	t := &fastHTTPTransport{h: h, maxBody: max(o.MaxBodyBytes, 0), streamBytes: o.StreamBodyBytes}
+	if t.streamBytes <= 0 {
+		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
+	}
+	sized := o
+	if sized.MaxHeaderBytes <= 0 {
+		sized.MaxHeaderBytes = npDefaultHeaderBytes
+	}
+	if sized.MaxURIBytes <= 0 {
+		sized.MaxURIBytes = npDefaultURIBytes
+	}
+	t.hdrLimit = sized.readBufferSize()
+	t.bodies.New = func() any { return &fhBody{} }
 	bodyTimeout := o.BodyTimeout
 	t.srv = &fasthttp.Server{
-		Handler: func(ctx *fasthttp.RequestCtx) {
-			if h.Serve(&ctx.Request, &ctx.Response, peerOf(ctx.RemoteAddr())) {
-				ctx.SetConnectionClose()
-			}
-		},
-		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
-			h.ServeError(err, &ctx.Request, &ctx.Response, peerOf(ctx.RemoteAddr()))
-		},
+		Handler:      t.serve,
+		ErrorHandler: t.serveError,
 		HeaderReceived: func(hdr *fasthttp.RequestHeader) fasthttp.RequestConfig {
+			cl := hdr.ContentLength()
+			if cl > 0 && t.maxBody > 0 && int64(cl) > t.maxBody {
+				// Refused (413) from the header alone. fasthttp would
+				// first wait for a byte of the body: a deadline already
+				// past makes that read fail at once, and the error
+				// handler answers 413 for it.
+				if _, loaded := t.oversized.LoadOrStore(hdr, struct{}{}); !loaded {
+					t.noversized.Add(1)
+				}
+				return fasthttp.RequestConfig{ReadTimeout: time.Nanosecond, MaxRequestBodySize: 1}
+			}
+			t.forget(hdr)
 			// The header timeout got the headers here; a body gets its own.
-			if hdr.ContentLength() != 0 && bodyTimeout > 0 {
+			if cl != 0 && bodyTimeout > 0 {
 				return fasthttp.RequestConfig{ReadTimeout: bodyTimeout}
 			}
 			return fasthttp.RequestConfig{}
 		},
-		ConnState: func(_ net.Conn, s fasthttp.ConnState) {
+		ConnState: func(c net.Conn, s fasthttp.ConnState) {
+			fc, _ := c.(*fhConn)
 			switch s {
 			case fasthttp.StateNew:
 				t.conns.Add(1)
+			case fasthttp.StateIdle:
+				if fc != nil {
+					fc.nextRequest()
+				}
 			case fasthttp.StateClosed, fasthttp.StateHijacked:
+				if fc != nil {
+					fc.ctx = nil
+				}
 				t.conns.Add(-1)
 			}
 		},
@@ -49,11 +102,11 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 		IdleTimeout:    o.IdleTimeout,
 		WriteTimeout:   o.WriteTimeout,
 		Concurrency:    o.MaxConns,
-		// fasthttp can only stream every body (it pre-reads up to the
-		// limit and waits for those bytes even when the declared length
-		// is already too large) or none; this reference transport buffers
-		// bodies whole up to the limit, which also makes it refuse an
-		// oversized Content-Length before reading a byte of it.
+		// Bodies come as a stream: fasthttp reads at most 8 KiB of one
+		// before the handler runs, whatever length the client claims
+		// (without it, it allocates the claimed length up front). The
+		// limit is enforced by HeaderReceived and fhBody.
+		StreamRequestBody:            true,
 		MaxRequestBodySize:           int(o.MaxBodyBytes),
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
@@ -64,13 +117,236 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 	return t
 }
 
-func (t *fastHTTPTransport) Serve(ln net.Listener) error { return t.srv.Serve(ln) }
+func (t *fastHTTPTransport) Serve(ln net.Listener) error {
+	return t.srv.Serve(fhListener{Listener: ln, limit: t.hdrLimit})
+}
 
 func (t *fastHTTPTransport) Shutdown(ctx context.Context) error {
 	return t.srv.ShutdownWithContext(ctx)
 }
 
 func (t *fastHTTPTransport) Conns() int { return int(t.conns.Load()) }
+
+// forget drops a header's oversized mark.
+func (t *fastHTTPTransport) forget(hdr *fasthttp.RequestHeader) bool {
+	if t.noversized.Load() == 0 {
+		return false
+	}
+	if _, ok := t.oversized.LoadAndDelete(hdr); ok {
+		t.noversized.Add(-1)
+		return true
+	}
+	return false
+}
+
+// serve is the fasthttp handler: it refuses what the transport refuses,
+// reads small bodies whole, and calls the gateway.
+func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
+	req, resp := &ctx.Request, &ctx.Response
+	if fc, ok := ctx.Conn().(*fhConn); ok {
+		fc.ctx = ctx
+	}
+	peer := peerOf(ctx.RemoteAddr())
+	var err error
+	switch cl := req.Header.ContentLength(); {
+	case t.forget(&req.Header) || cl > 0 && t.maxBody > 0 && int64(cl) > t.maxBody:
+		err = codec.ErrBodyTooLarge
+	case endsBadly(&req.Header):
+		err = errBareLFEnd
+	}
+	var b *fhBody
+	if err == nil && req.IsBodyStream() {
+		b, err = t.readBody(req)
+	}
+	if err != nil {
+		t.h.ServeError(err, req, resp, peer)
+		ctx.SetConnectionClose()
+	} else if t.h.Serve(req, resp, peer) {
+		ctx.SetConnectionClose()
+	}
+	if b != nil {
+		// The request lets go of the buffer before it goes back.
+		req.ResetBody()
+		b.release()
+		t.bodies.Put(b)
+	}
+}
+
+func (t *fastHTTPTransport) serveError(ctx *fasthttp.RequestCtx, err error) {
+	if fc, ok := ctx.Conn().(*fhConn); ok {
+		fc.ctx = ctx
+	}
+	if t.forget(&ctx.Request.Header) {
+		// The read that failed was the one HeaderReceived cut short.
+		err = codec.ErrBodyTooLarge
+	}
+	t.h.ServeError(err, &ctx.Request, &ctx.Response, peerOf(ctx.RemoteAddr()))
+}
+
+// readBody reads a body of up to streamBytes whole from fasthttp's stream,
+// into a pooled buffer that grows with the bytes that arrive; a larger one
+// stays a stream (a chunked one starting with what was read), with the body
+// limit enforced. It returns the buffer to put back after the handler, if
+// it took one.
+func (t *fastHTTPTransport) readBody(req *fasthttp.Request) (*fhBody, error) {
+	cl := req.Header.ContentLength()
+	switch {
+	case cl == 0:
+		req.ResetBody()
+		return nil, nil
+	case cl > t.streamBytes:
+		return nil, nil // fasthttp's stream yields exactly cl bytes
+	}
+	b := t.bodies.Get().(*fhBody)
+	b.rest, b.limit = req.BodyStream(), t.maxBody
+	want := cl
+	if cl < 0 {
+		want = t.streamBytes + 1 // chunked: read one byte past the threshold to know
+	}
+	buf := b.buf[:0]
+	for len(buf) < want {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(max(cap(buf), npMinBodyBuf), want-len(buf)))
+		}
+		n, err := b.read(buf[len(buf):min(cap(buf), want)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF && (cl < 0 || len(buf) == want) {
+			break
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			b.buf = buf
+			b.release()
+			t.bodies.Put(b)
+			return nil, err
+		}
+	}
+	b.buf = buf
+	if len(buf) > t.streamBytes {
+		// Chunked and large: the handler streams it, from the start.
+		b.pre = buf
+		req.SetBodyStream(b, -1)
+		return b, nil
+	}
+	if len(buf) == 0 {
+		req.ResetBody()
+		req.Header.SetContentLength(0)
+	} else {
+		req.SetBodyRaw(buf)
+	}
+	return b, nil
+}
+
+// fhBody is a request body taken from fasthttp's request stream: what was
+// read before the handler ran, then the rest of the stream, never more than
+// the body limit in all. Pooled; the handler reads it only while it runs.
+type fhBody struct {
+	buf   []byte    // grows with the bytes read
+	pre   []byte    // part of buf not yet given to the handler
+	rest  io.Reader // fasthttp's stream
+	total int64
+	limit int64 // 0: none
+	err   error
+}
+
+func (b *fhBody) Read(p []byte) (int, error) {
+	if len(b.pre) > 0 {
+		n := copy(p, b.pre)
+		b.pre = b.pre[n:]
+		return n, nil
+	}
+	return b.read(p)
+}
+
+func (b *fhBody) read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.rest.Read(p)
+	b.total += int64(n)
+	if b.limit > 0 && b.total > b.limit {
+		n -= int(b.total - b.limit)
+		err = codec.ErrBodyTooLarge
+	}
+	if err != nil {
+		b.err = err
+	}
+	return max(n, 0), err
+}
+
+func (b *fhBody) release() {
+	b.buf, b.pre = b.buf[:0], nil
+	b.rest, b.total, b.limit, b.err = nil, 0, 0, nil
+}
+
+// fhListener wraps each accepted connection in an fhConn.
+type fhListener struct {
+	net.Listener
+	limit int
+}
+
+func (l fhListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	fc := &fhConn{Conn: c, limit: l.limit}
+	fc.hdr.start(l.limit)
+	return fc, nil
+}
+
+// fhConn refuses a header section that ends in a bare LF. fasthttp only
+// ends a section at CRLF CRLF and would read on, waiting for one, until the
+// header timeout; fhConn follows the header's bytes as it hands them over
+// and, when fasthttp asks for more after a section that has ended (with a
+// bare LF), fails the read: fasthttp answers that error (400) at once.
+//
+// All its methods run on the connection's goroutine in fasthttp.Server,
+// which also calls the handler, so ctx needs no lock. (It relies on the
+// server keeping one RequestCtx per connection, which it does unless
+// ReduceMemoryUsage or a TimeoutHandler is used; neither is.)
+type fhConn struct {
+	net.Conn
+	ctx   *fasthttp.RequestCtx // set by the first request's handler
+	hdr   hdrEnd
+	limit int
+	tail  [3]byte // the last bytes handed over
+	ntail int
+}
+
+func (c *fhConn) Read(p []byte) (int, error) {
+	if c.hdr.bad() && c.readingHeader() {
+		return 0, errBareLFEnd
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.hdr.feed(p[:n])
+		if n >= len(c.tail) {
+			c.ntail = copy(c.tail[:], p[n-len(c.tail):n])
+		} else {
+			keep := min(c.ntail, len(c.tail)-n)
+			copy(c.tail[:], c.tail[c.ntail-keep:c.ntail])
+			c.ntail = keep + copy(c.tail[keep:], p[:n])
+		}
+	}
+	return n, err
+}
+
+// readingHeader reports whether fasthttp is reading a request's header (on
+// the first request, before any handler ran, fhConn has seen every byte
+// from the start and its verdict is exact either way).
+func (c *fhConn) readingHeader() bool {
+	return c.ctx == nil || len(c.ctx.Request.Header.RawHeaders()) == 0
+}
+
+// nextRequest starts watching for the next header section, after a request
+// was answered. Bytes of it fasthttp may already hold were not seen here:
+// the scan joins the stream where it is.
+func (c *fhConn) nextRequest() {
+	c.hdr.resume(c.limit, c.tail[:c.ntail])
+}
 
 // discardLogger silences fasthttp's own error lines; the gateway logs every
 // answer it makes, errors included, in the access log.

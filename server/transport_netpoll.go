@@ -10,23 +10,32 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/cloudwego/netpoll"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/valyala/fasthttp"
 )
 
-// netpollTransport serves clients from netpoll's epoll reactor and parses
-// them with fasthttp's types. A connection holds no goroutine and no parse
-// buffers while it waits between requests: OnRequest runs only when bytes
-// arrive, takes a reader, a writer and a request/response pair from a pool,
-// answers everything the input holds (pipelined requests included), flushes
-// once and gives them back.
+// netpollTransport is the gateway's reactor: epoll loops watch idle
+// connections, and a connection that turns readable is served by a
+// goroutine of its own, which parses with fasthttp's types, answers every
+// request its input holds (pipelined requests included), flushes once and
+// hands the connection back. A connection holds no goroutine and no parse
+// buffers while it waits between requests.
+//
+// Nothing reads a socket but the goroutine serving it, and only when its
+// bufio.Reader needs bytes: read-ahead per connection is capped at that
+// reader's size (readBufSize), and bytes a client pushes while its
+// connection is busy stay in the kernel's socket buffer, whose TCP window
+// then closes on the client. (The transport was first built on
+// github.com/cloudwego/netpoll, whose poller reads every readable socket
+// into an input buffer without bound and, as of v0.7.2, cannot be told to
+// stop; the name stays for configuration: "transport: netpoll".)
 //
 // Idle and first-request timeouts are enforced by one sweeper goroutine per
-// transport; the header, body and write timeouts by netpoll's per-connection
-// deadlines while a request is being served.
+// transport; the header, body and write timeouts by socket deadlines while
+// a request is being served.
 type netpollTransport struct {
 	h Handler
 	o Options
@@ -43,56 +52,51 @@ type netpollTransport struct {
 	epoch time.Time    // origin of the transport's monotonic clock
 	clock atomic.Int64 // coarse clock, set by the sweeper every sweepTick
 	work  sync.Pool    // *npWork
+	gen   atomic.Uint32
+	next  atomic.Uint32 // round robin over loops
 
 	conns    atomic.Int64 // open, admitted connections
-	inflight atomic.Int64 // OnRequest calls running
+	inflight atomic.Int64 // connections being served
+	serving  atomic.Int64 // Serve calls running
 	shut     atomic.Bool
 
-	mu    sync.Mutex
-	live  map[*npConn]struct{} // admitted connections, for the sweeper and Shutdown
-	loops []*npLoop
+	mu      sync.Mutex
+	live    map[*npConn]struct{} // admitted connections, for the sweeper and Shutdown
+	lns     []net.Listener
+	loops   []*npLoop
+	started bool
 
-	sweepOnce sync.Once
 	stopOnce  sync.Once
 	stopSweep chan struct{}
 	sweepDone chan struct{}
 }
 
-// npLoop is one Serve call: its event loop and a channel closed when Serve
-// returns.
-type npLoop struct {
-	evl  netpoll.EventLoop
-	done chan struct{}
-}
-
-// npWork is what an active OnRequest call borrows from the pool.
+// npWork is what a goroutine serving a connection borrows from the pool.
 type npWork struct {
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	req  fasthttp.Request
 	resp fasthttp.Response
-	pre  []byte // a chunked body decoded before the handler (up to streamBytes)
+	pre  []byte // a body read whole (up to streamBytes), or the decoded start of a chunked one
 }
 
 const (
 	// npWriteBufSize is the bufio.Writer size; larger writes go straight to
-	// the connection's output buffer.
+	// the socket.
 	npWriteBufSize = 4096
-	// npFlushBytes is how much output a connection batches (pipelined
-	// answers, or a large answer) before it flushes without waiting for
-	// the input to drain.
-	npFlushBytes = 64 << 10
 	// npMaxDrain is how much of a streamed body the handler left unread the
 	// transport reads and drops to keep the connection; beyond it, it closes.
 	npMaxDrain = 256 << 10
+	// npMinBodyBuf is the first size of a body buffer; it doubles as bytes
+	// arrive, up to the body's length.
+	npMinBodyBuf = 4096
 
 	npDefaultHeaderBytes = 8192 // Options.MaxHeaderBytes when unset
 	npDefaultURIBytes    = 4096 // Options.MaxURIBytes when unset
 )
 
-// Connection states. Only OnRequest moves idle→busy; the sweeper and
-// Shutdown move idle→closed, so a request that has started is never cut by
-// them.
+// Connection states. Only a loop moves idle→busy; the sweeper and Shutdown
+// move idle→closed, so a request that has started is never cut by them.
 const (
 	npIdle int32 = iota
 	npBusy
@@ -104,36 +108,13 @@ var (
 	strNpKeepAlive  = []byte("keep-alive")
 )
 
-// npConfigureOnce guards netpoll.Configure: its settings are process-wide
-// and must be set before connections exist, so only the first transport
-// sets them.
-var npConfigureOnce sync.Once
-
 func newNetpollTransport(h Handler, o Options) (Transport, error) {
-	if runtime.GOOS == "windows" {
-		return nil, errors.New("netpoll transport is not supported on windows (use fasthttp)")
+	if runtime.GOOS != "linux" {
+		return nil, errors.New("the netpoll transport needs Linux (epoll); use fasthttp")
 	}
 	if h == nil {
 		return nil, errors.New("netpoll transport: nil handler")
 	}
-	var cfgErr error
-	npConfigureOnce.Do(func() {
-		cfg := netpoll.Config{
-			PollerNum:   o.Workers,
-			LoadBalance: netpoll.RoundRobin,
-			// netpoll's default runner is a goroutine pool whose workers
-			// exit as soon as its queue is empty, so under keep-alive
-			// traffic it starts a goroutine per request anyway and adds its
-			// queue on top: starting the goroutine directly measured 7 %
-			// more requests per second on one core (bench/RESULTS.md).
-			Runner: func(_ context.Context, f func()) { go f() },
-		}
-		cfgErr = netpoll.Configure(cfg)
-	})
-	if cfgErr != nil {
-		return nil, cfgErr
-	}
-
 	sized := o
 	if sized.MaxHeaderBytes <= 0 {
 		sized.MaxHeaderBytes = npDefaultHeaderBytes
@@ -178,55 +159,128 @@ func newNetpollTransport(h Handler, o Options) (Transport, error) {
 	return t, nil
 }
 
+// startLocked starts the loops and the sweeper, once; t.mu is held.
+func (t *netpollTransport) startLocked() error {
+	if t.started {
+		return nil
+	}
+	// The loops only wait and dispatch; reading and parsing happen on the
+	// goroutines they start, so one loop serves 20 cores.
+	cores := t.o.Workers
+	if cores <= 0 {
+		cores = runtime.GOMAXPROCS(0)
+	}
+	n := cores/20 + 1
+	loops := make([]*npLoop, 0, n)
+	for range n {
+		l, err := newNpLoop()
+		if err != nil {
+			for _, l := range loops {
+				go l.run()
+				l.stop()
+			}
+			return err
+		}
+		loops = append(loops, l)
+	}
+	for _, l := range loops {
+		go l.run()
+	}
+	t.loops = loops
+	t.started = true
+	if t.sweepTick > 0 {
+		t.clock.Store(t.now())
+		go t.sweep()
+	} else {
+		close(t.sweepDone)
+	}
+	return nil
+}
+
 // Serve implements Transport.
 func (t *netpollTransport) Serve(ln net.Listener) error {
-	npln, err := netpoll.ConvertListener(ln)
-	if err != nil {
-		return err
-	}
-	evl, err := netpoll.NewEventLoop(t.onRequest,
-		netpoll.WithOnPrepare(t.onPrepare),
-		netpoll.WithOnConnect(t.onConnect),
-	)
-	if err != nil {
-		_ = npln.Close()
-		return err
-	}
-	if evl == nil {
-		_ = npln.Close()
-		return errors.New("netpoll transport is not supported on this platform")
-	}
-	l := &npLoop{evl: evl, done: make(chan struct{})}
-	defer close(l.done)
-
 	t.mu.Lock()
 	if t.shut.Load() {
 		t.mu.Unlock()
-		_ = npln.Close()
+		_ = ln.Close()
 		return nil
 	}
-	t.loops = append(t.loops, l)
+	if err := t.startLocked(); err != nil {
+		t.mu.Unlock()
+		_ = ln.Close()
+		return err
+	}
+	t.lns = append(t.lns, ln)
+	t.serving.Add(1)
 	t.mu.Unlock()
-	if t.sweepTick > 0 {
-		t.sweepOnce.Do(func() {
-			t.clock.Store(t.now())
-			go t.sweep()
-		})
-	}
+	defer t.serving.Add(-1)
 
-	err = evl.Serve(npln)
-	if t.shut.Load() {
-		return nil
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if t.shut.Load() {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of file descriptors and the like: wait, then go on.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		t.accept(nc)
 	}
-	return err
+}
+
+// accept admits a new connection and gives it to a loop, or closes it when
+// MaxConns are already open.
+func (t *netpollTransport) accept(nc net.Conn) {
+	if !t.admit() {
+		_ = nc.Close()
+		return
+	}
+	c := &npConn{t: t, nc: nc, peer: peerOf(nc.RemoteAddr()), gen: t.gen.Add(1), fd: -1}
+	c.serveFn, c.peekFn = c.serve, c.peek
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.rc = rc
+			_ = rc.Control(func(fd uintptr) { c.fd = int32(fd) })
+		}
+	}
+	c.last.Store(t.clock.Load())
+	t.mu.Lock()
+	if c.fd < 0 || t.shut.Load() || len(t.loops) == 0 {
+		t.mu.Unlock()
+		_ = nc.Close()
+		t.conns.Add(-1)
+		return
+	}
+	t.live[c] = struct{}{}
+	c.loop = t.loops[t.next.Add(1)%uint32(len(t.loops))]
+	t.mu.Unlock()
+	if err := c.loop.add(c); err != nil {
+		c.close()
+	}
+}
+
+// dispatch starts serving a connection whose input is ready (a loop calls
+// it), unless it is busy or closed already.
+func (t *netpollTransport) dispatch(c *npConn) {
+	if c.state.CompareAndSwap(npIdle, npBusy) {
+		t.inflight.Add(1)
+		go c.serveFn()
+	}
 }
 
 // Shutdown implements Transport.
 func (t *netpollTransport) Shutdown(ctx context.Context) error {
 	t.mu.Lock()
 	t.shut.Store(true)
-	loops := t.loops
-	t.loops = nil
+	lns := t.lns
+	t.lns = nil
 	idle := make([]*npConn, 0, len(t.live))
 	for c := range t.live {
 		if c.state.Load() == npIdle {
@@ -234,45 +288,44 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 		}
 	}
 	t.mu.Unlock()
-	defer t.stopSweeper()
+	defer t.stop()
 
-	// Idle connections go now; busy ones close after their answer, which
-	// carries Connection: close.
+	// Accepting stops; idle connections go now; busy ones close after
+	// their answer, which carries Connection: close.
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
 	for _, c := range idle {
 		c.closeIfIdle()
 	}
-
-	var err error
-	for i, l := range loops {
-		// The event loop's Shutdown stops accepting, closes idle
-		// connections and waits for the others. If Serve has not yet handed
-		// the listener to the loop it does nothing, so ask again until Serve
-		// has returned.
-		for done := false; !done; {
-			if e := l.evl.Shutdown(ctx); e != nil && err == nil {
-				err = e
-			}
-			select {
-			case <-l.done:
-				done = true
-			case <-ctx.Done():
-				// Out of time: the other listeners still stop accepting.
-				for _, rest := range loops[i+1:] {
-					_ = rest.evl.Shutdown(ctx)
-				}
-				return ctx.Err()
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
-	for t.inflight.Load() > 0 {
+	for t.inflight.Load() > 0 || t.serving.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	return err
+	return nil
+}
+
+// stop ends the loops and the sweeper. A connection still being served
+// (Shutdown ran out of time) closes by itself when it is done.
+func (t *netpollTransport) stop() {
+	t.stopOnce.Do(func() {
+		t.mu.Lock()
+		loops, started := t.loops, t.started
+		t.loops = nil
+		t.started = true // a Serve after Shutdown starts nothing
+		t.mu.Unlock()
+		if !started {
+			return
+		}
+		close(t.stopSweep)
+		<-t.sweepDone
+		for _, l := range loops {
+			l.stop()
+		}
+	})
 }
 
 // Conns implements Transport.
@@ -296,64 +349,19 @@ func (t *netpollTransport) admit() bool {
 	}
 }
 
-// onPrepare runs on the poller for each accepted connection, before it is
-// registered: it allocates the connection's state, once.
-func (t *netpollTransport) onPrepare(conn netpoll.Connection) context.Context {
-	c := &npConn{
-		Context: context.Background(),
-		t:       t,
-		conn:    conn,
-		rd:      conn.Reader(),
-		wr:      conn.Writer(),
-		peer:    peerOf(conn.RemoteAddr()),
-	}
-	c.last.Store(t.clock.Load())
-	c.counted = t.admit()
-	if c.counted {
-		t.mu.Lock()
-		t.live[c] = struct{}{}
-		t.mu.Unlock()
-	} else {
-		c.state.Store(npClosed)
-	}
-	_ = conn.AddCloseCallback(c.onClose)
-	return c
-}
-
-// onConnect closes connections over MaxConns or arriving during Shutdown.
-// (Closing them in onPrepare, before registration, makes netpoll log a
-// failed detach.)
-func (t *netpollTransport) onConnect(ctx context.Context, conn netpoll.Connection) context.Context {
-	c, ok := ctx.(*npConn)
-	if !ok || !c.counted || t.shut.Load() {
-		if ok {
-			c.state.Store(npClosed)
-		}
-		_ = conn.Close()
-	}
-	return ctx
-}
-
-// onRequest runs when input arrives on an idle connection. It answers every
-// request the input holds and returns once it is drained, or after closing
-// the connection; it never leaves unread input on an open connection
-// (netpoll would call it again at once, forever).
-func (t *netpollTransport) onRequest(ctx context.Context, conn netpoll.Connection) error {
-	c, ok := ctx.(*npConn)
-	if !ok || !c.state.CompareAndSwap(npIdle, npBusy) {
-		// Closed by the sweeper or Shutdown just before the bytes came.
-		return conn.Close()
-	}
-	t.inflight.Add(1)
+// serve answers every request the connection's input holds, then hands the
+// connection back to its loop, or closes it. It runs on its own goroutine,
+// started by dispatch.
+func (c *npConn) serve() {
+	t := c.t
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked: keep the books right
-			c.state.Store(npClosed)
-			_ = conn.Close()
+			c.close()
 			t.inflight.Add(-1)
 		}
 	}()
-
+	c.linger = false
 	w := t.work.Get().(*npWork)
 	w.br.Reset(c)
 	w.bw.Reset(c)
@@ -365,49 +373,56 @@ func (t *netpollTransport) onRequest(ctx context.Context, conn netpoll.Connectio
 	t.work.Put(w)
 
 	if keep {
-		c.last.Store(t.clock.Load())
-		c.state.Store(npIdle)
-		if t.shut.Load() {
-			c.closeIfIdle()
-		}
+		// From here another goroutine may serve the connection.
+		c.idle()
 	} else {
-		c.state.Store(npClosed)
+		c.finish()
 	}
 	finished = true
 	t.inflight.Add(-1)
-	return nil
 }
 
-// serveInput answers requests until the input is drained. It reports
-// whether the connection stays open.
+// serveInput answers requests until the input the reader holds is drained.
+// It reports whether the connection stays open.
 func (t *netpollTransport) serveInput(c *npConn, w *npWork) bool {
 	for {
 		if !t.serveOne(c, w) {
 			return false
 		}
-		// fasthttp may already hold the next pipelined request in the
-		// bufio.Reader, where netpoll cannot see it: keep going while any
-		// input is left, in either buffer.
-		if w.br.Buffered() > 0 || c.rd.Len() > 0 {
+		// The reader may already hold the next pipelined request; what is
+		// still in the socket wakes the loop again once re-armed.
+		if w.br.Buffered() > 0 {
 			continue
 		}
-		if err := c.flushOut(); err != nil {
-			_ = c.conn.Close()
-			return false
-		}
-		return true
+		return c.flushOut() == nil
 	}
 }
 
 // serveOne reads, serves and writes one request. It reports whether the
-// connection stays open; when it returns false the connection is closed.
+// connection stays open; when it returns false the caller closes it.
 func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 	req, resp := &w.req, &w.resp
 	resp.Header.SetNoDefaultContentType(true)
 
 	c.readPhase(t.o.HeaderTimeout)
-	if err := req.Header.Read(w.br); err != nil {
+	// The header scanner sees the section from its first byte: what the
+	// reader holds already, then what each read brings.
+	c.hdr.start(t.readBufSize)
+	if n := w.br.Buffered(); n > 0 {
+		b, _ := w.br.Peek(n)
+		c.hdr.feed(b)
+	}
+	c.inHeader = true
+	err := req.Header.Read(w.br)
+	c.inHeader = false
+	if err != nil {
 		return t.fail(c, w, err)
+	}
+	if c.hdr.bad() {
+		// Parsed only because a CRLF CRLF followed later in the input;
+		// refused all the same, so the answer never depends on how the
+		// client's bytes were split.
+		return t.fail(c, w, errBareLFEnd)
 	}
 	c.used.Store(true)
 
@@ -436,8 +451,10 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 		// What the handler left of the body is read and dropped, so that
 		// the next request starts where this body ends; too much left, or
 		// a broken body, and the connection closes instead.
-		if !closeConn && (c.rerr != nil || !c.body.discard(npMaxDrain)) {
-			closeConn = true
+		if closeConn || c.rerr != nil || !c.body.discard(npMaxDrain) {
+			// Closing with the body unread: the client may still be
+			// sending it.
+			closeConn, c.linger = true, true
 		}
 		c.body = npBody{}
 	}
@@ -452,16 +469,14 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 		resp.SkipBody = true
 	}
 	c.armWrite()
-	err := resp.Write(w.bw)
+	err = resp.Write(w.bw)
 	req.Reset()
 	resp.Reset()
 	if err != nil {
-		_ = c.conn.Close()
 		return false
 	}
 	if closeConn {
 		_ = c.flushOut()
-		_ = c.conn.Close()
 		return false
 	}
 	c.pending = true
@@ -470,7 +485,8 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 
 // readBody reads the request body, whole up to streamBytes, or sets up a
 // stream over the rest of a larger one. It reports whether the body is
-// streamed, and ok=false after it has answered an error and closed.
+// streamed, and ok=false after it has answered an error (the connection
+// then closes).
 func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 	req := &w.req
 	cl := req.Header.ContentLength()
@@ -500,9 +516,15 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 
 	if cl > 0 {
 		if cl <= t.streamBytes {
-			if err := req.ContinueReadBody(w.br, t.streamBytes, false); err != nil {
+			// Read whole, into a buffer that grows with the bytes that
+			// arrive: a client claiming a large body and sending little of
+			// it costs little.
+			pre, err := readFixedBody(w.br, w.pre[:0], cl)
+			w.pre = pre
+			if err != nil {
 				return false, t.fail(c, w, err)
 			}
+			req.SetBodyRaw(pre)
 			return false, true
 		}
 		c.body.startFixed(w.br, int64(cl))
@@ -517,7 +539,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 	pre := w.pre[:0]
 	for {
 		if len(pre) == cap(pre) {
-			pre = slices.Grow(pre, min(max(cap(pre), 4096), t.streamBytes+1))
+			pre = slices.Grow(pre, min(max(cap(pre), npMinBodyBuf), t.streamBytes+1))
 		}
 		n, err := c.body.Read(pre[len(pre):cap(pre)])
 		pre = pre[:len(pre)+n]
@@ -527,7 +549,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 			if len(pre) == 0 {
 				req.Header.SetContentLength(0)
 			} else {
-				req.SetBody(pre)
+				req.SetBodyRaw(pre)
 			}
 			return false, true
 		}
@@ -545,12 +567,11 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 	}
 }
 
-// fail answers a request that could not be read, then closes. A client that
-// went away gets no answer.
+// fail answers a request that could not be read; the connection then
+// closes. A client that went away gets no answer.
 func (t *netpollTransport) fail(c *npConn, w *npWork, err error) bool {
 	var nothing fasthttp.ErrNothingRead
-	if errors.Is(err, io.EOF) || errors.As(err, &nothing) ||
-		errors.Is(c.rerr, io.EOF) || errors.Is(c.rerr, net.ErrClosed) {
+	if errors.Is(err, io.EOF) || errors.As(err, &nothing) || isGone(c.rerr) {
 		return t.drop(c, w)
 	}
 	c.body = npBody{}
@@ -562,17 +583,36 @@ func (t *netpollTransport) fail(c *npConn, w *npWork, err error) bool {
 	}
 	w.req.Reset()
 	w.resp.Reset()
-	_ = c.conn.Close()
+	// The rest of the request, or more of them, may still be on the way.
+	c.linger = true
 	return false
 }
 
-// drop closes without answering.
+// drop gives up on the connection without answering.
 func (t *netpollTransport) drop(c *npConn, w *npWork) bool {
 	c.body = npBody{}
 	w.req.Reset()
 	w.resp.Reset()
-	_ = c.conn.Close()
 	return false
+}
+
+// readFixedBody appends a body of n bytes from br to dst, growing dst as the
+// bytes arrive (doubling from npMinBodyBuf), never to n ahead of them.
+func readFixedBody(br *bufio.Reader, dst []byte, n int) ([]byte, error) {
+	for len(dst) < n {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, min(max(cap(dst), npMinBodyBuf), n-len(dst)))
+		}
+		m, err := br.Read(dst[len(dst):min(cap(dst), n)])
+		dst = dst[:len(dst)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return dst, err
+		}
+	}
+	return dst, nil
 }
 
 // sweep closes connections that waited too long for a request: one
@@ -610,14 +650,5 @@ func (t *netpollTransport) sweep() {
 			expired[i] = nil
 		}
 		expired = expired[:0]
-	}
-}
-
-func (t *netpollTransport) stopSweeper() {
-	t.stopOnce.Do(func() { close(t.stopSweep) })
-	started := true
-	t.sweepOnce.Do(func() { started = false })
-	if started {
-		<-t.sweepDone
 	}
 }

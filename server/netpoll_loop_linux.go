@@ -1,0 +1,165 @@
+//go:build linux
+
+package server
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// npArm is the interest of an idle connection: readable, or hung up, once.
+// EPOLLONESHOT disarms it when it fires, so a connection being served is
+// watched by nobody but the goroutine serving it.
+const npArm = uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT)
+
+// npLoop is one epoll instance of the reactor. It watches idle connections
+// and hands each one that turns readable (or hangs up) to a new goroutine;
+// it never reads a socket itself. That is the read-ahead cap: bytes a
+// client sends while its connection is busy stay in the kernel's socket
+// buffer, whose window then closes, until the goroutine serving the
+// connection asks for them through its bounded bufio.Reader.
+//
+// The loop's goroutine waits for its epoll fd the way any Go code waits
+// for a socket, parked in the runtime's poller: it holds no thread, and it
+// is woken as promptly as the goroutines serving connections are.
+type npLoop struct {
+	epfd int
+	wake int      // eventfd: a write stops run
+	ep   *os.File // epfd, registered with the runtime's poller
+	rc   syscall.RawConn
+
+	events []syscall.EpollEvent
+	n      int
+	wait   func(fd uintptr) bool // l.poll, bound once
+
+	mu     sync.RWMutex      // writers: add, remove, closing; readers: events, rearm
+	conns  map[int32]*npConn // by fd; an event also carries the connection's generation
+	closed bool              // epfd and wake are closed
+	done   chan struct{}     // closed when run returns
+}
+
+func newNpLoop() (*npLoop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	r, _, errno := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+	if errno != 0 {
+		_ = syscall.Close(epfd)
+		return nil, fmt.Errorf("eventfd2: %w", errno)
+	}
+	l := &npLoop{epfd: epfd, wake: int(r), conns: make(map[int32]*npConn), done: make(chan struct{}),
+		events: make([]syscall.EpollEvent, 256)}
+	l.wait = l.poll
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(l.wake)}
+	err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wake, &ev)
+	if err == nil {
+		// A non-blocking fd given to os.NewFile joins the runtime's poller.
+		err = syscall.SetNonblock(epfd, true)
+	}
+	if err == nil {
+		l.ep = os.NewFile(uintptr(epfd), "epoll")
+		l.rc, err = l.ep.SyscallConn()
+	}
+	if err != nil {
+		if l.ep != nil {
+			_ = l.ep.Close()
+		} else {
+			_ = syscall.Close(epfd)
+		}
+		_ = syscall.Close(l.wake)
+		return nil, fmt.Errorf("epoll: %w", err)
+	}
+	return l, nil
+}
+
+// poll takes the events ready now, without blocking; false makes the
+// RawConn wait until the epoll fd is readable and call it again.
+func (l *npLoop) poll(fd uintptr) bool {
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, fd,
+		uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+	l.n = int(r)
+	return errno != 0 || l.n > 0
+}
+
+// run waits for events until stop; it is the loop's only goroutine.
+func (l *npLoop) run() {
+	defer func() {
+		l.mu.Lock()
+		l.closed = true
+		_ = syscall.Close(l.wake)
+		_ = l.ep.Close()
+		l.mu.Unlock()
+		close(l.done)
+	}()
+	for {
+		l.n = 0
+		if err := l.rc.Read(l.wait); err != nil {
+			return
+		}
+		for i := range l.events[:max(l.n, 0)] {
+			ev := &l.events[i]
+			if ev.Fd == int32(l.wake) {
+				return
+			}
+			l.mu.RLock()
+			c := l.conns[ev.Fd]
+			l.mu.RUnlock()
+			// A connection closed since the event was queued, and perhaps
+			// replaced by a new one on the same fd, has another generation.
+			if c != nil && c.gen == uint32(ev.Pad) {
+				c.t.dispatch(c)
+			}
+		}
+	}
+}
+
+// stop ends run and waits for it.
+func (l *npLoop) stop() {
+	var one = [8]byte{7: 1}
+	_, _ = syscall.Write(l.wake, one[:])
+	<-l.done
+}
+
+// add starts watching a new idle connection.
+func (l *npLoop) add(c *npConn) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return syscall.EBADF
+	}
+	l.conns[c.fd] = c
+	ev := syscall.EpollEvent{Events: npArm, Fd: c.fd, Pad: int32(c.gen)}
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(c.fd), &ev); err != nil {
+		delete(l.conns, c.fd)
+		return err
+	}
+	return nil
+}
+
+// rearm watches a connection that went back to idle. The caller holds c.mu,
+// so the connection's fd cannot be closed (and reused) meanwhile.
+func (l *npLoop) rearm(c *npConn) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return syscall.EBADF
+	}
+	ev := syscall.EpollEvent{Events: npArm, Fd: c.fd, Pad: int32(c.gen)}
+	return syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, int(c.fd), &ev)
+}
+
+// remove stops watching a connection about to be closed.
+func (l *npLoop) remove(c *npConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns[c.fd] == c {
+		delete(l.conns, c.fd)
+	}
+	if !l.closed {
+		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, int(c.fd), nil)
+	}
+}
