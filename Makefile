@@ -50,16 +50,22 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./test/e2e/
 
-## fuzz: each parser's fuzz target for FUZZTIME.
+## fuzz: every fuzz target for FUZZTIME each (parsers, decoders, the
+## signing agreement, and the differential fidelity fuzzer).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalPath$$' -fuzztime $(FUZZTIME) ./codec/
+	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzFidelity$$' -fuzztime $(FUZZTIME) ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./route/expr/
 	$(GO) test -run '^$$' -fuzz '^FuzzEval$$' -fuzztime $(FUZZTIME) ./route/expr/
 	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./source/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgree$$' -fuzztime $(FUZZTIME) ./sign/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgreeV2$$' -fuzztime $(FUZZTIME) ./sign/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompareKeys$$' -fuzztime $(FUZZTIME) ./sign/
+	$(GO) test -run '^$$' -fuzz '^FuzzJWTVerify$$' -fuzztime $(FUZZTIME) ./auth/jwt/
 
 clean:
 	rm -rf bin

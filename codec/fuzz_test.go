@@ -3,6 +3,7 @@ package codec
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -51,9 +52,20 @@ func FuzzParseRequest(f *testing.F) {
 		if Check(&in.Header, &testLimits) != nil {
 			return
 		}
-		if err := in.ContinueReadBody(br, 1<<20, false); err != nil {
+		// The body as the netpoll transport reads it: with Body, the
+		// decoder production uses.
+		var body Body
+		switch cl := in.Header.ContentLength(); {
+		case cl >= 0:
+			body.StartFixed(br, int64(cl))
+		case cl == -1:
+			body.StartChunked(br, 1<<20, 4096)
+		}
+		data, err := io.ReadAll(&body)
+		if err != nil {
 			return
 		}
+		in.SetBody(data)
 		var tg Target
 		if ParseTarget(&tg, &in.Header) != nil {
 			return

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"errors"
+	"github.com/tollgate/tollgate/codec"
 	"io"
 	"net"
 	"net/netip"
@@ -45,7 +46,7 @@ type npConn struct {
 	warmed   bool             // the write deadline for this answer is set
 	rerr     error            // first read error; sticky
 	werr     error            // first write error; sticky
-	body     npBody           // the streamed body of the current request
+	body     codec.Body       // the streamed body of the current request
 	hdr      hdrEnd           // how the header section being read ends
 	inHeader bool             // a header section is being read
 	linger   bool             // close gracefully: the client may still be sending

@@ -451,12 +451,12 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 		// What the handler left of the body is read and dropped, so that
 		// the next request starts where this body ends; too much left, or
 		// a broken body, and the connection closes instead.
-		if closeConn || c.rerr != nil || !c.body.discard(npMaxDrain) {
+		if closeConn || c.rerr != nil || !c.body.Discard(npMaxDrain) {
 			// Closing with the body unread: the client may still be
 			// sending it.
 			closeConn, c.linger = true, true
 		}
-		c.body = npBody{}
+		c.body = codec.Body{}
 	}
 	closeConn = closeConn || resp.Header.ConnectionClose() || c.rerr != nil || t.shut.Load()
 
@@ -527,7 +527,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 			req.SetBodyRaw(pre)
 			return false, true
 		}
-		c.body.startFixed(w.br, int64(cl))
+		c.body.StartFixed(w.br, int64(cl))
 		req.SetBodyStream(&c.body, cl)
 		return true, true
 	}
@@ -535,7 +535,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 	// Chunked: decoded here up to streamBytes, so that a small body is
 	// checked whole (and a malformed one refused) before the handler runs;
 	// a larger one is streamed, starting with what was decoded.
-	c.body.startChunked(w.br, t.maxBody, t.trailerBytes)
+	c.body.StartChunked(w.br, t.maxBody, t.trailerBytes)
 	pre := w.pre[:0]
 	for {
 		if len(pre) == cap(pre) {
@@ -545,7 +545,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 		pre = pre[:len(pre)+n]
 		if err == io.EOF {
 			w.pre = pre
-			c.body = npBody{}
+			c.body = codec.Body{}
 			if len(pre) == 0 {
 				req.Header.SetContentLength(0)
 			} else {
@@ -555,12 +555,12 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 		}
 		if err != nil {
 			w.pre = pre
-			c.body = npBody{}
+			c.body = codec.Body{}
 			return false, t.fail(c, w, err)
 		}
 		if len(pre) > t.streamBytes {
 			w.pre = pre
-			c.body.pre = pre
+			c.body.SetPending(pre)
 			req.SetBodyStream(&c.body, -1)
 			return true, true
 		}
@@ -574,7 +574,7 @@ func (t *netpollTransport) fail(c *npConn, w *npWork, err error) bool {
 	if errors.Is(err, io.EOF) || errors.As(err, &nothing) || isGone(c.rerr) {
 		return t.drop(c, w)
 	}
-	c.body = npBody{}
+	c.body = codec.Body{}
 	t.h.ServeError(err, &w.req, &w.resp, c.peer)
 	w.resp.Header.SetConnectionClose()
 	c.armWrite()
@@ -590,7 +590,7 @@ func (t *netpollTransport) fail(c *npConn, w *npWork, err error) bool {
 
 // drop gives up on the connection without answering.
 func (t *netpollTransport) drop(c *npConn, w *npWork) bool {
-	c.body = npBody{}
+	c.body = codec.Body{}
 	w.req.Reset()
 	w.resp.Reset()
 	return false

@@ -1,21 +1,23 @@
-package server
+package codec
 
 import (
 	"bufio"
 	"io"
 	"math"
-
-	"github.com/tollgate/tollgate/codec"
 )
 
-// npBody reads a request body from the connection's bufio.Reader: a fixed
-// length, or the chunked coding (RFC 9112 §7.1), decoded strictly. One lives
-// in each connection and is reused for every body, so streaming allocates
-// nothing. After any error it returns that error for good: the connection's
-// position in the input is then unknown and it must close.
-type npBody struct {
+// Body reads a request body from a connection's bufio.Reader: a fixed
+// length, or the chunked coding (RFC 9112 §7.1), decoded strictly: chunk
+// sizes of hex digits only (no sign, no 0x, no overflow), extensions free
+// of control bytes, every line ended by CRLF (a bare LF is an error), the
+// CRLF after each chunk's data checked, trailer fields checked like header
+// fields and bounded, the body's total bounded. One lives in each
+// connection and is reused for every body, so streaming allocates
+// nothing. After any error it returns that error for good: the
+// connection's position in the input is then unknown and it must close.
+type Body struct {
 	br      *bufio.Reader
-	pre     []byte // chunked: bytes decoded before the handler ran, served first
+	pre     []byte // bytes decoded before the handler ran, served first (SetPending)
 	chunked bool
 	left    int64 // fixed: bytes not yet read; chunked: left in the current chunk
 	total   int64 // chunked: data bytes decoded so far
@@ -27,18 +29,26 @@ type npBody struct {
 }
 
 const (
-	npMaxChunkLine = 1024 // chunk-size line, extensions included
+	maxChunkLine = 1024 // chunk-size line, extensions included
 )
 
-func (b *npBody) startFixed(br *bufio.Reader, n int64) {
-	*b = npBody{br: br, left: n}
+// StartFixed begins a body of exactly n bytes.
+func (b *Body) StartFixed(br *bufio.Reader, n int64) {
+	*b = Body{br: br, left: n}
 }
 
-func (b *npBody) startChunked(br *bufio.Reader, limit int64, trailer int) {
-	*b = npBody{br: br, chunked: true, limit: limit, trailer: trailer}
+// StartChunked begins a chunked body of at most limit data bytes (0: no
+// limit) and trailer bytes of trailer fields.
+func (b *Body) StartChunked(br *bufio.Reader, limit int64, trailer int) {
+	*b = Body{br: br, chunked: true, limit: limit, trailer: trailer}
 }
 
-func (b *npBody) Read(p []byte) (int, error) {
+// SetPending makes Read return p first: the start of the body a caller
+// already decoded (to check a small body whole) before streaming the rest.
+func (b *Body) SetPending(p []byte) { b.pre = p }
+
+// Read implements io.Reader: the decoded body, then io.EOF.
+func (b *Body) Read(p []byte) (int, error) {
 	if len(b.pre) > 0 {
 		n := copy(p, b.pre)
 		b.pre = b.pre[n:]
@@ -70,9 +80,9 @@ func (b *npBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// discard skips the rest of the body if at most limit bytes of it are left;
+// Discard skips the rest of the body if at most limit bytes of it are left;
 // it reports whether the body has ended cleanly.
-func (b *npBody) discard(limit int64) bool {
+func (b *Body) Discard(limit int64) bool {
 	b.pre = nil
 	for b.err == nil {
 		for b.left == 0 {
@@ -99,7 +109,7 @@ func (b *npBody) discard(limit int64) bool {
 	return false
 }
 
-func (b *npBody) fail(err error) error {
+func (b *Body) fail(err error) error {
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
@@ -109,7 +119,7 @@ func (b *npBody) fail(err error) error {
 
 // nextChunk reads up to the next chunk's data, or through the last chunk
 // and the trailer section.
-func (b *npBody) nextChunk() error {
+func (b *Body) nextChunk() error {
 	if b.crlf {
 		if err := b.readCRLF(); err != nil {
 			return err
@@ -120,12 +130,12 @@ func (b *npBody) nextChunk() error {
 	if err != nil {
 		return err
 	}
-	size, err := npChunkSize(line)
+	size, err := chunkSize(line)
 	if err != nil {
 		return err
 	}
 	if b.limit > 0 && size > b.limit-b.total {
-		return codec.ErrBodyTooLarge
+		return ErrBodyTooLarge
 	}
 	b.total += size
 	if size > 0 {
@@ -143,29 +153,29 @@ func (b *npBody) nextChunk() error {
 			b.eof = true
 			return nil
 		}
-		if budget -= len(line) + 2; budget < 0 || codec.CheckFieldLine(line) != nil {
-			return codec.ErrBadChunk
+		if budget -= len(line) + 2; budget < 0 || CheckFieldLine(line) != nil {
+			return ErrBadChunk
 		}
 	}
 }
 
 // readLine returns the next CRLF-terminated line without its CRLF. A bare
 // LF, or a line longer than the buffer, is a framing error.
-func (b *npBody) readLine() ([]byte, error) {
+func (b *Body) readLine() ([]byte, error) {
 	line, err := b.br.ReadSlice('\n')
 	if err != nil {
 		if err == bufio.ErrBufferFull {
-			return nil, codec.ErrBadChunk
+			return nil, ErrBadChunk
 		}
 		return nil, err
 	}
 	if len(line) < 2 || line[len(line)-2] != '\r' {
-		return nil, codec.ErrBadChunk
+		return nil, ErrBadChunk
 	}
 	return line[:len(line)-2], nil
 }
 
-func (b *npBody) readCRLF() error {
+func (b *Body) readCRLF() error {
 	cr, err := b.br.ReadByte()
 	if err != nil {
 		return err
@@ -175,14 +185,14 @@ func (b *npBody) readCRLF() error {
 		return err
 	}
 	if cr != '\r' || lf != '\n' {
-		return codec.ErrBadChunk
+		return ErrBadChunk
 	}
 	return nil
 }
 
-// npChunkSize parses chunk-size [ chunk-ext ]: hex digits, then nothing or
+// chunkSize parses chunk-size [ chunk-ext ]: hex digits, then nothing or
 // optional blanks and ";" extensions free of control characters.
-func npChunkSize(line []byte) (int64, error) {
+func chunkSize(line []byte) (int64, error) {
 	var size int64
 	i := 0
 	for ; i < len(line); i++ {
@@ -198,13 +208,13 @@ func npChunkSize(line []byte) (int64, error) {
 			goto ext
 		}
 		if size > math.MaxInt64>>4 {
-			return 0, codec.ErrBadChunk
+			return 0, ErrBadChunk
 		}
 		size = size<<4 | int64(d)
 	}
 ext:
-	if i == 0 || len(line)-i > npMaxChunkLine {
-		return 0, codec.ErrBadChunk
+	if i == 0 || len(line)-i > maxChunkLine {
+		return 0, ErrBadChunk
 	}
 	rest := line[i:]
 	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
@@ -214,11 +224,11 @@ ext:
 		return size, nil
 	}
 	if rest[0] != ';' {
-		return 0, codec.ErrBadChunk
+		return 0, ErrBadChunk
 	}
 	for _, c := range rest {
 		if c < ' ' && c != '\t' || c == 0x7f {
-			return 0, codec.ErrBadChunk
+			return 0, ErrBadChunk
 		}
 	}
 	return size, nil
