@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/server/transport"
+
 	"github.com/tollgate/tollgate/codec"
 	"github.com/valyala/fasthttp"
 )
@@ -51,12 +53,12 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 	}
 	sized := o
 	if sized.MaxHeaderBytes <= 0 {
-		sized.MaxHeaderBytes = npDefaultHeaderBytes
+		sized.MaxHeaderBytes = transport.DefaultHeaderBytes
 	}
 	if sized.MaxURIBytes <= 0 {
-		sized.MaxURIBytes = npDefaultURIBytes
+		sized.MaxURIBytes = transport.DefaultURIBytes
 	}
-	t.hdrLimit = sized.readBufferSize()
+	t.hdrLimit = sized.ReadBufferSize()
 	t.bodies.New = func() any { return &fhBody{} }
 	bodyTimeout := o.BodyTimeout
 	t.srv = &fasthttp.Server{
@@ -97,7 +99,7 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 				t.conns.Add(-1)
 			}
 		},
-		ReadBufferSize: o.readBufferSize(),
+		ReadBufferSize: o.ReadBufferSize(),
 		ReadTimeout:    o.HeaderTimeout,
 		IdleTimeout:    o.IdleTimeout,
 		WriteTimeout:   o.WriteTimeout,
@@ -146,13 +148,13 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 	if fc, ok := ctx.Conn().(*fhConn); ok {
 		fc.ctx = ctx
 	}
-	peer := peerOf(ctx.RemoteAddr())
+	peer := transport.PeerOf(ctx.RemoteAddr())
 	var err error
 	switch cl := req.Header.ContentLength(); {
 	case t.forget(&req.Header) || cl > 0 && t.maxBody > 0 && int64(cl) > t.maxBody:
 		err = codec.ErrBodyTooLarge
-	case endsBadly(&req.Header):
-		err = errBareLFEnd
+	case codec.EndsBadly(&req.Header):
+		err = codec.ErrBareLFEnd
 	}
 	var b *fhBody
 	if err == nil && req.IsBodyStream() {
@@ -180,7 +182,7 @@ func (t *fastHTTPTransport) serveError(ctx *fasthttp.RequestCtx, err error) {
 		// The read that failed was the one HeaderReceived cut short.
 		err = codec.ErrBodyTooLarge
 	}
-	t.h.ServeError(err, &ctx.Request, &ctx.Response, peerOf(ctx.RemoteAddr()))
+	t.h.ServeError(err, &ctx.Request, &ctx.Response, transport.PeerOf(ctx.RemoteAddr()))
 }
 
 // readBody reads a body of up to streamBytes whole from fasthttp's stream,
@@ -206,7 +208,7 @@ func (t *fastHTTPTransport) readBody(req *fasthttp.Request) (*fhBody, error) {
 	buf := b.buf[:0]
 	for len(buf) < want {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, min(max(cap(buf), npMinBodyBuf), want-len(buf)))
+			buf = slices.Grow(buf, min(max(cap(buf), transport.MinBodyBuffer), want-len(buf)))
 		}
 		n, err := b.read(buf[len(buf):min(cap(buf), want)])
 		buf = buf[:len(buf)+n]
@@ -293,7 +295,7 @@ func (l fhListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	fc := &fhConn{Conn: c, limit: l.limit}
-	fc.hdr.start(l.limit)
+	fc.hdr.Start(l.limit)
 	return fc, nil
 }
 
@@ -310,19 +312,19 @@ func (l fhListener) Accept() (net.Conn, error) {
 type fhConn struct {
 	net.Conn
 	ctx   *fasthttp.RequestCtx // set by the first request's handler
-	hdr   hdrEnd
+	hdr   codec.HeaderEnd
 	limit int
 	tail  [3]byte // the last bytes handed over
 	ntail int
 }
 
 func (c *fhConn) Read(p []byte) (int, error) {
-	if c.hdr.bad() && c.readingHeader() {
-		return 0, errBareLFEnd
+	if c.hdr.Bad() && c.readingHeader() {
+		return 0, codec.ErrBareLFEnd
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.hdr.feed(p[:n])
+		c.hdr.Feed(p[:n])
 		if n >= len(c.tail) {
 			c.ntail = copy(c.tail[:], p[n-len(c.tail):n])
 		} else {
@@ -345,7 +347,7 @@ func (c *fhConn) readingHeader() bool {
 // was answered. Bytes of it fasthttp may already hold were not seen here:
 // the scan joins the stream where it is.
 func (c *fhConn) nextRequest() {
-	c.hdr.resume(c.limit, c.tail[:c.ntail])
+	c.hdr.Resume(c.limit, c.tail[:c.ntail])
 }
 
 // discardLogger silences fasthttp's own error lines; the gateway logs every

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/server/netpoll"
 	"github.com/valyala/fasthttp"
 )
 
@@ -95,7 +96,7 @@ func npOptions() Options {
 // npServe starts a netpoll transport on 127.0.0.1:0 until the test ends.
 func npServe(tb testing.TB, h Handler, o Options) (Transport, string) {
 	tb.Helper()
-	tr, err := newNetpollTransport(h, o)
+	tr, err := netpoll.New(h, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -720,7 +721,7 @@ func TestNetpollMaxConns(t *testing.T) {
 
 func TestNetpollShutdownLetsInFlightFinish(t *testing.T) {
 	h := &npStub{slow: 400 * time.Millisecond, started: make(chan struct{}, 1)}
-	tr, err := newNetpollTransport(h, npOptions())
+	tr, err := netpoll.New(h, npOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -802,7 +803,7 @@ func TestNetpollShutdownDeadline(t *testing.T) {
 }
 
 func TestNetpollShutdownBeforeServe(t *testing.T) {
-	tr, err := newNetpollTransport(&npStub{}, npOptions())
+	tr, err := netpoll.New(&npStub{}, npOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -944,7 +945,7 @@ func BenchmarkNetpollTransport(b *testing.B) {
 		new  func() Transport
 	}{
 		{"netpoll", func() Transport {
-			tr, err := newNetpollTransport(npBenchHandler{}, o)
+			tr, err := netpoll.New(npBenchHandler{}, o)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package server
+package codec
 
 import (
 	"bufio"
@@ -33,23 +33,23 @@ func TestHdrEndVerdicts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Whole, byte by byte, and split at every point: the verdict
 			// never depends on how the bytes arrive.
-			var s hdrEnd
-			s.start(1 << 20)
-			s.feed([]byte(tc.in))
+			var s HeaderEnd
+			s.Start(1 << 20)
+			s.Feed([]byte(tc.in))
 			if s.verdict != tc.want {
 				t.Fatalf("whole: verdict %d, want %d", s.verdict, tc.want)
 			}
-			s.start(1 << 20)
+			s.Start(1 << 20)
 			for i := range len(tc.in) {
-				s.feed([]byte(tc.in[i : i+1]))
+				s.Feed([]byte(tc.in[i : i+1]))
 			}
 			if s.verdict != tc.want {
 				t.Fatalf("byte by byte: verdict %d, want %d", s.verdict, tc.want)
 			}
 			for cut := range len(tc.in) {
-				s.start(1 << 20)
-				s.feed([]byte(tc.in[:cut]))
-				s.feed([]byte(tc.in[cut:]))
+				s.Start(1 << 20)
+				s.Feed([]byte(tc.in[:cut]))
+				s.Feed([]byte(tc.in[cut:]))
 				if s.verdict != tc.want {
 					t.Fatalf("split at %d: verdict %d, want %d", cut, s.verdict, tc.want)
 				}
@@ -76,14 +76,14 @@ func TestHdrEndAgreesWithFasthttp(t *testing.T) {
 		if err := h.Read(bufio.NewReader(strings.NewReader(in))); err != nil {
 			t.Fatalf("%q: fasthttp: %v", in, err)
 		}
-		var s hdrEnd
-		s.start(1 << 20)
-		s.feed([]byte(in))
+		var s HeaderEnd
+		s.Start(1 << 20)
+		s.Feed([]byte(in))
 		if s.verdict == hdrPending || s.verdict == hdrUnknown {
 			t.Fatalf("%q: fasthttp parsed it, the scanner has no verdict", in)
 		}
-		if s.bad() != endsBadly(&h) {
-			t.Fatalf("%q: scanner bad=%v, raw section %q", in, s.bad(), h.RawHeaders())
+		if s.Bad() != EndsBadly(&h) {
+			t.Fatalf("%q: scanner bad=%v, raw section %q", in, s.Bad(), h.RawHeaders())
 		}
 	}
 }
@@ -106,9 +106,9 @@ func TestHdrEndResume(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var s hdrEnd
-			s.resume(1<<20, []byte(tc.tail))
-			s.feed([]byte(tc.in))
+			var s HeaderEnd
+			s.Resume(1<<20, []byte(tc.tail))
+			s.Feed([]byte(tc.in))
 			if s.verdict != tc.want {
 				t.Fatalf("verdict %d, want %d", s.verdict, tc.want)
 			}
@@ -117,9 +117,9 @@ func TestHdrEndResume(t *testing.T) {
 }
 
 func TestHdrEndGivesUpAtLimit(t *testing.T) {
-	var s hdrEnd
-	s.start(64)
-	s.feed([]byte("GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 100) + "\n\n"))
+	var s HeaderEnd
+	s.Start(64)
+	s.Feed([]byte("GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 100) + "\n\n"))
 	if s.verdict != hdrUnknown {
 		t.Fatalf("verdict %d after the limit, want unknown", s.verdict)
 	}

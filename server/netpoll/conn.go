@@ -1,9 +1,8 @@
-package server
+package netpoll
 
 import (
 	"bufio"
 	"errors"
-	"github.com/tollgate/tollgate/codec"
 	"io"
 	"net"
 	"net/netip"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/tollgate/codec"
 )
 
 // npConn is the state of one client connection on the reactor, allocated
@@ -47,7 +48,7 @@ type npConn struct {
 	rerr     error            // first read error; sticky
 	werr     error            // first write error; sticky
 	body     codec.Body       // the streamed body of the current request
-	hdr      hdrEnd           // how the header section being read ends
+	hdr      codec.HeaderEnd  // how the header section being read ends
 	inHeader bool             // a header section is being read
 	linger   bool             // close gracefully: the client may still be sending
 	peekN    int              // what peek saw
@@ -64,10 +65,10 @@ func (c *npConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if c.inHeader && c.hdr.bad() {
+	if c.inHeader && c.hdr.Bad() {
 		// The section has ended, not with CRLF CRLF, and the parser asks
 		// for more: it would wait for one until the header timeout.
-		c.rerr = errBareLFEnd
+		c.rerr = codec.ErrBareLFEnd
 		return 0, c.rerr
 	}
 	if c.pending {
@@ -89,7 +90,7 @@ func (c *npConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.nc.Read(p)
 	if c.inHeader && n > 0 {
-		c.hdr.feed(p[:n])
+		c.hdr.Feed(p[:n])
 	}
 	if err != nil {
 		c.rerr = npReadError(err)

@@ -1,4 +1,4 @@
-package server
+package codec
 
 import (
 	"bytes"
@@ -7,14 +7,14 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// errBareLFEnd refuses a header section whose blank line ends in a bare LF.
+// ErrBareLFEnd refuses a header section whose blank line ends in a bare LF.
 // fasthttp only ends a section at CRLF CRLF (so that it frames a stream the
 // way a strict peer does) and would otherwise wait for one until the header
 // timeout; the gateway answers 400 at once instead. Bare LF at the end of a
 // field line is tolerated (RFC 9112 §2.2) when the section ends properly.
-var errBareLFEnd = errors.New("server: header section ends in a bare LF")
+var ErrBareLFEnd = errors.New("codec: header section ends in a bare LF")
 
-// hdrEnd verdicts.
+// HeaderEnd verdicts.
 const (
 	hdrPending uint8 = iota
 	hdrCRLF          // the section ended with CRLF CRLF
@@ -29,11 +29,11 @@ const (
 	hdrFields               // after the request line
 )
 
-// hdrEnd follows the bytes of a request's header section as they arrive and
+// HeaderEnd follows the bytes of a request's header section as they arrive and
 // tells how the section ends: at its first blank line after the request
 // line, as fasthttp reads it. It costs one IndexByte per line and holds no
 // bytes.
-type hdrEnd struct {
+type HeaderEnd struct {
 	verdict  uint8
 	state    uint8
 	lastCR   bool // the unfinished line's last byte is CR
@@ -42,17 +42,17 @@ type hdrEnd struct {
 	left     int  // bytes to scan before giving up
 }
 
-// start begins a section at a request boundary; limit is the most bytes the
+// Start begins a section at a request boundary; limit is the most bytes the
 // section may take (beyond it the parser refuses it anyway).
-func (s *hdrEnd) start(limit int) {
-	*s = hdrEnd{left: limit}
+func (s *HeaderEnd) Start(limit int) {
+	*s = HeaderEnd{left: limit}
 }
 
-// resume begins a section somewhere after the bytes tail ended with, when
+// Resume begins a section somewhere after the bytes tail ended with, when
 // the scanner did not see the bytes in between: a blank line that may end a
 // section split around that point is not held against it.
-func (s *hdrEnd) resume(limit int, tail []byte) {
-	*s = hdrEnd{left: limit, state: hdrResumed}
+func (s *HeaderEnd) Resume(limit int, tail []byte) {
+	*s = HeaderEnd{left: limit, state: hdrResumed}
 	switch n := len(tail); {
 	case n == 0:
 	case tail[n-1] == '\n':
@@ -67,8 +67,8 @@ func (s *hdrEnd) resume(limit int, tail []byte) {
 	}
 }
 
-// feed scans the next bytes of the stream until a verdict.
-func (s *hdrEnd) feed(p []byte) {
+// Feed scans the next bytes of the stream until a verdict.
+func (s *HeaderEnd) Feed(p []byte) {
 	if s.verdict != hdrPending {
 		return
 	}
@@ -116,15 +116,15 @@ func (s *hdrEnd) feed(p []byte) {
 	}
 }
 
-// bad reports a section that ended, but not with CRLF CRLF.
-func (s *hdrEnd) bad() bool { return s.verdict == hdrBareLF }
+// Bad reports a section that ended, but not with CRLF CRLF.
+func (s *HeaderEnd) Bad() bool { return s.verdict == hdrBareLF }
 
 var strCRLFCRLF = []byte("\r\n\r\n")
 
-// endsBadly reports a parsed header whose section fasthttp accepted although
+// EndsBadly reports a parsed header whose section fasthttp accepted although
 // its blank line is a bare LF (it does when a CRLF CRLF follows later in
 // the same buffer). A section without fields keeps no raw bytes to tell.
-func endsBadly(h *fasthttp.RequestHeader) bool {
+func EndsBadly(h *fasthttp.RequestHeader) bool {
 	raw := h.RawHeaders()
 	return len(raw) > 0 && !bytes.HasSuffix(raw, strCRLFCRLF)
 }

@@ -1,4 +1,10 @@
-package server
+// Package netpoll is the gateway's default transport: an epoll reactor
+// (Linux) that holds no goroutine and no buffer for an idle connection and
+// never reads a socket ahead of its parser, so a client's extra bytes stay
+// in the kernel (see docs/memory.md). The name is the configuration's
+// (transport: netpoll); it no longer uses the cloudwego library of that
+// name, whose poller cannot stop reading.
+package netpoll
 
 import (
 	"bufio"
@@ -12,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/tollgate/server/transport"
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/valyala/fasthttp"
@@ -37,8 +45,8 @@ import (
 // transport; the header, body and write timeouts by socket deadlines while
 // a request is being served.
 type netpollTransport struct {
-	h Handler
-	o Options
+	h transport.Handler
+	o transport.Options
 
 	readBufSize  int   // bufio.Reader size: request line + header limit
 	maxBody      int64 // body limit, 0 for none
@@ -87,12 +95,6 @@ const (
 	// npMaxDrain is how much of a streamed body the handler left unread the
 	// transport reads and drops to keep the connection; beyond it, it closes.
 	npMaxDrain = 256 << 10
-	// npMinBodyBuf is the first size of a body buffer; it doubles as bytes
-	// arrive, up to the body's length.
-	npMinBodyBuf = 4096
-
-	npDefaultHeaderBytes = 8192 // Options.MaxHeaderBytes when unset
-	npDefaultURIBytes    = 4096 // Options.MaxURIBytes when unset
 )
 
 // Connection states. Only a loop moves idle→busy; the sweeper and Shutdown
@@ -108,7 +110,8 @@ var (
 	strNpKeepAlive  = []byte("keep-alive")
 )
 
-func newNetpollTransport(h Handler, o Options) (Transport, error) {
+// New returns the reactor transport; it runs on Linux only.
+func New(h transport.Handler, o transport.Options) (transport.Transport, error) {
 	if runtime.GOOS != "linux" {
 		return nil, errors.New("the netpoll transport needs Linux (epoll); use fasthttp")
 	}
@@ -117,15 +120,15 @@ func newNetpollTransport(h Handler, o Options) (Transport, error) {
 	}
 	sized := o
 	if sized.MaxHeaderBytes <= 0 {
-		sized.MaxHeaderBytes = npDefaultHeaderBytes
+		sized.MaxHeaderBytes = transport.DefaultHeaderBytes
 	}
 	if sized.MaxURIBytes <= 0 {
-		sized.MaxURIBytes = npDefaultURIBytes
+		sized.MaxURIBytes = transport.DefaultURIBytes
 	}
 	t := &netpollTransport{
 		h:            h,
 		o:            o,
-		readBufSize:  sized.readBufferSize(),
+		readBufSize:  sized.ReadBufferSize(),
 		maxBody:      max(o.MaxBodyBytes, 0),
 		streamBytes:  o.StreamBodyBytes,
 		trailerBytes: sized.MaxHeaderBytes,
@@ -242,7 +245,7 @@ func (t *netpollTransport) accept(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	c := &npConn{t: t, nc: nc, peer: peerOf(nc.RemoteAddr()), gen: t.gen.Add(1), fd: -1}
+	c := &npConn{t: t, nc: nc, peer: transport.PeerOf(nc.RemoteAddr()), gen: t.gen.Add(1), fd: -1}
 	c.serveFn, c.peekFn = c.serve, c.peek
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
@@ -407,10 +410,10 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 	c.readPhase(t.o.HeaderTimeout)
 	// The header scanner sees the section from its first byte: what the
 	// reader holds already, then what each read brings.
-	c.hdr.start(t.readBufSize)
+	c.hdr.Start(t.readBufSize)
 	if n := w.br.Buffered(); n > 0 {
 		b, _ := w.br.Peek(n)
-		c.hdr.feed(b)
+		c.hdr.Feed(b)
 	}
 	c.inHeader = true
 	err := req.Header.Read(w.br)
@@ -418,11 +421,11 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 	if err != nil {
 		return t.fail(c, w, err)
 	}
-	if c.hdr.bad() {
+	if c.hdr.Bad() {
 		// Parsed only because a CRLF CRLF followed later in the input;
 		// refused all the same, so the answer never depends on how the
 		// client's bytes were split.
-		return t.fail(c, w, errBareLFEnd)
+		return t.fail(c, w, codec.ErrBareLFEnd)
 	}
 	c.used.Store(true)
 
@@ -539,7 +542,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 	pre := w.pre[:0]
 	for {
 		if len(pre) == cap(pre) {
-			pre = slices.Grow(pre, min(max(cap(pre), npMinBodyBuf), t.streamBytes+1))
+			pre = slices.Grow(pre, min(max(cap(pre), transport.MinBodyBuffer), t.streamBytes+1))
 		}
 		n, err := c.body.Read(pre[len(pre):cap(pre)])
 		pre = pre[:len(pre)+n]
@@ -597,11 +600,11 @@ func (t *netpollTransport) drop(c *npConn, w *npWork) bool {
 }
 
 // readFixedBody appends a body of n bytes from br to dst, growing dst as the
-// bytes arrive (doubling from npMinBodyBuf), never to n ahead of them.
+// bytes arrive (doubling from transport.MinBodyBuffer), never to n ahead of them.
 func readFixedBody(br *bufio.Reader, dst []byte, n int) ([]byte, error) {
 	for len(dst) < n {
 		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, min(max(cap(dst), npMinBodyBuf), n-len(dst)))
+			dst = slices.Grow(dst, min(max(cap(dst), transport.MinBodyBuffer), n-len(dst)))
 		}
 		m, err := br.Read(dst[len(dst):min(cap(dst), n)])
 		dst = dst[:len(dst)+m]

@@ -1,0 +1,76 @@
+// Package transport is what every transport shares: the Transport and
+// Handler contracts between a transport and the gateway, and the settings a
+// transport takes at start.
+package transport
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Transport accepts client connections, parses HTTP/1.x requests from them
+// and writes the answers. It owns keep-alive, pipelining and the client
+// limits that act while bytes are read; everything after parsing belongs to
+// the Handler.
+type Transport interface {
+	// Serve accepts connections on ln until Shutdown; it returns nil after
+	// a Shutdown and the accept error otherwise.
+	Serve(ln net.Listener) error
+	// Shutdown stops accepting, closes idle connections, lets in-flight
+	// requests finish and closes their connections after the answer. It
+	// returns ctx's error if they do not finish in time.
+	Shutdown(ctx context.Context) error
+	// Conns reports open client connections.
+	Conns() int
+}
+
+// Handler is what a transport calls for each request. The request is parsed
+// from the wire with its raw header bytes kept (strict checks and the
+// internal-header strip read them) and with field names normalized (so
+// Peek finds any spelling the client used).
+type Handler interface {
+	// Serve answers a parsed request; it reports whether to close.
+	Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) (closeConn bool)
+	// ServeError answers a request that could not be read.
+	ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort)
+}
+
+// Options are the transport settings, fixed for the life of the process
+// (a reload cannot change them; a restart can).
+type Options struct {
+	MaxHeaderBytes  int           // header section limit (431)
+	MaxURIBytes     int           // request-target limit (414)
+	MaxBodyBytes    int64         // body limit (413) enforced while reading
+	StreamBodyBytes int           // Content-Length bodies above this are streamed
+	HeaderTimeout   time.Duration // first byte to end of headers
+	BodyTimeout     time.Duration // end of headers to end of body
+	IdleTimeout     time.Duration // keep-alive wait between requests
+	WriteTimeout    time.Duration // writing one answer
+	MaxConns        int           // open client connections
+	Workers         int           // cores the gateway uses (GOMAXPROCS), 0 for all; the reactor runs one epoll loop per 20
+}
+
+// ReadBufferSize is the largest request line + header section a transport
+// reads before answering 431. The request line has its own limit (414), so
+// the buffer holds both plus the blank line.
+func (o *Options) ReadBufferSize() int { return o.MaxHeaderBytes + o.MaxURIBytes + 64 }
+
+// PeerOf converts a connection's remote address without allocating.
+func PeerOf(a net.Addr) netip.AddrPort {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
+// Defaults every transport applies to unset Options, and the first size of
+// a body buffer (it doubles as bytes arrive, never ahead of them).
+const (
+	DefaultHeaderBytes = 8192 // Options.MaxHeaderBytes when unset
+	DefaultURIBytes    = 4096 // Options.MaxURIBytes when unset
+	MinBodyBuffer      = 4096
+)
