@@ -27,16 +27,8 @@ func Fields(h *fasthttp.RequestHeader) iter.Seq2[[]byte, []byte] {
 			return
 		}
 		for len(raw) > 0 {
-			end := bytes.IndexByte(raw, '\n')
 			var line []byte
-			if end < 0 {
-				line, raw = raw, nil
-			} else {
-				line, raw = raw[:end], raw[end+1:]
-			}
-			if n := len(line); n > 0 && line[n-1] == '\r' {
-				line = line[:n-1]
-			}
+			line, raw = nextLine(raw)
 			colon := bytes.IndexByte(line, ':')
 			if colon <= 0 {
 				continue
@@ -46,6 +38,21 @@ func Fields(h *fasthttp.RequestHeader) iter.Seq2[[]byte, []byte] {
 			}
 		}
 	}
+}
+
+// nextLine splits the first line off a header section: the line without
+// its CRLF (or bare LF), and the rest.
+func nextLine(raw []byte) (line, rest []byte) {
+	end := bytes.IndexByte(raw, '\n')
+	if end < 0 {
+		line = raw
+	} else {
+		line, rest = raw[:end], raw[end+1:]
+	}
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, rest
 }
 
 // FieldList is an ordered list of header fields held in one reusable

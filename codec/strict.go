@@ -114,16 +114,8 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 		hosts                            int
 	)
 	for len(raw) > 0 {
-		end := bytes.IndexByte(raw, '\n')
 		var line []byte
-		if end < 0 {
-			line, raw = raw, nil
-		} else {
-			line, raw = raw[:end], raw[end+1:]
-		}
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
+		line, raw = nextLine(raw)
 		if len(line) == 0 {
 			continue // the blank line ending the section, if kept
 		}

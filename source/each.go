@@ -64,17 +64,8 @@ func (r *Reader) eachValue(buf []byte, visit func(k Kind, name, value []byte) bo
 // form), split at '&' only: a value holding ';' is checked whole.
 func eachPair(buf, b []byte, k Kind, visit func(k Kind, name, value []byte) bool) ([]byte, bool) {
 	for len(b) > 0 {
-		var pair []byte
-		if i := bytes.IndexByte(b, '&'); i >= 0 {
-			pair, b = b[:i], b[i+1:]
-		} else {
-			pair, b = b, nil
-		}
-		key, val := pair, pair[len(pair):]
-		if i := bytes.IndexByte(pair, '='); i >= 0 {
-			key, val = pair[:i], pair[i+1:]
-		}
-		if len(key) == 0 && len(val) == 0 {
+		var key, val []byte
+		if key, val, b = nextPair(b); len(key) == 0 && len(val) == 0 {
 			continue
 		}
 		buf = appendUnescaped(buf[:0], key)

@@ -199,17 +199,8 @@ func mediaKind(ct []byte) bodyKind {
 func (r *Reader) form(name string) ([]byte, Found) {
 	b := r.data
 	for len(b) > 0 {
-		var pair []byte
-		if i := bytes.IndexByte(b, '&'); i >= 0 {
-			pair, b = b[:i], b[i+1:]
-		} else {
-			pair, b = b, nil
-		}
-		key, val := pair, pair[len(pair):]
-		if i := bytes.IndexByte(pair, '='); i >= 0 {
-			key, val = pair[:i], pair[i+1:]
-		}
-		if len(key) == 0 && len(val) == 0 {
+		var key, val []byte
+		if key, val, b = nextPair(b); len(key) == 0 && len(val) == 0 {
 			continue
 		}
 		if !formKeyIs(key, name) {
@@ -223,6 +214,20 @@ func (r *Reader) form(name string) ([]byte, Found) {
 		return buf, Scalar
 	}
 	return nil, Absent
+}
+
+// nextPair splits the first key=value pair (still encoded) off an
+// urlencoded string, at '&' only, and returns the rest.
+func nextPair(b []byte) (key, val, rest []byte) {
+	pair := b
+	if i := bytes.IndexByte(b, '&'); i >= 0 {
+		pair, rest = b[:i], b[i+1:]
+	}
+	key, val = pair, pair[len(pair):]
+	if i := bytes.IndexByte(pair, '='); i >= 0 {
+		key, val = pair[:i], pair[i+1:]
+	}
+	return key, val, rest
 }
 
 // formKeyIs reports whether the urlencoded key enc decodes to name, without
