@@ -144,6 +144,12 @@ func (c *npConn) idle() bool {
 	c.last.Store(c.t.clock.Load())
 	c.state.Store(npIdle)
 	if c.t.shut.Load() {
+		// Draining: a request already waiting is answered (with
+		// Connection: close), not dropped with the connection.
+		if c.inputWaiting() {
+			c.t.dispatch(c)
+			return false
+		}
 		c.closeIfIdle()
 		return false
 	}

@@ -92,6 +92,12 @@ const (
 	// npWriteBufSize is the bufio.Writer size; larger writes go straight to
 	// the socket.
 	npWriteBufSize = 4096
+	// npAcceptGrace is how long Shutdown keeps accepting the connections
+	// the kernel had already queued.
+	npAcceptGrace = 100 * time.Millisecond
+	// npSettle is how long Shutdown lets a request sent on a just-accepted
+	// connection arrive before it closes the connections left idle.
+	npSettle = 20 * time.Millisecond
 	// npMaxDrain is how much of a streamed body the handler left unread the
 	// transport reads and drops to keep the connection; beyond it, it closes.
 	npMaxDrain = 256 << 10
@@ -223,6 +229,8 @@ func (t *netpollTransport) Serve(ln net.Listener) error {
 		nc, err := ln.Accept()
 		if err != nil {
 			if t.shut.Load() {
+				// Shutdown's accept grace ended (or the listener closed).
+				_ = ln.Close()
 				return nil
 			}
 			if errors.Is(err, net.ErrClosed) {
@@ -255,7 +263,7 @@ func (t *netpollTransport) accept(nc net.Conn) {
 	}
 	c.last.Store(t.clock.Load())
 	t.mu.Lock()
-	if c.fd < 0 || t.shut.Load() || len(t.loops) == 0 {
+	if c.fd < 0 || len(t.loops) == 0 {
 		t.mu.Unlock()
 		_ = nc.Close()
 		t.conns.Add(-1)
@@ -293,22 +301,67 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 	t.mu.Unlock()
 	defer t.stop()
 
-	// Accepting stops; idle connections go now; busy ones close after
-	// their answer, which carries Connection: close.
+	// Accepting stops after a short grace: connections the kernel already
+	// queued (their clients think they are connected and may have sent a
+	// request) are taken and served rather than reset. Every answer from
+	// now on carries Connection: close. Idle connections go now, unless a
+	// request is already waiting on them: that one is answered first.
 	for _, ln := range lns {
+		if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok && d.SetDeadline(time.Now().Add(npAcceptGrace)) == nil {
+			continue
+		}
 		_ = ln.Close()
 	}
 	for _, c := range idle {
+		if c.inputWaiting() {
+			t.dispatch(c)
+			continue
+		}
 		c.closeIfIdle()
 	}
-	for t.inflight.Load() > 0 || t.serving.Load() > 0 {
+	// Then wait for the answers. Once nothing is being served and the
+	// listeners are closed, the connections accepted meanwhile are swept:
+	// those with a request waiting are served (and closed after it), the
+	// silent ones closed. The first sweep waits a moment, so that a request
+	// sent right after its connection was accepted has landed.
+	settled := time.Time{}
+	for {
+		if t.inflight.Load() == 0 && t.serving.Load() == 0 {
+			if settled.IsZero() {
+				settled = time.Now()
+			} else if time.Since(settled) >= npSettle && !t.sweepIdle() {
+				return nil
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	return nil
+}
+
+// sweepIdle closes the idle connections of a shutting-down transport,
+// serving first any that has a request waiting; it reports whether it
+// found one.
+func (t *netpollTransport) sweepIdle() (served bool) {
+	t.mu.Lock()
+	idle := make([]*npConn, 0, len(t.live))
+	for c := range t.live {
+		if c.state.Load() == npIdle {
+			idle = append(idle, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range idle {
+		if c.inputWaiting() {
+			t.dispatch(c)
+			served = true
+			continue
+		}
+		c.closeIfIdle()
+	}
+	return served
 }
 
 // stop ends the loops and the sweeper. A connection still being served
