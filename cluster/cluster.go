@@ -203,6 +203,9 @@ type Stats struct {
 	// Redis after recovery; BackfillDropped those the backlog had no room
 	// for.
 	Backfilled, BackfillDropped uint64
+	// Leases counts lease commands sent (token leases of cluster
+	// limits, from a background worker).
+	Leases uint64
 }
 
 // Client is a bounded, self-healing Redis client. It is safe for
@@ -227,6 +230,7 @@ type Client struct {
 	work chan *call    // hands a call to an idle worker
 
 	nDegraded, nRecovered, nRefused, nTimeouts, nSaturated, nErrors atomic.Uint64
+	nLeases                                                         atomic.Uint64
 
 	// backlog keeps nonce claims decided while degraded, to be written to
 	// Redis after recovery (see ClaimNonce).
@@ -348,6 +352,7 @@ func (c *Client) Stats() Stats {
 
 		Backfilled:      c.nBackfilled.Load(),
 		BackfillDropped: c.nBackDrops.Load(),
+		Leases:          c.nLeases.Load(),
 	}
 }
 
@@ -388,7 +393,8 @@ func (c *Client) markRecovered() {
 		c.nRecovered.Add(1)
 		c.log.Info("redis recovered",
 			zap.Duration("degraded_for", time.Since(time.Unix(0, c.since.Load()))))
-		c.kickViews() // refresh every view now rather than on the next tick
+		c.membersRecovered() // before the views refresh: hold the node count, beat now
+		c.kickViews()        // refresh every view now rather than on the next tick
 		c.wg.Add(1)
 		go c.backfill()
 	}

@@ -73,11 +73,11 @@ type setEntry struct {
 
 // setSnap is an immutable published state of a view.
 type setSnap struct {
-	m       map[string]struct{}
-	updated time.Time // when the contents were last confirmed current
+	m       map[string]int64 // member → expiry (unix ms)
+	updated time.Time        // when the contents were last confirmed current
 }
 
-var emptySnap = &setSnap{m: map[string]struct{}{}}
+var emptySnap = &setSnap{m: map[string]int64{}}
 
 // WatchSet returns the view of the sorted set at key, starting its
 // refresh loop: every refresh (DefaultRefresh when zero or negative), and
@@ -120,6 +120,13 @@ func (v *SetView) Has(member []byte) bool {
 func (v *SetView) HasString(member string) bool {
 	_, ok := v.snap.Load().m[member]
 	return ok
+}
+
+// Expiry reports when member's entry expires (unix ms, the writer's
+// clock), false when the set does not hold it. Lock-free, no allocation.
+func (v *SetView) Expiry(member string) (int64, bool) {
+	exp, ok := v.snap.Load().m[member]
+	return exp, ok
 }
 
 // Len is the number of members in the current snapshot.
@@ -236,13 +243,13 @@ func (v *SetView) refreshOnce() {
 // publish stores a snapshot of the entries not expired at now.
 func (v *SetView) publish(now, updated time.Time) {
 	ms := now.UnixMilli()
-	m := make(map[string]struct{}, len(v.entries))
+	m := make(map[string]int64, len(v.entries))
 	var next int64
 	for _, e := range v.entries {
 		if e.exp <= ms {
 			continue
 		}
-		m[e.member] = struct{}{}
+		m[e.member] = e.exp
 		if next == 0 || e.exp < next {
 			next = e.exp
 		}

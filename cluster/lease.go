@@ -1,0 +1,247 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Token leases: the cluster-wide counter of a limit lives in Redis, and
+// nodes take tokens from it in batches (leases) from a background worker,
+// never per request. leaseScript is the whole protocol on the Redis side:
+// it refills (or rolls the windows of) one counter by Redis's own clock
+// (TIME, so the nodes' clocks do not matter), deducts what the node spent
+// without a lease (or takes back tokens it returns), and grants up to what
+// the node asks for. One key per call: the key's hash tag decides its slot
+// on a Redis Cluster.
+//
+// Storage: one string, so a call is TIME, GET and SET inside the script.
+// Token bucket: "tokens last_refill_µs" (tokens may be negative: debt).
+// Windows: "window count previous". The key expires once it would be as
+// good as fresh (ttl_ms).
+//
+// ARGV: alg (0 token bucket, 1 fixed window, 2 sliding window), limit
+// (tokens per period), per (µs), burst, want, spent, ttl_ms.
+// Reply: {granted, level (string), wait_µs, window_left_µs}: level is the
+// tokens left after the grant (bucket) or the room left in the window;
+// wait is, when fewer than wanted were granted, how long until the rest
+// would be there.
+const leaseSource = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local alg = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local per = tonumber(ARGV[3])
+local burst = tonumber(ARGV[4])
+local want = tonumber(ARGV[5])
+local spent = tonumber(ARGV[6])
+local grant, level, wait, left = 0, 0, 0, 0
+local function num(x) return string.format('%.17g', x) end
+local v = redis.call('GET', KEYS[1])
+local a, b, c
+if v then
+  a, b, c = string.match(v, '^(%S+) (%S+) ?(%S*)$')
+  a, b, c = tonumber(a), tonumber(b), tonumber(c)
+end
+local state
+if alg == 0 then
+  local tk, ts = a, b
+  if tk == nil or ts == nil then tk, ts = burst, now end
+  if now > ts then
+    tk = tk + (now - ts) * limit / per
+    ts = now
+  end
+  if tk > burst then tk = burst end
+  tk = tk - spent
+  if tk > burst then tk = burst end
+  if tk < -burst then tk = -burst end
+  if want > 0 and tk >= 1 then
+    grant = math.min(want, math.floor(tk))
+    tk = tk - grant
+  end
+  if grant < want then wait = math.ceil((want - grant - tk) * per / limit) end
+  level = tk
+  state = num(tk) .. ' ' .. num(ts)
+else
+  local w = math.floor(now / per)
+  local vw, cnt, p = a, b or 0, c or 0
+  if vw == nil then
+    cnt, p = 0, 0
+  elseif vw == w - 1 then
+    p, cnt = cnt, 0
+  elseif vw ~= w then
+    cnt, p = 0, 0
+  end
+  if alg == 1 then p = 0 end
+  left = (w + 1) * per - now
+  local weight = 0
+  if alg == 2 then weight = left / per end
+  cnt = cnt + spent
+  if cnt < 0 then cnt = 0 end
+  local room = limit - (p * weight + cnt)
+  if want > 0 and room >= 1 then
+    grant = math.min(want, math.floor(room))
+    cnt = cnt + grant
+  end
+  level = limit - (p * weight + cnt)
+  if grant < want then
+    wait = left
+    if alg == 2 and p > 0 then
+      local w2 = math.ceil(((want - grant) - level) * per / p)
+      if w2 < wait then wait = w2 end
+    end
+  end
+  state = num(w) .. ' ' .. num(cnt) .. ' ' .. num(p)
+end
+redis.call('SET', KEYS[1], state, 'PX', ARGV[7])
+return {grant, num(level), wait, left}
+`
+
+var leaseSHA = func() string {
+	s := sha1.Sum([]byte(leaseSource))
+	return hex.EncodeToString(s[:])
+}()
+
+// Lease algorithms, as the script knows them.
+const (
+	LeaseTokenBucket   = 0
+	LeaseFixedWindow   = 1
+	LeaseSlidingWindow = 2
+)
+
+// LeaseRequest asks Redis for tokens of one counter.
+type LeaseRequest struct {
+	// Key is the counter's Redis key; it carries a hash tag ("{...}").
+	Key string
+	// Alg is LeaseTokenBucket, LeaseFixedWindow or LeaseSlidingWindow.
+	Alg int
+	// Limit is the tokens per Per the whole cluster may use; Burst the
+	// token bucket's capacity.
+	Limit float64
+	Per   time.Duration
+	Burst float64
+	// Want is how many tokens the node asks for (0: only report Spent).
+	Want int64
+	// Spent is what the node admitted without a lease, to be deducted
+	// first; negative, tokens it gives back unused.
+	Spent int64
+	// TTL is how long the counter is kept without calls: at least the
+	// time it takes to be fresh again.
+	TTL time.Duration
+}
+
+// LeaseResult is Redis's answer to one LeaseRequest.
+type LeaseResult struct {
+	Granted int64
+	// Level is what the counter holds after the grant: tokens (negative
+	// when nodes spent ahead of their leases) or room left in the window.
+	Level float64
+	// Wait is, when fewer tokens than wanted were granted, how long until
+	// the rest would be there.
+	Wait time.Duration
+	// WindowLeft is the time left in the current window (window
+	// algorithms): leased window tokens are void after it.
+	WindowLeft time.Duration
+	// Err is a Redis error reply for this request (a script error), nil
+	// when it was answered.
+	Err error
+}
+
+// Lease runs reqs in one pipelined round trip (EVALSHA, and EVAL for a
+// server that does not have the script yet) and fills out (len(reqs)).
+// It is for background workers, never the request path: it returns
+// ErrDegraded at once while degraded, and otherwise may take up to
+// timeout (or, against a silent server, about a second more: rueidis's
+// own limit). A connection failure puts the Client in degraded mode.
+func (c *Client) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseResult) error {
+	if len(out) < len(reqs) {
+		return errors.New("cluster: Lease: out shorter than reqs")
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	rc, err := c.ready()
+	if err != nil {
+		return err
+	}
+	cmds := make(rueidis.Commands, len(reqs))
+	args := make([][]string, len(reqs))
+	for i := range reqs {
+		args[i] = leaseArgs(&reqs[i])
+		cmds[i] = rc.B().Evalsha().Sha1(leaseSHA).Numkeys(1).Key(reqs[i].Key).Arg(args[i]...).Build()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res := rc.DoMulti(ctx, cmds...)
+	c.nLeases.Add(uint64(len(cmds)))
+	var again []int
+	for i := range res {
+		if re, ok := rueidis.IsRedisErr(res[i].Error()); ok && re.IsNoScript() {
+			again = append(again, i)
+			continue
+		}
+		if err := c.leaseResult(res[i], &out[i]); err != nil {
+			return err
+		}
+	}
+	if len(again) > 0 {
+		cmds = cmds[:0]
+		for _, i := range again {
+			cmds = append(cmds, rc.B().Eval().Script(leaseSource).Numkeys(1).Key(reqs[i].Key).Arg(args[i]...).Build())
+		}
+		res = rc.DoMulti(ctx, cmds...)
+		c.nLeases.Add(uint64(len(cmds)))
+		for j, i := range again {
+			if err := c.leaseResult(res[j], &out[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func leaseArgs(r *LeaseRequest) []string {
+	ttl := max(int64(r.TTL/time.Millisecond), 1000)
+	return []string{
+		strconv.Itoa(r.Alg),
+		strconv.FormatFloat(r.Limit, 'g', -1, 64),
+		strconv.FormatInt(max(1, int64(r.Per/time.Microsecond)), 10),
+		strconv.FormatFloat(max(r.Burst, 1), 'g', -1, 64),
+		strconv.FormatInt(max(0, r.Want), 10),
+		strconv.FormatInt(r.Spent, 10),
+		strconv.FormatInt(ttl, 10),
+	}
+}
+
+// leaseResult parses one reply into out; a connection failure is returned
+// (and degrades the Client), a Redis error reply is kept in out.Err.
+func (c *Client) leaseResult(r rueidis.RedisResult, out *LeaseResult) error {
+	*out = LeaseResult{}
+	if err := r.Error(); err != nil {
+		if _, ok := rueidis.IsRedisErr(err); ok {
+			out.Err = fmt.Errorf("cluster: lease: %w", err)
+			return nil
+		}
+		return c.writeErr("leasing tokens", err)
+	}
+	vs, err := r.ToArray()
+	if err != nil || len(vs) != 4 {
+		out.Err = fmt.Errorf("cluster: lease: unexpected reply (%v)", err)
+		return nil
+	}
+	out.Granted, _ = vs[0].AsInt64()
+	if s, err := vs[1].ToString(); err == nil {
+		out.Level, _ = strconv.ParseFloat(s, 64)
+	}
+	w, _ := vs[2].AsInt64()
+	l, _ := vs[3].AsInt64()
+	out.Wait = time.Duration(w) * time.Microsecond
+	out.WindowLeft = time.Duration(l) * time.Microsecond
+	return nil
+}

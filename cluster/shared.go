@@ -1,0 +1,25 @@
+package cluster
+
+// Keys of pipeline.Env.Shared: config puts the objects built from the
+// top-level cluster section there for the features that need them.
+type (
+	// EnvKey holds this node's *Client; absent when standalone.
+	EnvKey struct{}
+	// NodesEnvKey holds a Nodes: how many gateway nodes share the
+	// cluster's limits (the membership, or a fixed count).
+	NodesEnvKey struct{}
+)
+
+// Nodes reports how many gateway nodes share the cluster's limits. *Client
+// (its membership, after Heartbeat) and FixedNodes implement it.
+// LiveNodes is cheap, never blocks and is at least 1.
+type Nodes interface {
+	LiveNodes() int
+}
+
+// FixedNodes is a node count set by configuration (cluster.nodes: N,
+// TOLLGATE_NODES), or 1 for a standalone node.
+type FixedNodes int
+
+// LiveNodes implements Nodes.
+func (n FixedNodes) LiveNodes() int { return max(1, int(n)) }

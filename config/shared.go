@@ -1,0 +1,44 @@
+package config
+
+import (
+	"github.com/tollgate/tollgate/cluster"
+	"github.com/tollgate/tollgate/pipeline"
+)
+
+// shareCluster puts what limits need from the top-level sections into the
+// build environment: the Redis client, the node count local limits are
+// split by, the consumers' quotas and the refusal statuses.
+func shareCluster(shared map[any]any, f *File, cl *cluster.Client) {
+	if cl != nil {
+		shared[cluster.EnvKey{}] = cl
+	}
+	switch n := f.Cluster.FixedNodes(); {
+	case n > 0:
+		shared[cluster.NodesEnvKey{}] = cluster.FixedNodes(n)
+	case cl != nil:
+		shared[cluster.NodesEnvKey{}] = cl // membership (run starts the heartbeat)
+	default:
+		shared[cluster.NodesEnvKey{}] = cluster.FixedNodes(1)
+	}
+	q := &pipeline.Quotas{Consumers: map[string]pipeline.Quota{}, Tiers: map[string]int{}}
+	for name, qps := range f.Tiers {
+		q.Tiers[name] = qps
+	}
+	for _, cc := range f.Consumers {
+		if cc == nil {
+			continue
+		}
+		switch {
+		case cc.QPS > 0:
+			q.Consumers[cc.AppKey] = pipeline.Quota{Tier: "custom", QPS: cc.QPS}
+		default:
+			tier := cc.Tier
+			if tier == "" {
+				tier = "free"
+			}
+			q.Consumers[cc.AppKey] = pipeline.Quota{Tier: tier, QPS: f.Tiers[tier]}
+		}
+	}
+	shared[pipeline.QuotasKey{}] = q
+	shared[pipeline.LimitStatusKey{}] = pipeline.LimitStatus{Local: f.Status.LocalLimit, Cluster: f.Status.ClusterLimit}
+}

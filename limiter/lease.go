@@ -1,0 +1,725 @@
+package limiter
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/cluster"
+	"go.uber.org/zap"
+)
+
+// Leaser is what the lease worker needs of Redis: *cluster.Client.
+type Leaser interface {
+	// Lease runs a batch of lease requests (background only; may block
+	// up to timeout and, on a silent server, somewhat more).
+	Lease(timeout time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error
+	// Healthy reports that Redis answered recently.
+	Healthy() bool
+}
+
+// BlockedKey is the Redis set (see cluster.SetView) through which nodes
+// share the keys of cluster rules under reject_for: members are the keys'
+// Redis keys, scores when their block ends.
+const BlockedKey = "tollgate:rl:blocked"
+
+// blockSharer is what sharing reject_for blocks needs: *cluster.Client.
+type blockSharer interface {
+	WatchSet(key string, refresh time.Duration) *cluster.SetView
+	AddToSet(key, member string, ttl time.Duration) error
+}
+
+// block is a trip to announce to the other nodes.
+type block struct {
+	member string
+	ttl    time.Duration
+}
+
+// Lease tuning. See the package documentation for what they bound.
+const (
+	// leaseSpan is how long a lease should last a node at its current
+	// rate; it also caps a lease at leaseSpan of the node's fair share
+	// of the rate (maxLease).
+	leaseSpan = 100 * time.Millisecond
+	// stallAfter: a lease call unanswered this long puts cluster rules
+	// in local fallback until Redis answers (rueidis can hold a call for
+	// about a second against a hung server).
+	stallAfter = 50 * time.Millisecond
+	// leaseTimeout bounds one lease call.
+	leaseTimeout = 500 * time.Millisecond
+	// tickEvery paces the worker's housekeeping; sweepEvery the pass over
+	// every entry (shadow counters, idle tokens given back).
+	tickEvery  = 10 * time.Millisecond
+	sweepEvery = 100 * time.Millisecond
+	// idleGiveBack: tokens of a key unused this long go back to Redis.
+	idleGiveBack = 500 * time.Millisecond
+	// idleForget: a key unused this long (and as good as fresh) is
+	// dropped from the node.
+	idleForget = 60 * time.Second
+	// minWait is the least a node waits before asking again for a
+	// counter Redis had nothing left of.
+	minWait = 2 * time.Millisecond
+	maxWait = 2 * time.Second
+	// firstLease is the most a key's first lease asks for.
+	firstLease = 16
+	// queueSize bounds the keys waiting for the worker.
+	queueSize = 4096
+	// blockQueue bounds the reject_for trips waiting to be announced;
+	// past it (an abuse wave) a trip holds on the node that saw it only.
+	blockQueue = 1024
+	// batchMax bounds one lease call.
+	batchMax = 512
+)
+
+// entry is one key of a cluster rule on this node: the tokens it holds and
+// what it spent ahead of them, and its local fallback counter.
+//
+// The request path touches only atomics unless the rule is in fallback;
+// the worker owns the unexported fields below "worker".
+type entry struct {
+	// pool: leased tokens not spent yet. debt: admitted without a lease
+	// while one was on its way, to be deducted by the next lease call.
+	pool, debt atomic.Int64
+	// uses and misses count admissions and refusals (monotonic).
+	uses, misses atomic.Int64
+	// want is the current lease size; a refill is asked for when pool
+	// falls to want/2.
+	want   atomic.Int64
+	queued atomic.Bool
+	// noneUntil (unix ns): Redis had no tokens left; an empty pool refuses
+	// until then. windowEnd: window algorithms' leased tokens are void
+	// after it.
+	noneUntil, windowEnd atomic.Int64
+	// level is what Redis said the counter held after the last grant.
+	level atomic.Int64
+	// until (unix ns): refused under reject_for.
+	until atomic.Int64
+	// scale multiplies the rule's base limit for this key (a consumer's
+	// quota × share), as float64 bits.
+	scale atomic.Uint64
+	ref   atomic.Bool // used since the evicting hand last passed
+	dead  atomic.Bool // evicted or forgotten: the worker skips it
+
+	// mu guards the fallback counter, which is charged with what the
+	// node admitted on leases, so falling back starts from it.
+	mu       sync.Mutex
+	fb       State
+	fbSeen   int64 // uses already charged to fb
+	fellBack bool  // decided by fb since the last lease: resync
+	fbNodes  int   // the node count fb was split by when it last decided
+
+	key  string      // Redis key
+	rule *leaseRules // the rule's counters
+
+	// worker
+	lastAt    int64
+	lastCount int64
+	ewma      float64
+	idleSince int64
+	seenCount int64
+}
+
+func (e *entry) limit() Limit {
+	return e.rule.base.Scale(math.Float64frombits(e.scale.Load()))
+}
+
+// leaseRules is the cluster state of one rule: its entries by key.
+type leaseRules struct {
+	base   Limit
+	prefix string // Redis key before the tag: "tollgate:rl:<id>:"
+	mgr    *manager
+	shards [tableShards]leaseShard
+	perMax int
+}
+
+type leaseShard struct {
+	mu sync.RWMutex
+	m  map[uint64]*entry
+	_  [64]byte
+}
+
+func newLeaseRules(mgr *manager, base Limit, prefix string, maxKeys int) *leaseRules {
+	lr := &leaseRules{base: base, prefix: prefix, mgr: mgr, perMax: max(1, (maxKeys+tableShards-1)/tableShards)}
+	for i := range lr.shards {
+		lr.shards[i].m = map[uint64]*entry{}
+	}
+	return lr
+}
+
+// get returns key k's entry, nil when this node has none yet.
+func (lr *leaseRules) get(k uint64) *entry {
+	s := &lr.shards[k&(tableShards-1)]
+	s.mu.RLock()
+	e := s.m[k]
+	s.mu.RUnlock()
+	return e
+}
+
+// create returns key k's entry, making it (Redis key from value, scale)
+// when this node has none. A full shard evicts one entry first, giving
+// its tokens back.
+func (lr *leaseRules) create(k uint64, value string, scale float64) *entry {
+	s := &lr.shards[k&(tableShards-1)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m[k]; e != nil {
+		return e
+	}
+	if len(s.m) >= lr.perMax {
+		lr.evict(s)
+	}
+	e := &entry{key: lr.prefix + "{" + value + "}", rule: lr}
+	e.scale.Store(math.Float64bits(scale))
+	// A key's first lease is small: most keys of a busy rule are seen a
+	// few times; a hot one grows its lease with its measured rate.
+	e.want.Store(min(lr.mgr.maxLease(e.limit()), firstLease))
+	s.m[k] = e
+	return e
+}
+
+// evict drops one entry of the full shard s: among a few, the first not
+// used since the last pass, else one used, else one under reject_for.
+func (lr *leaseRules) evict(s *leaseShard) {
+	now := lr.mgr.now().UnixNano()
+	var victim, used, blocked *entry
+	var victimK, usedK, blockedK uint64
+	n := 0
+	for k, e := range s.m {
+		if n++; n > evictScan {
+			break
+		}
+		switch {
+		case e.until.Load() > now:
+			if blocked == nil {
+				blocked, blockedK = e, k
+			}
+		case e.ref.Swap(false):
+			if used == nil {
+				used, usedK = e, k
+			}
+		default:
+			victim, victimK = e, k
+		}
+		if victim != nil {
+			break
+		}
+	}
+	switch {
+	case victim != nil:
+	case used != nil:
+		victim, victimK = used, usedK
+	case blocked != nil:
+		victim, victimK = blocked, blockedK
+	default:
+		return
+	}
+	delete(s.m, victimK)
+	lr.mgr.evictions.Add(1)
+	lr.mgr.drop(victim)
+}
+
+func (lr *leaseRules) each(f func(k uint64, e *entry)) {
+	for i := range lr.shards {
+		s := &lr.shards[i]
+		s.mu.RLock()
+		for k, e := range s.m {
+			f(k, e)
+		}
+		s.mu.RUnlock()
+	}
+}
+
+func (lr *leaseRules) forget(k uint64, e *entry) {
+	s := &lr.shards[k&(tableShards-1)]
+	s.mu.Lock()
+	if s.m[k] == e {
+		delete(s.m, k)
+		e.dead.Store(true)
+	}
+	s.mu.Unlock()
+}
+
+// keys counts the entries held.
+func (lr *leaseRules) keys() int {
+	n := 0
+	for i := range lr.shards {
+		s := &lr.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// leaseStats are a cluster rule's figures on this node.
+type leaseStats struct {
+	Keys     int
+	Held     int64 // leased tokens not spent
+	Debt     int64
+	LeaseAvg float64 // mean current lease size
+}
+
+func (lr *leaseRules) stats() leaseStats {
+	var st leaseStats
+	var want int64
+	lr.each(func(_ uint64, e *entry) {
+		st.Keys++
+		st.Held += max(0, e.pool.Load())
+		st.Debt += e.debt.Load()
+		want += e.want.Load()
+	})
+	if st.Keys > 0 {
+		st.LeaseAvg = float64(want) / float64(st.Keys)
+	}
+	return st
+}
+
+// manager is the node's lease worker: one goroutine that asks Redis for
+// tokens in batches, gives back what idle keys hold, keeps fallback
+// counters current, and decides (with the Redis client's health) whether
+// cluster rules run on leases or on the local split. It is shared by
+// every cluster rule and survives reloads.
+type manager struct {
+	leaser Leaser
+	nodes  cluster.Nodes
+	now    func() time.Time
+	log    *zap.Logger
+
+	queue     chan *entry
+	busySince atomic.Int64 // unix ns a lease call began; 0 when none is running
+
+	// blocked is every node's reject_for blocks (nil without a Redis
+	// client that can share them); blocks queues this node's trips.
+	blocked *cluster.SetView
+	sharer  blockSharer
+	blocks  chan block
+	shared  atomic.Uint64
+
+	mu    sync.Mutex
+	rules map[*leaseRules]struct{}
+
+	// figures
+	calls, granted, errors, evictions atomic.Uint64
+	fallbacks, recoveries             atomic.Uint64
+	inCluster                         atomic.Bool // the worker's last view, for reports
+
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	started  bool
+	wg       sync.WaitGroup
+
+	// worker
+	lastSweep int64
+	wasOK     bool
+	reqs      []cluster.LeaseRequest
+	outs      []cluster.LeaseResult
+	batch     []*entry
+	backs     []cluster.LeaseRequest
+	lastErr   string
+}
+
+func newManager(l Leaser, nodes cluster.Nodes, now func() time.Time, log *zap.Logger) *manager {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	m := &manager{leaser: l, nodes: nodes, now: now, log: log, queue: make(chan *entry, queueSize),
+		rules: map[*leaseRules]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}), wasOK: true}
+	m.inCluster.Store(true)
+	if bs, ok := l.(blockSharer); ok {
+		m.sharer, m.blocks = bs, make(chan block, blockQueue)
+		m.blocked = bs.WatchSet(BlockedKey, 0)
+	}
+	return m
+}
+
+// shareBlock announces that member is refused for ttl (reject_for) to
+// the other nodes, from a background goroutine. It never blocks.
+func (m *manager) shareBlock(member string, ttl time.Duration) {
+	if m.blocks == nil {
+		return
+	}
+	select {
+	case m.blocks <- block{member, ttl}:
+	default:
+	}
+}
+
+// blockedUntil reports when another node's block of member ends (unix
+// ns), 0 when there is none. Lock-free.
+func (m *manager) blockedUntil(member string) int64 {
+	if m.blocked == nil {
+		return 0
+	}
+	if exp, ok := m.blocked.Expiry(member); ok {
+		return exp * int64(time.Millisecond)
+	}
+	return 0
+}
+
+func (m *manager) publish() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case b := <-m.blocks:
+			if m.leaser.Healthy() && m.sharer.AddToSet(BlockedKey, b.member, b.ttl) == nil {
+				m.shared.Add(1)
+			}
+		}
+	}
+}
+
+// start runs the worker until close.
+func (m *manager) start() {
+	m.started = true
+	go m.run()
+	if m.blocks != nil {
+		m.wg.Add(1)
+		go m.publish()
+	}
+}
+
+func (m *manager) close() {
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		if m.started {
+			<-m.done
+		}
+		m.wg.Wait()
+	})
+}
+
+func (m *manager) register(lr *leaseRules) {
+	m.mu.Lock()
+	m.rules[lr] = struct{}{}
+	m.mu.Unlock()
+}
+
+// unregister forgets a rule no snapshot uses any more; its tokens go back.
+func (m *manager) unregister(lr *leaseRules) {
+	m.mu.Lock()
+	delete(m.rules, lr)
+	m.mu.Unlock()
+	lr.each(func(_ uint64, e *entry) { m.drop(e) })
+}
+
+// clusterOK reports whether cluster rules decide on leases: Redis is
+// healthy and no lease call has hung for stallAfter. Lock-free.
+func (m *manager) clusterOK(now int64) bool {
+	if !m.leaser.Healthy() {
+		return false
+	}
+	bs := m.busySince.Load()
+	return bs == 0 || now-bs < int64(stallAfter)
+}
+
+// enqueue hands e to the worker unless it is already waiting. It never
+// blocks: with the queue full, a later request asks again.
+func (m *manager) enqueue(e *entry) {
+	if e.queued.Load() || !e.queued.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case m.queue <- e:
+	default:
+		e.queued.Store(false)
+	}
+}
+
+// drop retires an evicted or forgotten entry: what it holds goes back to
+// Redis on the worker's next call (best effort).
+func (m *manager) drop(e *entry) {
+	e.dead.Store(true)
+	m.enqueue(e)
+}
+
+// maxLease caps a lease: leaseSpan of the node's fair share of the rate,
+// at least one token.
+func (m *manager) maxLease(l Limit) int64 {
+	perSec := l.Rate() / (float64(l.Window) / float64(time.Second))
+	n := float64(m.nodes.LiveNodes())
+	return max(1, int64(perSec*leaseSpan.Seconds()/n))
+}
+
+func (m *manager) run() {
+	defer close(m.done)
+	t := time.NewTicker(tickEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case e := <-m.queue:
+			m.batch = append(m.batch, e)
+		case <-t.C:
+		}
+		m.step()
+	}
+}
+
+// step is one turn of the worker: it drains the queue, sweeps when due,
+// and makes at most one lease call. Tests drive it directly.
+func (m *manager) step() {
+	for len(m.batch) < batchMax {
+		select {
+		case e := <-m.queue:
+			m.batch = append(m.batch, e)
+			continue
+		default:
+		}
+		break
+	}
+	now := m.now().UnixNano()
+	ok := m.clusterOK(now)
+	if ok != m.wasOK {
+		m.wasOK = ok
+		m.inCluster.Store(ok)
+		if ok {
+			m.recoveries.Add(1)
+			m.log.Info("cluster limits are back on Redis token leases")
+		} else {
+			m.fallbacks.Add(1)
+			m.log.Warn("cluster limits fall back to local buckets at limit ÷ live nodes: Redis is unavailable or not answering",
+				zap.Int("live_nodes", m.nodes.LiveNodes()))
+		}
+	}
+	if now-m.lastSweep >= int64(sweepEvery) {
+		m.lastSweep = now
+		m.sweep(now)
+	}
+	if len(m.batch) == 0 && len(m.backs) == 0 {
+		return
+	}
+	if !ok {
+		for _, e := range m.batch {
+			e.queued.Store(false)
+		}
+		m.batch = m.batch[:0]
+		m.backs = m.backs[:0] // tokens held through an outage are not returned
+		return
+	}
+	m.lease(now)
+}
+
+// lease asks for the batch's tokens (and gives back the idle ones) in one
+// call, and applies the answers.
+func (m *manager) lease(now int64) {
+	m.reqs = m.reqs[:0]
+	n := m.nodes.LiveNodes()
+	for _, e := range m.batch {
+		lim := e.limit()
+		want := int64(0)
+		if !e.dead.Load() {
+			want = m.size(e, lim, now)
+		}
+		spent := e.debt.Swap(0)
+		if e.dead.Load() {
+			if p := e.pool.Swap(0); p > 0 && lim.Alg == TokenBucket {
+				spent -= p
+			}
+		}
+		spent += m.resync(e, lim, now)
+		m.reqs = append(m.reqs, request(e, lim, want, spent))
+	}
+	m.reqs = append(m.reqs, m.backs...)
+	if len(m.outs) < len(m.reqs) {
+		m.outs = make([]cluster.LeaseResult, len(m.reqs))
+	}
+	m.busySince.Store(max(now, 1))
+	err := m.leaser.Lease(leaseTimeout, m.reqs, m.outs)
+	m.busySince.Store(0)
+	m.calls.Add(uint64(len(m.reqs)))
+	after := m.now().UnixNano()
+	rtt := time.Duration(after - now)
+	batch := m.batch
+	m.batch, m.backs = m.batch[:0], m.backs[:0]
+	if err != nil {
+		// Whether Redis applied the call is unknown: what the nodes spent
+		// ahead of it is kept to be reported again (counting it twice
+		// errs on the side of the limit; dropping it would not).
+		m.errors.Add(1)
+		for i, e := range batch {
+			if sp := m.reqs[i].Spent; sp > 0 && !e.dead.Load() {
+				e.debt.Add(sp)
+			}
+			e.queued.Store(false)
+		}
+		return
+	}
+	for i, e := range batch {
+		out := &m.outs[i]
+		e.queued.Store(false)
+		if out.Err != nil {
+			m.errors.Add(1)
+			if msg := out.Err.Error(); msg != m.lastErr {
+				m.lastErr = msg
+				m.log.Error("lease refused by Redis", zap.String("key", e.key), zap.Error(out.Err))
+			}
+			continue
+		}
+		if e.dead.Load() {
+			continue
+		}
+		req := &m.reqs[i]
+		m.granted.Add(uint64(out.Granted))
+		if req.Alg != cluster.LeaseTokenBucket {
+			e.windowEnd.Store(after + int64(out.WindowLeft))
+		}
+		e.level.Store(int64(math.Floor(out.Level)))
+		e.pool.Add(out.Granted)
+		if out.Granted < req.Want {
+			// Redis's wait is until the tokens are there for this node
+			// alone; the live nodes share the refill, so each asks about
+			// once per lease's worth of the whole rate.
+			// A window's end is the same for all. The next call is
+			// sent a round trip early, so the wait is not lengthened by
+			// the call itself (on a busy host that is what would keep
+			// a saturated key below its rate).
+			wait := out.Wait
+			switch req.Alg {
+			case cluster.LeaseTokenBucket:
+				wait = min(wait*time.Duration(n), maxWait) - rtt
+			case cluster.LeaseSlidingWindow:
+				if wait < out.WindowLeft {
+					wait = min(wait*time.Duration(n), out.WindowLeft) - rtt
+				}
+			}
+			e.noneUntil.Store(after + int64(max(wait, minWait)))
+		} else {
+			e.noneUntil.Store(0)
+			if e.pool.Load() <= e.want.Load()/2 {
+				m.enqueue(e) // spent faster than it came: ask again at once
+			}
+		}
+	}
+}
+
+// request builds the lease request of e.
+func request(e *entry, lim Limit, want, spent int64) cluster.LeaseRequest {
+	r := cluster.LeaseRequest{Key: e.key, Limit: lim.Rate(), Per: time.Duration(lim.Window), Want: want, Spent: spent}
+	switch lim.Alg {
+	case FixedWindow:
+		r.Alg, r.TTL = cluster.LeaseFixedWindow, 2*r.Per
+	case SlidingWindow:
+		r.Alg, r.TTL = cluster.LeaseSlidingWindow, 2*r.Per
+	default:
+		r.Alg = cluster.LeaseTokenBucket
+		r.Burst = lim.Burst()
+		r.TTL = time.Duration(lim.Tau) + r.Per
+	}
+	return r
+}
+
+// size decides e's next lease from its recent demand (admissions and
+// refusals): enough for leaseSpan, at least one, at most maxLease.
+func (m *manager) size(e *entry, lim Limit, now int64) int64 {
+	count := e.uses.Load() + e.misses.Load()
+	maxL := m.maxLease(lim)
+	want := min(maxL, firstLease)
+	if e.lastAt != 0 && now > e.lastAt {
+		rate := float64(count-e.lastCount) / (float64(now-e.lastAt) / float64(time.Second))
+		if e.ewma == 0 {
+			e.ewma = rate
+		} else {
+			e.ewma = 0.5*e.ewma + 0.5*rate
+		}
+		want = min(maxL, max(1, int64(math.Ceil(e.ewma*leaseSpan.Seconds()))))
+	}
+	e.lastAt, e.lastCount = now, count
+	e.want.Store(want)
+	return want
+}
+
+// resync returns what the node's fallback counter admitted on its own, to
+// be charged to Redis when a key returns from fallback: the cluster's
+// counter then starts from what the nodes admitted while it was away, not
+// from full, so recovery is no burst. It is read at the split the counter
+// was deciding with, and never more than the node's share of the burst.
+func (m *manager) resync(e *entry, lim Limit, now int64) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.fellBack {
+		return 0
+	}
+	e.fellBack = false
+	n := max(1, e.fbNodes)
+	split := lim.Split(n)
+	return min(split.Used(&e.fb, now), int64(math.Ceil(lim.Burst()/float64(n))))
+}
+
+// sweep is the periodic pass over every entry: fallback counters catch up
+// with the leased admissions, idle keys give their tokens back, window
+// tokens past their window are voided, long-idle keys are forgotten.
+func (m *manager) sweep(now int64) {
+	m.mu.Lock()
+	rules := make([]*leaseRules, 0, len(m.rules))
+	for lr := range m.rules {
+		rules = append(rules, lr)
+	}
+	m.mu.Unlock()
+	n := m.nodes.LiveNodes()
+	var forget []struct {
+		lr *leaseRules
+		k  uint64
+		e  *entry
+	}
+	for _, lr := range rules {
+		lr.each(func(k uint64, e *entry) {
+			lim := e.limit()
+			split := lim.Split(n)
+			e.mu.Lock()
+			chargeShadow(e, split, now)
+			fbIdle := split.Idle(&e.fb, now)
+			e.mu.Unlock()
+			count := e.uses.Load() + e.misses.Load()
+			if count != e.seenCount || e.idleSince == 0 {
+				e.seenCount, e.idleSince = count, now
+			}
+			idle := now - e.idleSince
+			switch {
+			case lim.Alg == FixedWindow:
+				if now >= e.windowEnd.Load() && e.pool.Load() > 0 {
+					e.pool.Store(0) // a window's tokens are void after it
+				}
+			case lim.Alg == SlidingWindow:
+				// Counted in the window they were leased in: spent a
+				// little later they stay within the bound; unused they
+				// lapse (giving them back would credit another window).
+				if idle >= int64(idleGiveBack) && e.pool.Load() > 0 {
+					e.pool.Store(0)
+				}
+			case idle >= int64(idleGiveBack) && e.pool.Load() > 0 && !e.queued.Load() && len(m.backs) < batchMax:
+				if p := e.pool.Swap(0); p > 0 {
+					m.backs = append(m.backs, request(e, lim, 0, -p))
+				}
+			}
+			if e.debt.Load() > 0 && !e.queued.Load() {
+				m.enqueue(e) // spent ahead of a lease that never came (Redis was away)
+			}
+			if idle >= int64(idleForget) && fbIdle && e.pool.Load() <= 0 && e.debt.Load() == 0 &&
+				e.until.Load() <= now && !e.queued.Load() {
+				forget = append(forget, struct {
+					lr *leaseRules
+					k  uint64
+					e  *entry
+				}{lr, k, e})
+			}
+		})
+	}
+	for _, f := range forget {
+		f.lr.forget(f.k, f.e)
+	}
+}
+
+// chargeShadow charges e's fallback counter with the admissions made on
+// leases since the last charge. e.mu is held.
+func chargeShadow(e *entry, split Limit, now int64) {
+	u := e.uses.Load()
+	if d := u - e.fbSeen; d > 0 {
+		split.Charge(&e.fb, d, now)
+	}
+	e.fbSeen = u
+}

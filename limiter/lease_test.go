@@ -1,0 +1,309 @@
+package limiter
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/cluster"
+	"github.com/tollgate/tollgate/pipeline"
+)
+
+// sim is several gateway nodes sharing one (fake) Redis and one clock:
+// each node has its own state, lease worker and request context.
+type sim struct {
+	clock *fakeClock
+	redis *fakeRedis
+	nodes []*simNode
+	n     *varNodes
+}
+
+type simNode struct {
+	f   *Filter
+	mgr *manager
+	ctx *pipeline.Ctx
+	up  bool
+}
+
+func newSim(t testing.TB, n int, limits string) *sim {
+	t.Helper()
+	clock := newClock()
+	s := &sim{clock: clock, redis: newFakeRedis(clock), n: &varNodes{}}
+	s.n.n.Store(int64(n))
+	for range n {
+		e := newEnv()
+		e.clock = clock
+		e.shared[cluster.EnvKey{}] = s.redis
+		e.shared[cluster.NodesEnvKey{}] = s.n
+		f := e.build(t, "api", limits)
+		c := req{consumer: "demo-app"}.ctx(t)
+		s.nodes = append(s.nodes, &simNode{f: f, mgr: f.rules[0].mgr, ctx: c, up: true})
+	}
+	return s
+}
+
+// run offers rate requests per second for d, spread over the live nodes
+// by weights, with each node's lease worker taking a turn every
+// millisecond (a lease round trip), and returns the admission times.
+func (s *sim) run(d time.Duration, rate float64, weights []float64, rng *rand.Rand) (admitted []int64, offered int) {
+	const step = int64(100 * time.Microsecond)
+	end := s.clock.ns.Load() + int64(d)
+	perStep := rate * float64(step) / float64(time.Second)
+	var total float64
+	for _, w := range weights {
+		total += w
+	}
+	for now := s.clock.ns.Load(); now < end; now += step {
+		s.clock.Set(now)
+		k := int(perStep)
+		if rng.Float64() < perStep-float64(k) {
+			k++
+		}
+		for range k {
+			x := rng.Float64() * total
+			i := 0
+			for ; i < len(weights)-1 && x >= weights[i]; i++ {
+				x -= weights[i]
+			}
+			nd := s.nodes[i]
+			if !nd.up {
+				continue
+			}
+			offered++
+			if nd.f.Handle(nd.ctx) == pipeline.Continue {
+				admitted = append(admitted, now)
+			}
+		}
+		if (now/step)%10 == 0 {
+			for _, nd := range s.nodes {
+				if nd.up {
+					nd.mgr.step()
+				}
+			}
+		}
+	}
+	return admitted, offered
+}
+
+// maxWindow is the most admissions in any window of length w (checked at
+// every admission).
+func maxWindow(ts []int64, w int64) int {
+	best, j := 0, 0
+	for i := range ts {
+		for ts[i]-ts[j] >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+func within(ts []int64, from, to int64) int {
+	a := sort.Search(len(ts), func(i int) bool { return ts[i] >= from })
+	b := sort.Search(len(ts), func(i int) bool { return ts[i] >= to })
+	return b - a
+}
+
+// overshootBound is the package documentation's bound on what the whole
+// cluster may admit beyond one exact counter: N × 2.5 × the largest lease.
+func overshootBound(n int, q float64) int {
+	return int(float64(n) * 2.5 * float64(max(1, int64(q*leaseSpan.Seconds()/float64(n)))))
+}
+
+// TestClusterLimitHoldsWithinTheBound simulates 3 nodes under balanced and
+// skewed load at 1.5× and 10× the limit, for each algorithm, and checks
+// the documented overshoot bound on every one-second window and the
+// accuracy over 10 s, and that Redis sees at most a tenth as many calls as
+// requests.
+func TestClusterLimitHoldsWithinTheBound(t *testing.T) {
+	const q = 1000.0
+	for _, alg := range []string{"token_bucket", "sliding_window", "fixed_window"} {
+		for _, load := range []struct {
+			name    string
+			factor  float64
+			weights []float64
+		}{
+			{"balanced 1.5x", 1.5, []float64{1, 1, 1}},
+			{"skewed 70/20/10 1.5x", 1.5, []float64{7, 2, 1}},
+			{"skewed 10x", 10, []float64{7, 2, 1}},
+		} {
+			t.Run(alg+"/"+load.name, func(t *testing.T) {
+				limits := fmt.Sprintf("[{by: route, rate: %g, per: 1s, scope: cluster, algorithm: %s}]", q, alg)
+				if alg == "token_bucket" {
+					limits = fmt.Sprintf("[{by: route, rate: %g, per: 1s, burst: %g, scope: cluster}]", q, q)
+				}
+				s := newSim(t, 3, limits)
+				rng := rand.New(rand.NewPCG(11, 12))
+				start := s.clock.ns.Load()
+				ts, offered := s.run(12*time.Second, q*load.factor, load.weights, rng)
+				bound := overshootBound(3, q)
+				// After the first two seconds (the initial burst spent),
+				// no second admits more than q + bound.
+				steady := ts[within(ts, 0, start+2*s1):]
+				if m := maxWindow(steady, s1); m > int(q)+bound {
+					t.Fatalf("a one-second window admitted %d, bound %d + %d", m, int(q), bound)
+				}
+				got := within(ts, start+2*s1, start+12*s1)
+				if got > int(10*q)+bound || float64(got) < 0.97*10*q {
+					t.Fatalf("10 s steady state admitted %d, want %d (-3%%, +%d)", got, int(10*q), bound)
+				}
+				calls := s.redis.calls.Load()
+				if ratio := float64(calls) / float64(offered); ratio > 0.1 {
+					t.Fatalf("%d lease calls for %d requests: %.3f per request", calls, offered, ratio)
+				}
+				t.Logf("steady 10 s: %d admitted (%.2f%% of 10×q), max 1 s window %d, %d calls for %d requests (%.4f)",
+					got, 100*float64(got)/(10*q), maxWindow(steady, s1), calls, offered, float64(calls)/float64(offered))
+			})
+		}
+	}
+}
+
+// TestAllOrNothingBurstIsBounded is the worst case the bound is about:
+// every node ran ahead of its leases and holds a full pool when a
+// synchronized burst arrives.
+func TestAllOrNothingBurstIsBounded(t *testing.T) {
+	const q = 600.0
+	s := newSim(t, 3, "[{by: route, rate: 600, per: 1s, burst: 600, scope: cluster}]")
+	rng := rand.New(rand.NewPCG(13, 14))
+	// Warm: leases sized by a steady 0.9 q, then idle long enough for the
+	// bucket to refill but not for idle tokens to go back.
+	s.run(3*time.Second, 0.9*q, []float64{1, 1, 1}, rng)
+	s.clock.Add(400 * time.Millisecond)
+	start := s.clock.ns.Load()
+	ts, _ := s.run(time.Second, 100*q, []float64{1, 1, 1}, rng)
+	got := within(ts, start, start+s1)
+	if bound := int(q) + 600 + overshootBound(3, q); got > bound {
+		t.Fatalf("burst second admitted %d, bound %d", got, bound)
+	}
+	t.Logf("synchronized 100x burst after idle: %d in 1 s (exact counter: %d)", got, int(q)+600)
+}
+
+// TestRedisDownFallsBackToLocalSplitAndRecovers: while Redis is down each
+// node enforces q/3; when it is back, the cluster returns to leases
+// without a burst above the limit.
+func TestRedisDownFallsBackToLocalSplitAndRecovers(t *testing.T) {
+	const q = 900.0
+	s := newSim(t, 3, "[{by: route, rate: 900, per: 1s, burst: 900, scope: cluster}]")
+	rng := rand.New(rand.NewPCG(15, 16))
+	start := s.clock.ns.Load()
+	w := []float64{1, 1, 1}
+	ts, _ := s.run(3*time.Second, 2*q, w, rng)
+	s.redis.down.Store(true)
+	more, _ := s.run(3*time.Second, 2*q, w, rng)
+	ts = append(ts, more...)
+	if mode := s.nodes[0].f.rules[0].mode(); mode != "local fallback" {
+		t.Fatalf("mode while down: %s", mode)
+	}
+	s.redis.down.Store(false)
+	more, _ = s.run(4*time.Second, 2*q, w, rng)
+	ts = append(ts, more...)
+	bound := overshootBound(3, q)
+	down := within(ts, start+4*s1, start+6*s1) // after the fallback's first second
+	if down > 2*int(q)+bound || float64(down) < 0.95*2*q {
+		t.Fatalf("2 s on the local split admitted %d, want about %d", down, 2*int(q))
+	}
+	// No burst on recovery: the seconds after it admit about q, not q + burst.
+	for sec := int64(6); sec < 10; sec++ {
+		if n := within(ts, start+sec*s1, start+(sec+1)*s1); n > int(q)+bound {
+			t.Fatalf("second %d after recovery admitted %d, bound %d", sec, n, int(q)+bound)
+		}
+	}
+	if m := s.nodes[0].mgr; m.fallbacks.Load() != 1 || m.recoveries.Load() != 1 {
+		t.Fatalf("fallbacks %d recoveries %d", m.fallbacks.Load(), m.recoveries.Load())
+	}
+	if fb := s.nodes[0].f.rules[0].counts.fallback.Load(); fb == 0 {
+		t.Fatal("no fallback decisions counted")
+	}
+	if mode := s.nodes[0].f.rules[0].mode(); mode != "cluster" {
+		t.Fatalf("mode after recovery: %s", mode)
+	}
+}
+
+// TestHungLeaseCallFallsBack: a lease call that has not returned for
+// stallAfter (a frozen Redis) sends decisions to the local split at once.
+func TestHungLeaseCallFallsBack(t *testing.T) {
+	s := newSim(t, 2, "[{by: route, rate: 100, per: 1s, burst: 100, scope: cluster}]")
+	nd := s.nodes[0]
+	now := s.clock.ns.Load()
+	if !nd.mgr.clusterOK(now) {
+		t.Fatal("not in cluster mode at start")
+	}
+	nd.mgr.busySince.Store(now)
+	if !nd.mgr.clusterOK(now + int64(stallAfter) - 1) {
+		t.Fatal("fell back before stallAfter")
+	}
+	if nd.mgr.clusterOK(now + int64(stallAfter)) {
+		t.Fatal("still in cluster mode with a call hung for stallAfter")
+	}
+	s.clock.Set(now + int64(stallAfter))
+	ok := 0
+	for range 100 {
+		if nd.f.Handle(nd.ctx) == pipeline.Continue {
+			ok++
+		}
+	}
+	if ok != 50 { // the node's half of the burst
+		t.Fatalf("hung: %d admitted, want 50 (limit ÷ 2 nodes)", ok)
+	}
+}
+
+// TestNodeLossMovesTheShare: the local split follows the live node count.
+func TestClusterRuleWithoutRedisIsTheLocalSplit(t *testing.T) {
+	e := newEnv()
+	e.shared[cluster.NodesEnvKey{}] = cluster.FixedNodes(4)
+	f := e.build(t, "r", "[{rate: 400, burst: 400, scope: cluster}]")
+	if f.rules[0].mode() != "local (no redis)" {
+		t.Fatal(f.rules[0].mode())
+	}
+	if ok, c := count(t, f, req{}, 200); ok != 100 || c.Resp.StatusCode() != 919 {
+		t.Fatalf("%d admitted, last %d", ok, c.Resp.StatusCode())
+	}
+}
+
+// TestIdleTokensGoBack: a node that stops sending gives its leased tokens
+// back, so the others can use them.
+func TestIdleTokensGoBack(t *testing.T) {
+	s := newSim(t, 2, "[{by: route, rate: 1000, per: 1s, burst: 1000, scope: cluster}]")
+	rng := rand.New(rand.NewPCG(17, 18))
+	s.run(time.Second, 800, []float64{1, 1}, rng)
+	held := s.nodes[0].f.rules[0].lease.stats().Held
+	if held == 0 {
+		t.Fatal("node 0 holds no tokens while busy")
+	}
+	s.run(time.Second, 800, []float64{0, 1}, rng) // node 0 idle
+	if h := s.nodes[0].f.rules[0].lease.stats().Held; h != 0 {
+		t.Fatalf("idle node still holds %d tokens", h)
+	}
+}
+
+// TestTierQuotaAcrossNodes: a consumer's tier quota is one counter for the
+// whole cluster; its API share holds too.
+func TestTierQuotaAcrossNodes(t *testing.T) {
+	s := newSim(t, 3, "[{by: consumer, scope: cluster}, {by: consumer, scope: cluster, share: 0.5}]")
+	rng := rand.New(rand.NewPCG(19, 20))
+	start := s.clock.ns.Load()
+	ts, _ := s.run(12*time.Second, 400, []float64{1, 1, 1}, rng)
+	got := within(ts, start+2*s1, start+12*s1)
+	if got < 485 || got > 500+overshootBound(3, 50) {
+		t.Fatalf("basic consumer, 50%% share, 3 nodes: %d in 10 s, want 500", got)
+	}
+}
+
+func BenchmarkLeaseFastPath(b *testing.B) {
+	s := newSim(b, 1, "[{by: route, rate: 1e9, per: 1s, burst: 1e9, scope: cluster}]")
+	nd := s.nodes[0]
+	nd.f.Handle(nd.ctx)
+	nd.mgr.step()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if nd.f.Handle(nd.ctx) != pipeline.Continue {
+			b.Fatal("refused")
+		}
+		if i%1024 == 0 {
+			nd.mgr.step()
+		}
+	}
+}
