@@ -5,7 +5,6 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net"
@@ -33,6 +32,11 @@ type Deps struct {
 	Revoke func(member string, ttl time.Duration) error
 	// Logger records operators' changes (nil: not logged).
 	Logger *zap.Logger
+	// Limits returns a JSON-encodable view of the rate-limit rules (GET
+	// /admin/limits); nil: the endpoint answers an empty list.
+	Limits func() any
+	// Ops feeds /metrics, /readyz and the dashboard (see ops.go).
+	Ops Ops
 }
 
 // Server is the admin HTTP listener.
@@ -40,6 +44,7 @@ type Server struct {
 	deps Deps
 	http *http.Server
 	prot protection
+	ops  opsState
 }
 
 // New builds the admin server; Serve starts it.
@@ -52,6 +57,7 @@ func New(d Deps) *Server {
 	mux.HandleFunc("GET /admin/stats", s.stats)
 	mux.HandleFunc("POST /admin/revoke", s.auth(s.revoke))
 	s.registerProtection(mux)
+	mux.HandleFunc("GET /admin/limits", s.auth(s.limits))
 	// Profiles are served on the admin listener only (loopback by default);
 	// with a token configured they need it, as they cost CPU to take.
 	mux.HandleFunc("GET /debug/pprof/", s.guardProfile(pprof.Index))
@@ -60,7 +66,10 @@ func New(d Deps) *Server {
 	mux.HandleFunc("GET /debug/goroutines", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(strconv.Itoa(runtime.NumGoroutine()) + "\n"))
 	})
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
+	s.registerOps(mux)
+	// With a token set, every endpoint but /healthz, /readyz and /metrics
+	// needs it (guardAll); changes need it always (auth).
+	s.http = &http.Server{Handler: s.guardAll(mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
 	return s
 }
 
@@ -94,11 +103,8 @@ func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 			fail(w, http.StatusForbidden, "admin token not configured (admin.token or TOLLGATE_ADMIN_TOKEN)")
 			return
 		}
-		const prefix = "Bearer "
-		got := r.Header.Get("Authorization")
-		if len(got) <= len(prefix) || got[:len(prefix)] != prefix ||
-			subtle.ConstantTimeCompare([]byte(got[len(prefix):]), []byte(s.deps.Token)) != 1 {
-			fail(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		if !s.tokenOK(r, r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			s.refuse(w, r)
 			return
 		}
 		next(w, r)
@@ -132,7 +138,10 @@ func snapshotView(s *config.Snapshot) map[string]any {
 }
 
 func (s *Server) config(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, snapshotView(s.deps.Snapshot()))
+	snap := s.deps.Snapshot()
+	v := snapshotView(snap)
+	v["effective"] = maskedConfig(snap.File) // secrets masked
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {

@@ -68,7 +68,11 @@ func TestReloadNeedsToken(t *testing.T) {
 	if st, body := do(t, "POST", base+"/admin/reload", "s3cret"); st != 422 || !strings.Contains(body, "test.yaml:3: bad") {
 		t.Fatalf("failed reload: %d %s", st, body)
 	}
-	if st, body := do(t, "GET", base+"/admin/config", ""); st != 200 || !strings.Contains(body, `"version":7`) {
+	// With a token set, reads need it too.
+	if st, _ := do(t, "GET", base+"/admin/config", ""); st != 401 {
+		t.Fatalf("config without the token: %d", st)
+	}
+	if st, body := do(t, "GET", base+"/admin/config", "s3cret"); st != 200 || !strings.Contains(body, `"version":7`) {
 		t.Fatalf("config: %d %s", st, body)
 	}
 	if st, _ := do(t, "GET", base+"/debug/pprof/", ""); st != 401 {

@@ -19,6 +19,10 @@ func (f *File) Defaults() {
 	if f.LogLevel == "" {
 		f.LogLevel = "info"
 	}
+	if f.DrainDelay == nil {
+		d := Duration(2 * time.Second)
+		f.DrainDelay = &d
+	}
 	if f.ShutdownTimeout == 0 {
 		f.ShutdownTimeout = Duration(15 * time.Second)
 	}
@@ -52,6 +56,9 @@ func (f *File) Defaults() {
 	setDur(&u.IdleConn, 4*time.Second)
 	setInt(&u.MaxConns, 1024)
 	setInt(&u.MaxResponseBytes, 64<<20)
+	if f.Admin.Metrics == "" {
+		f.Admin.Metrics = "on"
+	}
 	if f.Admin.Listen == "" {
 		f.Admin.Listen = "127.0.0.1:9901"
 	}
@@ -63,6 +70,8 @@ func (f *File) Defaults() {
 		f.Cluster.Nodes = "auto"
 	}
 	setDur(&f.Cluster.Budget, 20*time.Millisecond)
+	setInt(&f.Status.LocalLimit, 911)
+	setInt(&f.Status.ClusterLimit, 919)
 	setDur(&f.Signature.Window, 300*time.Second)
 	setInt(&f.Signature.NonceRate, 10000)
 	if f.Signature.NonceFalsePositive == 0 {
@@ -139,6 +148,9 @@ func (f *File) Validate(name string) error {
 	default:
 		return bad(0, "transport %q: want netpoll or fasthttp", f.Transport)
 	}
+	if f.Admin.Metrics != "on" && f.Admin.Metrics != "off" {
+		return bad(0, "admin.metrics %q: want on or off", f.Admin.Metrics)
+	}
 	switch f.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -149,6 +161,19 @@ func (f *File) Validate(name string) error {
 	}
 	if f.Cluster.Nodes != "auto" && f.Cluster.FixedNodes() == 0 {
 		return bad(0, "cluster.nodes %q: want auto or a positive number", f.Cluster.Nodes)
+	}
+	for _, st := range []struct {
+		name string
+		v    int
+	}{{"status.local_limit", f.Status.LocalLimit}, {"status.cluster_limit", f.Status.ClusterLimit}} {
+		if st.v < 100 || st.v > 999 {
+			return bad(0, "%s %d is not an HTTP status (100..999)", st.name, st.v)
+		}
+	}
+	for tier, qps := range f.Tiers {
+		if qps < 0 {
+			return bad(0, "tiers.%s: %d requests per second must not be negative", tier, qps)
+		}
 	}
 	c := f.Client
 	if c.MaxHeaderBytes < 1024 {

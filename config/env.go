@@ -64,6 +64,15 @@ var EnvFlags = []EnvFlag{
 	{"TOLLGATE_LOG_LEVEL", "info", "debug, info, warn or error", strFlag(func(f *File) *string { return &f.LogLevel })},
 	{"TOLLGATE_ACCESS_LOG", "stdout", "access log: stdout, stderr, off or a file path", strFlag(func(f *File) *string { return &f.AccessLog.Path })},
 	{"TOLLGATE_SHUTDOWN_TIMEOUT", "15s", "how long SIGTERM waits for in-flight requests", durFlag(func(f *File) *Duration { return &f.ShutdownTimeout })},
+	{"TOLLGATE_DRAIN_DELAY", "2s", "after SIGTERM, how long /readyz says 503 before the listener closes", func(f *File, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a duration such as 2s, got %q", v)
+		}
+		dd := Duration(d)
+		f.DrainDelay = &dd
+		return nil
+	}},
 	{"TOLLGATE_MAX_HEADER_BYTES", "8192", "largest request header section (else 431)", intFlag(func(f *File) *int { return &f.Client.MaxHeaderBytes })},
 	{"TOLLGATE_MAX_BODY_BYTES", "8388608", "largest request body (else 413)", func(f *File, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -91,7 +100,8 @@ var EnvFlags = []EnvFlag{
 	{"TOLLGATE_REDIS_BUDGET", "20ms", "longest a request waits for Redis before deciding alone", durFlag(func(f *File) *Duration { return &f.Cluster.Budget })},
 	{"TOLLGATE_SIGN_WINDOW", "300s", "allowed clock difference for signed requests", durFlag(func(f *File) *Duration { return &f.Signature.Window })},
 	{"TOLLGATE_ADMIN_LISTEN", "127.0.0.1:9901", "admin listener address, or off", strFlag(func(f *File) *string { return &f.Admin.Listen })},
-	{"TOLLGATE_ADMIN_TOKEN", "(none)", "bearer token the admin API requires for changes", strFlag(func(f *File) *string { return &f.Admin.Token })},
+	{"TOLLGATE_ADMIN_TOKEN", "(none)", "bearer token for the admin API (all of it but /healthz, /readyz, /metrics); required off loopback", strFlag(func(f *File) *string { return &f.Admin.Token })},
+	{"TOLLGATE_METRICS", "on", "per-request metrics for /metrics and the dashboard: on or off", strFlag(func(f *File) *string { return &f.Admin.Metrics })},
 }
 
 // ApplyEnv overrides f with every TOLLGATE_* variable lookup finds.

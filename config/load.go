@@ -45,7 +45,6 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // not enforce. Refusing them is safer than ignoring them: a route that asks
 // for signatures must never be served without them.
 var notYet = map[string]bool{
-	"status": true, "limits": true,
 	"record": true, "public": true,
 }
 

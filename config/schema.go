@@ -23,6 +23,11 @@ type File struct {
 	LogLevel  string `yaml:"log_level"` // debug | info (default) | warn | error
 	// ShutdownTimeout bounds the drain on SIGTERM; default 15s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// DrainDelay is how long, after SIGTERM, the gateway goes on accepting
+	// while /readyz answers 503 and every answer carries Connection: close,
+	// so a load balancer takes the node out and keep-alive clients move
+	// before the listener closes; default 2s, 0s for none.
+	DrainDelay *Duration `yaml:"drain_delay"`
 
 	Client    Client    `yaml:"client"`
 	Upstream  Upstream  `yaml:"upstream"`
@@ -35,6 +40,7 @@ type File struct {
 	Features map[string]yaml.Node `yaml:",inline"`
 
 	Cluster   Cluster        `yaml:"cluster"`
+	Status    Status         `yaml:"status"`
 	Tiers     map[string]int `yaml:"tiers"` // name → requests per second
 	Consumers []*Consumer    `yaml:"consumers"`
 	Signature Signature      `yaml:"signature"`
@@ -91,6 +97,9 @@ type Timeouts struct {
 type Admin struct {
 	Listen string `yaml:"listen"` // default 127.0.0.1:9901; "off" disables
 	Token  string `yaml:"token"`  // bearer token; required for changes
+	// Metrics is on (default: per-request figures for /metrics and the
+	// dashboard) or off.
+	Metrics string `yaml:"metrics"`
 }
 
 // AccessLog says where request lines go.
@@ -140,6 +149,12 @@ type Cluster struct {
 	// Budget bounds the one Redis call a request may wait for (the nonce
 	// claim); default 20ms. Past it the node decides alone.
 	Budget Duration `yaml:"budget"`
+}
+
+// Status are the statuses of the gateway's rate-limit refusals.
+type Status struct {
+	LocalLimit   int `yaml:"local_limit"`   // default 911
+	ClusterLimit int `yaml:"cluster_limit"` // default 919 (cluster limits and tenant quotas)
 }
 
 // FixedNodes returns the configured node count, or 0 for "auto".

@@ -206,6 +206,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if s.Consumers, err = compileConsumers(f); err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
+	shareCluster(s.env.Shared, f, cl)
 	s.nonces = c.nonceStore(f, cl)
 	s.clock = c.Clock
 	if f.JWT != nil {

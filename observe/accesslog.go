@@ -24,6 +24,7 @@ type AccessLog struct {
 	logger  *zap.Logger
 	sync    func() error
 	closeFn func() error
+	file    *reopenFile // nil unless writing to a file
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -48,6 +49,9 @@ type entry struct {
 	client    [46]byte
 	clientLen uint8
 	decision  string
+	consumer  string // strings from config or a verified-token cache: immutable
+	userID    string
+	service   string
 	version   uint64
 	attempts  int
 	result    pipeline.Result
@@ -63,6 +67,7 @@ const maxLoggedPath = 1024
 func OpenAccessLog(path string, size int, node string) (*AccessLog, error) {
 	var ws zapcore.WriteSyncer
 	var closeFn func() error
+	var file *reopenFile
 	switch path {
 	case "off", "":
 		return nil, nil
@@ -71,11 +76,12 @@ func OpenAccessLog(path string, size int, node string) (*AccessLog, error) {
 	case "stderr":
 		ws = zapcore.Lock(os.Stderr)
 	default:
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := openLogFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("opening access log: %w", err)
 		}
-		ws, closeFn = f, f.Close
+		file = &reopenFile{path: path, f: f}
+		ws, closeFn = file, file.Close
 	}
 	buffered := &zapcore.BufferedWriteSyncer{WS: ws, Size: 256 << 10, FlushInterval: 200 * time.Millisecond}
 	encCfg := zapcore.EncoderConfig{
@@ -96,6 +102,7 @@ func OpenAccessLog(path string, size int, node string) (*AccessLog, error) {
 		logger:  zap.New(core),
 		sync:    buffered.Stop,
 		closeFn: closeFn,
+		file:    file,
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -126,6 +133,9 @@ func (l *AccessLog) Record(c *pipeline.Ctx, now time.Time) {
 	e.bytesOut = len(c.Resp.Body())
 	e.clientLen = uint8(len(c.ClientIP.AppendTo(e.client[:0])))
 	e.decision = c.Decision
+	e.consumer = c.Consumer
+	e.userID = c.UserID
+	e.service = c.Outcome.Service
 	e.version = c.ConfigVersion
 	e.attempts = c.Outcome.Attempts
 	e.result = c.Outcome.Result
@@ -163,6 +173,7 @@ func (l *AccessLog) run() {
 }
 
 func (l *AccessLog) write(e *entry) {
+	var masked [maxMaskedUser]byte
 	fields := [...]zap.Field{
 		zap.ByteString("traceId", e.traceID[:]),
 		zap.ByteString("spanId", e.spanID[:]),
@@ -171,7 +182,10 @@ func (l *AccessLog) write(e *entry) {
 		zap.ByteString("method", e.method[:e.methodLen]),
 		zap.ByteString("path", e.path),
 		zap.String("route", e.route),
+		zap.String("consumer", e.consumer),
+		zap.ByteString("userId", MaskUserID(masked[:0], e.userID)),
 		zap.Int("status", e.status),
+		zap.String("service", e.service),
 		zap.String("upstream", e.upstream),
 		zap.Duration("upstreamMs", e.upstreamT),
 		zap.Duration("totalMs", e.total),
@@ -188,6 +202,7 @@ func (l *AccessLog) write(e *entry) {
 		ce.Write(fields[:]...)
 	}
 	l.written.Add(1)
+	e.consumer, e.userID, e.service, e.route, e.upstream, e.decision = "", "", "", "", "", ""
 	entryPool.Put(e)
 }
 
@@ -207,4 +222,75 @@ func (l *AccessLog) Close() error {
 		}
 	})
 	return err
+}
+
+// maxMaskedUser bounds a masked user id in the log.
+const maxMaskedUser = 64
+
+// MaskUserID appends id masked for the access log: its first two and last
+// two characters around "***" ("u-12345" → "u-***45"), only "***" for ids
+// of six bytes or less, nothing for an empty id. The log can tell users
+// apart and follow one through a trace without holding their ids.
+func MaskUserID(dst []byte, id string) []byte {
+	switch {
+	case id == "":
+		return dst
+	case len(id) <= 6:
+		return append(dst, "***"...)
+	}
+	dst = append(dst, id[:2]...)
+	dst = append(dst, "***"...)
+	return append(dst, id[len(id)-2:]...)
+}
+
+// Reopen reopens the log file at its path (after logrotate moved it away);
+// lines already queued go to the new file. It does nothing when the log
+// writes to stdout or stderr. Safe to call while requests are logged: only
+// the writer goroutine and Reopen touch the file.
+func (l *AccessLog) Reopen() error {
+	if l == nil || l.file == nil {
+		return nil
+	}
+	return l.file.reopen()
+}
+
+func openLogFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// reopenFile is the access log's file, which Reopen can swap.
+type reopenFile struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+}
+
+func (r *reopenFile) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.f.Write(p)
+}
+
+func (r *reopenFile) Sync() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.f.Sync()
+}
+
+func (r *reopenFile) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.f.Close()
+}
+
+func (r *reopenFile) reopen() error {
+	f, err := openLogFile(r.path)
+	if err != nil {
+		return fmt.Errorf("reopening access log: %w", err)
+	}
+	r.mu.Lock()
+	old := r.f
+	r.f = f
+	r.mu.Unlock()
+	return old.Close()
 }

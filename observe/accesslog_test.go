@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,5 +95,77 @@ func TestAccessLogDropsWhenFull(t *testing.T) {
 	_ = l.Close()
 	if l.Dropped() == 0 || l.Dropped()+l.Written() != 10000 {
 		t.Fatalf("written %d dropped %d of 10000", l.Written(), l.Dropped())
+	}
+}
+
+func TestAccessLogFieldsAndReopen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	l, err := OpenAccessLog(path, 64, "node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(user string) {
+		var req fasthttp.Request
+		var resp fasthttp.Response
+		req.SetRequestURI("/pay")
+		resp.SetStatusCode(429)
+		c := pipeline.AcquireParsed(&req, &resp)
+		c.Start = time.Now()
+		c.RouteName = "pay"
+		c.Consumer = "app-1"
+		c.UserID = user
+		c.Decision = "rate limited"
+		c.BytesIn = 321
+		c.Outcome = pipeline.Outcome{Service: "pay-v1", Instance: "127.0.0.1:9", Latency: 2 * time.Millisecond, Result: pipeline.ResultOK, Attempts: 1}
+		StartTrace(c)
+		l.Record(c, time.Now())
+		pipeline.Release(c)
+	}
+	record("user-0042-abcdef")
+	waitWritten := func(n uint64) {
+		deadline := time.Now().Add(5 * time.Second)
+		for l.Written() < n && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitWritten(1)
+	// logrotate moves the file away, then signals; the next lines go to a
+	// new file at the same path.
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the buffered writer's flush interval
+	if err := l.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	record("abc")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(path + ".1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(old, &line); err != nil {
+		t.Fatalf("rotated file: %v %q", err, old)
+	}
+	want := map[string]any{"consumer": "app-1", "userId": "us***ef", "service": "pay-v1", "upstream": "127.0.0.1:9",
+		"decision": "rate limited", "node": "node-b", "route": "pay", "bytesIn": 321.0, "status": 429.0}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("%s = %v, want %v (%s)", k, line[k], v, old)
+		}
+	}
+	if strings.Contains(string(old), "user-0042") {
+		t.Fatal("the user id was logged in the clear")
+	}
+	if err := json.Unmarshal(cur, &line); err != nil || line["userId"] != "***" {
+		t.Fatalf("line after reopen: %v %s", err, cur)
 	}
 }

@@ -34,6 +34,9 @@ func (r Result) UpstreamFailure() bool {
 // Outcome is what the upstream exchange of one request did.
 type Outcome struct {
 	Result Result
+	// Service names the service the request went to ("" when none was
+	// chosen); it points into the config snapshot.
+	Service string
 	// Status is the upstream's status code when Result is ResultOK.
 	Status int
 	// Instance is the address of the instance tried last.

@@ -26,7 +26,13 @@ type Gateway struct {
 	log       atomic.Pointer[observe.AccessLog]
 	Stats     observe.Stats
 	observers atomic.Pointer[[]pipeline.Observer]
+	// draining makes every answer close its connection (see Drain).
+	draining atomic.Bool
 }
+
+// Drain makes every answer from now on carry Connection: close, so
+// keep-alive clients leave before the transport shuts down.
+func (g *Gateway) Drain() { g.draining.Store(true) }
 
 // NewGateway returns a gateway serving snap.
 func NewGateway(snap *config.Snapshot, log *observe.AccessLog) *Gateway {
@@ -93,7 +99,7 @@ func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
 			o.Observe(c, end)
 		}
 	}
-	closeConn = c.CloseConn
+	closeConn = c.CloseConn || g.draining.Load()
 	pipeline.Release(c)
 	return closeConn
 }

@@ -183,6 +183,7 @@ type InstanceStatus struct {
 	Weight    int       `json:"weight"`
 	State     string    `json:"state"` // up | ejected | disabled
 	InFlight  int64     `json:"in_flight"`
+	Conns     int       `json:"conns"` // open connections, idle and busy
 	Requests  uint64    `json:"requests"`
 	Errors    uint64    `json:"errors"`
 	Failures  int64     `json:"consecutive_failures"`
@@ -196,7 +197,7 @@ type InstanceStatus struct {
 func (in *Instance) Status() InstanceStatus {
 	h := in.health
 	s := InstanceStatus{Addr: in.Addr, Weight: in.Weight, State: "up", InFlight: in.inflight.Load(),
-		Requests: in.requests.Load(), Errors: in.errors.Load(), Failures: h.failures.Load(),
+		Conns: in.client.ConnsCount(), Requests: in.requests.Load(), Errors: in.errors.Load(), Failures: h.failures.Load(),
 		Ejections: h.ejections.Load(), Recovered: h.recovered.Load(), Kept: h.kept.Load()}
 	switch {
 	case in.disabled.Load():

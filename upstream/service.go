@@ -186,6 +186,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 	if !c.Deadline.IsZero() && c.Deadline.Before(deadline) {
 		deadline = c.Deadline
 	}
+	c.Outcome.Service = s.Name
 	var gen uint64
 	if s.breaker != nil {
 		var ok bool

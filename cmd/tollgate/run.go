@@ -96,6 +96,8 @@ func serve(path string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	op := newOps(f)
+	op.loaded(snap, nil, "start", 0)
 	gw := server.NewGateway(snap, accessLog)
 	compiler.Release(snap)
 	if cl := compiler.Cluster(); cl != nil && f.Cluster.FixedNodes() == 0 {
@@ -105,6 +107,7 @@ func serve(path string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	op.wire(gw, transport, accessLog, compiler)
 	ln, err := net.Listen("tcp", f.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", f.Listen, err)
@@ -115,6 +118,7 @@ func serve(path string, stderr io.Writer) error {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
 		next, err := load()
+		op.loaded(next, err, reason, gw.Snapshot().Version)
 		if err != nil {
 			log.Error("reload refused; the running configuration stays",
 				zap.String("reason", reason), zap.Uint64("version", gw.Snapshot().Version), zap.Error(err))
@@ -135,12 +139,19 @@ func serve(path string, stderr io.Writer) error {
 			ln.Close()
 			return fmt.Errorf("admin listener on %s: %w", f.Admin.Listen, err)
 		}
+		if err := admin.CheckListen(aln.Addr(), f.Admin.Token); err != nil {
+			aln.Close()
+			ln.Close()
+			return err
+		}
 		adminSrv = admin.New(admin.Deps{
 			Token:    f.Admin.Token,
 			Snapshot: gw.Snapshot,
 			Reload:   func() (*config.Snapshot, error) { return reload("admin API") },
 			Revoke:   revoker(compiler, f),
 			Logger:   log,
+			Ops:      op.admin(compiler, gw),
+			Limits:   func() any { return limitReports(gw.Snapshot()) },
 			Stats: func() any {
 				st := map[string]any{
 					"requests":       gw.Stats.Read(),
@@ -179,6 +190,7 @@ func serve(path string, stderr io.Writer) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- transport.Serve(ln) }()
+	op.ready.Store(true)
 	log.Info("tollgate listening", zap.String("addr", ln.Addr().String()), zap.String("transport", f.Transport),
 		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)), zap.Uint64("config_version", snap.Version),
 		zap.String("config", snap.Source), zap.String("version", version))
@@ -187,7 +199,7 @@ func serve(path string, stderr io.Writer) error {
 	}
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 	for {
 		select {
@@ -197,6 +209,14 @@ func serve(path string, stderr io.Writer) error {
 			}
 			return nil
 		case sig := <-sigs:
+			if sig == syscall.SIGUSR1 { // logrotate moved the access log away
+				if err := accessLog.Reopen(); err != nil {
+					log.Error("access log not reopened", zap.Error(err))
+				} else {
+					log.Info("access log reopened")
+				}
+				continue
+			}
 			if sig == syscall.SIGHUP {
 				if path == "" {
 					log.Warn("SIGHUP ignored: the built-in demo configuration has no file to re-read")
@@ -205,7 +225,12 @@ func serve(path string, stderr io.Writer) error {
 				_, _ = reload("SIGHUP")
 				continue
 			}
-			log.Info("draining", zap.String("signal", sig.String()), zap.Duration("limit", f.ShutdownTimeout.D()))
+			drainStart := time.Now()
+			op.draining.Store(true) // /readyz answers 503 from now on
+			gw.Drain()              // and every answer closes its connection
+			log.Info("draining", zap.String("signal", sig.String()), zap.Duration("delay", f.DrainDelay.D()),
+				zap.Duration("limit", f.ShutdownTimeout.D()))
+			waitDrainDelay(f.DrainDelay.D(), sigs)
 			ctx, cancel := context.WithTimeout(context.Background(), f.ShutdownTimeout.D())
 			err := transport.Shutdown(ctx)
 			if adminSrv != nil {
@@ -216,9 +241,9 @@ func serve(path string, stderr io.Writer) error {
 				_ = l.Close()
 			}
 			if err != nil {
-				log.Warn("drain limit reached with requests in flight", zap.Error(err))
+				log.Warn("drain limit reached with requests in flight", zap.Error(err), zap.Duration("took", time.Since(drainStart)))
 			} else {
-				log.Info("stopped cleanly")
+				log.Info("stopped cleanly", zap.Duration("took", time.Since(drainStart)))
 			}
 			return nil
 		}

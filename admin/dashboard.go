@@ -1,0 +1,294 @@
+package admin
+
+import (
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/breaker"
+	"github.com/tollgate/tollgate/observe"
+	"github.com/tollgate/tollgate/upstream"
+)
+
+// The live dashboard: one page embedded in the binary (no CDN: edge hosts
+// are often offline) that polls GET /admin/live once a second while it is
+// visible. The figures are computed only when asked: with nobody watching,
+// the dashboard costs nothing. Rates are the differences between two reads
+// of the counters the metrics keep anyway; viewers polling within half a
+// second of each other share one computation.
+
+//go:embed dashboard.html
+var dashboardPage []byte
+
+// liveMinInterval is the shortest time between two computations; a poll
+// sooner gets the last answer again.
+const liveMinInterval = 500 * time.Millisecond
+
+type dashboardCache struct {
+	mu      sync.Mutex
+	at      time.Time // when body was computed
+	body    []byte
+	prevAt  time.Time
+	routes  map[string]observe.RouteFigures
+	svcs    map[string]observe.ServiceFigures
+	decided map[string]uint64
+}
+
+func (s *Server) dashboard(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(dashboardPage)
+}
+
+func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
+	body := s.liveBody(time.Now())
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	_, _ = w.Write(body)
+}
+
+// Live view types: short JSON keys, since a page with 1,000 routes reads
+// this every second.
+type liveRoute struct {
+	Name    string  `json:"name"`
+	QPS     float64 `json:"qps"`
+	P50     float64 `json:"p50"` // milliseconds
+	P95     float64 `json:"p95"`
+	P99     float64 `json:"p99"`
+	P999    float64 `json:"p999"`
+	R4xx    float64 `json:"r4xx"` // per second
+	R5xx    float64 `json:"r5xx"`
+	Total   uint64  `json:"total"`
+	Breaker string  `json:"breaker,omitempty"`
+}
+
+type liveService struct {
+	Name     string  `json:"name"`
+	RPS      float64 `json:"rps"`
+	P50      float64 `json:"p50"`
+	P99      float64 `json:"p99"`
+	Failures float64 `json:"failures"` // per second
+	Breaker  string  `json:"breaker,omitempty"`
+}
+
+type liveDecision struct {
+	Decision string  `json:"decision"`
+	Code     int     `json:"code"`
+	Rate     float64 `json:"rate"`
+	Total    uint64  `json:"total"`
+}
+
+type liveBreaker struct {
+	Scope       string  `json:"scope"`
+	Name        string  `json:"name"`
+	State       string  `json:"state"`
+	Trips       uint64  `json:"trips"`
+	FailureRate float64 `json:"failure_rate"`
+}
+
+type liveInstance struct {
+	Service string `json:"service"`
+	upstream.InstanceStatus
+}
+
+type liveTotals struct {
+	QPS  float64 `json:"qps"`
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	R2xx float64 `json:"r2xx"`
+	R4xx float64 `json:"r4xx"`
+	R5xx float64 `json:"r5xx"`
+	// Requests is every request counted since the start.
+	Requests uint64 `json:"requests"`
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// liveBody computes the dashboard's figures (or returns the last ones
+// when they are fresh enough).
+func (s *Server) liveBody(now time.Time) []byte {
+	c := &s.ops.dash
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.body != nil && now.Sub(c.at) < liveMinInterval {
+		return c.body
+	}
+	snap := s.deps.Snapshot()
+	out := map[string]any{"time": now.UTC().Format(time.RFC3339Nano)}
+	var interval float64
+	if !c.prevAt.IsZero() {
+		interval = now.Sub(c.prevAt).Seconds()
+	}
+	out["interval"] = interval
+	rate := func(cur, prev uint64) float64 {
+		if interval <= 0 || cur < prev {
+			return 0
+		}
+		return float64(cur-prev) / interval
+	}
+
+	// Breakers by route and service, for the rows and the breaker list.
+	breakers := []liveBreaker{}
+	routeBreaker := map[string]string{}
+	svcBreaker := map[string]string{}
+	addBreaker := func(scope, name string, b *breaker.Breaker) string {
+		st := b.Status()
+		breakers = append(breakers, liveBreaker{Scope: scope, Name: name, State: st.State, Trips: st.Trips, FailureRate: st.FailureRate})
+		return st.State
+	}
+	instances := []liveInstance{}
+	if snap != nil {
+		for _, r := range snap.Routes {
+			if r.Chain == nil {
+				continue
+			}
+			for _, f := range r.Chain.Filters() {
+				if rb, ok := f.(*breaker.RouteBreaker); ok {
+					routeBreaker[r.Name] = addBreaker("route", r.Name, rb.Breaker())
+				}
+			}
+		}
+		names := make([]string, 0, len(snap.Services))
+		for name := range snap.Services {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			svc := snap.Services[name]
+			if b := svc.Breaker(); b != nil {
+				svcBreaker[name] = addBreaker("service", name, b)
+			}
+			for _, in := range svc.Instances {
+				instances = append(instances, liveInstance{Service: name, InstanceStatus: in.Status()})
+			}
+		}
+	}
+	// Not-closed breakers and instances that are out come first.
+	sort.SliceStable(breakers, func(i, j int) bool { return breakers[i].State != "closed" && breakers[j].State == "closed" })
+	sort.SliceStable(instances, func(i, j int) bool { return instances[i].State != "up" && instances[j].State == "up" })
+	out["breakers"] = breakers
+	out["instances"] = instances
+
+	var totals liveTotals
+	routes := []liveRoute{}
+	services := []liveService{}
+	decisions := []liveDecision{}
+	if m := s.deps.Ops.Metrics; m != nil {
+		var all, allPrev observe.HistogramSnapshot
+		curRoutes := map[string]observe.RouteFigures{}
+		for _, f := range m.ReadRoutes() {
+			curRoutes[f.Name] = f
+			p := c.routes[f.Name]
+			d := f.Latency.Sub(&p.Latency)
+			var total, prevTotal uint64
+			for i := range f.ByClass {
+				total += f.ByClass[i]
+				prevTotal += p.ByClass[i]
+			}
+			for i := range all.Counts {
+				all.Counts[i] += f.Latency.Counts[i]
+				allPrev.Counts[i] += p.Latency.Counts[i]
+			}
+			totals.Requests += total
+			totals.R2xx += rate(f.ByClass[2], p.ByClass[2])
+			totals.R4xx += rate(f.ByClass[4], p.ByClass[4])
+			totals.R5xx += rate(f.ByClass[5], p.ByClass[5])
+			totals.QPS += rate(total, prevTotal)
+			name := f.Name
+			if name == "" {
+				name = "(none)"
+			}
+			if snap != nil && f.Name != "" && f.Name[0] == '(' && total == 0 {
+				continue // (default), (fallback): shown once they serve
+			}
+			routes = append(routes, liveRoute{
+				Name: name, QPS: rate(total, prevTotal), Total: total,
+				P50: ms(d.Quantile(0.5)), P95: ms(d.Quantile(0.95)), P99: ms(d.Quantile(0.99)), P999: ms(d.Quantile(0.999)),
+				R4xx: rate(f.ByClass[4], p.ByClass[4]), R5xx: rate(f.ByClass[5], p.ByClass[5]),
+				Breaker: routeBreaker[f.Name],
+			})
+		}
+		if interval > 0 {
+			d := all.Sub(&allPrev)
+			totals.P50, totals.P95, totals.P99, totals.P999 = ms(d.Quantile(0.5)), ms(d.Quantile(0.95)), ms(d.Quantile(0.99)), ms(d.Quantile(0.999))
+		}
+		c.routes = curRoutes
+
+		curSvcs := map[string]observe.ServiceFigures{}
+		for _, f := range m.ReadServices() {
+			curSvcs[f.Name] = f
+			p := c.svcs[f.Name]
+			d := f.Latency.Sub(&p.Latency)
+			services = append(services, liveService{
+				Name: f.Name, RPS: rate(f.Latency.Count(), p.Latency.Count()),
+				P50: ms(d.Quantile(0.5)), P99: ms(d.Quantile(0.99)), Failures: rate(f.Failures, p.Failures),
+				Breaker: svcBreaker[f.Name],
+			})
+		}
+		c.svcs = curSvcs
+
+		curDecided := map[string]uint64{}
+		for _, d := range m.ReadDecisions() {
+			key := d.Decision + "\x00" + strconv.Itoa(d.Code)
+			curDecided[key] = d.Count
+			decisions = append(decisions, liveDecision{Decision: d.Decision, Code: d.Code, Total: d.Count, Rate: rate(d.Count, c.decided[key])})
+		}
+		c.decided = curDecided
+		sort.SliceStable(decisions, func(i, j int) bool {
+			if decisions[i].Rate != decisions[j].Rate {
+				return decisions[i].Rate > decisions[j].Rate
+			}
+			return decisions[i].Total > decisions[j].Total
+		})
+		if len(decisions) > 20 {
+			decisions = decisions[:20]
+		}
+		if r := m.LastReload(); r != nil {
+			out["last_reload"] = r
+		}
+	}
+	out["totals"] = totals
+	out["routes"] = routes
+	out["services"] = services
+	out["decisions"] = decisions
+
+	if snap != nil {
+		out["config"] = map[string]any{"version": snap.Version, "source": snap.Source,
+			"loaded": snap.Loaded.UTC().Format(time.RFC3339), "node_id": snap.File.NodeID, "routes": len(snap.Routes)}
+	}
+	redis := map[string]any{"mode": "standalone"}
+	if f := s.deps.Ops.Cluster; f != nil {
+		if cl := f(); cl != nil {
+			st := cl.Stats()
+			redis = map[string]any{"mode": "cluster", "healthy": st.Healthy, "degraded": st.Degraded,
+				"timeouts": st.Timeouts, "errors": st.Errors, "in_flight": st.InFlight}
+		}
+	}
+	if f := s.deps.Ops.Nodes; f != nil {
+		redis["nodes"] = f()
+	}
+	out["cluster"] = redis
+	if f := s.deps.Ops.Ready; f != nil {
+		ok, why := f()
+		out["ready"] = map[string]any{"ok": ok, "why": why}
+	}
+	if s.deps.Stats != nil {
+		out["node"] = s.deps.Stats()
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		body = []byte(`{"error":"encoding the dashboard failed"}`)
+	}
+	c.body, c.at, c.prevAt = body, now, now
+	return body
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/admin"
+	"github.com/tollgate/tollgate/cluster"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/observe"
+	"github.com/tollgate/tollgate/server"
+)
+
+// ops wires the operations side: metrics, readiness and drain state.
+type ops struct {
+	metrics *observe.Metrics // nil with admin.metrics: off
+	// ready is set once the first configuration serves; draining from the
+	// moment SIGTERM arrives, so /readyz turns 503 before the listener
+	// closes.
+	ready, draining atomic.Bool
+}
+
+func newOps(f *config.File) *ops {
+	o := &ops{}
+	if f.Admin.Metrics != "off" {
+		o.metrics = observe.NewMetrics()
+	}
+	return o
+}
+
+// loaded records a configuration load (start or reload). On success it
+// prepares the new snapshot's series before the snapshot goes live.
+func (o *ops) loaded(next *config.Snapshot, err error, reason string, running uint64) {
+	if o.metrics == nil {
+		return
+	}
+	r := observe.ReloadResult{At: time.Now(), OK: err == nil, Reason: reason, Version: running}
+	if err != nil {
+		r.Error = err.Error()
+	} else {
+		r.Version = next.Version
+		routes := make([]string, 0, len(next.Routes))
+		for _, rt := range next.Routes {
+			routes = append(routes, rt.Name)
+		}
+		if next.Default != nil {
+			routes = append(routes, "(default)")
+		}
+		if next.Fallback != nil {
+			routes = append(routes, "(fallback)")
+		}
+		services := make([]string, 0, len(next.Services))
+		for name := range next.Services {
+			services = append(services, name)
+		}
+		o.metrics.SetRoutes(routes, services)
+	}
+	o.metrics.Reloaded(r)
+}
+
+// wire makes the gateway report every request to the metrics and adds the
+// gateway's own scrape-time figures.
+func (o *ops) wire(gw *server.Gateway, tr server.Transport, accessLog *observe.AccessLog, compiler *config.Compiler) {
+	m := o.metrics
+	if m == nil {
+		return
+	}
+	gw.AddObserver(m)
+	m.AddSource(func(s *observe.Scrape) {
+		st := gw.Stats.Read()
+		conns := tr.Conns()
+		active := int(st.InFlight)
+		idle := max(conns-active, 0)
+		const connHelp = "Open client connections: active (a request in flight) or idle (keep-alive, waiting)."
+		s.Gauge("tollgate_client_connections", connHelp, float64(active), "state", "active")
+		s.Gauge("tollgate_client_connections", connHelp, float64(idle), "state", "idle")
+		s.Gauge("tollgate_requests_in_flight", "Requests being served now.", float64(st.InFlight))
+		var dropped, written uint64 // 0 with the access log off
+		if accessLog != nil {
+			dropped, written = accessLog.Dropped(), accessLog.Written()
+		}
+		s.Counter("tollgate_access_log_dropped_total", "Access log lines dropped because the writer fell behind (queue full).", float64(dropped))
+		s.Counter("tollgate_access_log_written_total", "Access log lines handed to the writer.", float64(written))
+		s.Counter("tollgate_clock_back_steps_total", "Times the host clock stepped back (the gateway's clock held).", float64(compiler.Clock.BackSteps()))
+		ready, draining := 0.0, 0.0
+		if ok, _ := o.readiness(); ok {
+			ready = 1
+		}
+		if o.draining.Load() {
+			draining = 1
+		}
+		s.Gauge("tollgate_ready", "Whether /readyz answers 200 (the node wants traffic).", ready)
+		s.Gauge("tollgate_draining", "Whether the node is draining after SIGTERM.", draining)
+		s.Gauge("tollgate_build_info", "The running build (value 1).", 1, "version", version, "goversion", runtime.Version())
+	})
+}
+
+// readiness is /readyz: not before the first configuration serves (in
+// cluster mode that is after Redis answered once or the node decided to
+// run on its local split: the cluster client decides before the first
+// configuration is built), and never once draining.
+func (o *ops) readiness() (bool, string) {
+	switch {
+	case o.draining.Load():
+		return false, "draining"
+	case !o.ready.Load():
+		return false, "starting"
+	}
+	return true, ""
+}
+
+// admin returns what the admin API's operations endpoints read.
+func (o *ops) admin(compiler *config.Compiler, gw *server.Gateway) admin.Ops {
+	return admin.Ops{
+		Metrics: o.metrics,
+		Ready:   o.readiness,
+		Cluster: func() *cluster.Client { return compiler.Cluster() },
+		Nodes:   func() int { return clusterNodes(compiler, gw.Snapshot().File) },
+	}
+}
+
+// waitDrainDelay waits d after SIGTERM (readyz already 503, answers
+// closing their connections) so balancers take the node out before the
+// listener closes; a second SIGTERM or SIGINT cuts it short.
+func waitDrainDelay(d time.Duration, sigs <-chan os.Signal) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+				return
+			}
+		}
+	}
+}
