@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
@@ -20,8 +19,8 @@ func (s *Snapshot) forwardChain(svc *upstream.Service) *pipeline.Chain {
 }
 
 // compileRoute turns one configured route into its table entry and chain:
-// the registered features it sets and the steps every route has (auth,
-// split, forwarding), ordered by stage (pipeline.Stage); then the action.
+// the registered features it sets and the steps every route has (split,
+// forwarding), ordered by stage (pipeline.Stage); then the action.
 func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	m := rc.Match
 	r := &route.Route{Name: rc.Name, Priority: rc.Priority, Host: m.Host, Methods: m.Methods, Order: order}
@@ -68,24 +67,6 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	}
 
 	// The steps every route has are placed among the features by stage.
-	switch rc.Auth {
-	case "", "none":
-	case "signature":
-		if s.Consumers.Len() == 0 {
-			return nil, errors.New("auth: signature needs consumers")
-		}
-		filters = append(filters, staged{pipeline.StageAuth, "auth", auth.NewSignature(auth.SignatureConfig{
-			Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock, Window: s.File.Signature.Window.D(),
-			Route: rc.Name, NewChecker: newChecker,
-		})})
-	case "jwt":
-		if s.jwt == nil {
-			return nil, errors.New("auth: jwt needs the jwt section")
-		}
-		filters = append(filters, staged{pipeline.StageAuth, "auth", s.jwt})
-	default:
-		return nil, fmt.Errorf("auth %q: want signature, jwt or none", rc.Auth)
-	}
 	if rc.SplitForce != nil && len(rc.Split) == 0 {
 		return nil, errors.New("split_force needs split")
 	}

@@ -221,9 +221,6 @@ type Route struct {
 	Priority int    `yaml:"priority"`
 	Match    Match  `yaml:"match"`
 
-	// Auth is signature, jwt or none (default): who may call the route.
-	Auth string `yaml:"auth"`
-
 	Service    string      `yaml:"service"`
 	Split      []SplitItem `yaml:"split"`
 	SplitForce *SplitForce `yaml:"split_force"`

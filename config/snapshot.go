@@ -214,6 +214,8 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 			return nil, &Error{File: source, Msg: err.Error()}
 		}
 	}
+	s.env.Shared[auth.IdentityKey{}] = &auth.Identity{Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock,
+		Window: f.Signature.Window.D(), NewChecker: newChecker, JWT: s.jwt}
 	global, err := buildFeatures(&pipeline.Build{Env: s.env}, f.Features, pipeline.ScopeGlobal)
 	if err != nil {
 		return nil, withFile(err, source)

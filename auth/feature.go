@@ -1,0 +1,55 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate/tollgate/auth/jwt"
+	"github.com/tollgate/tollgate/internal/clock"
+	"github.com/tollgate/tollgate/pipeline"
+)
+
+// Identity is what the route feature `auth` builds its filters from: the
+// objects made from the top-level consumers, signature and jwt sections.
+// The config package puts it in the build environment (Env.Shared under
+// IdentityKey).
+type Identity struct {
+	Consumers  *Consumers
+	Nonces     *NonceStore
+	Clock      *clock.Clock
+	Window     time.Duration
+	NewChecker func() SigChecker
+	// JWT is the snapshot's JWT filter, nil without a jwt section.
+	JWT *jwt.Filter
+}
+
+// IdentityKey is Identity's key in pipeline.Env.Shared.
+type IdentityKey struct{}
+
+func init() {
+	pipeline.Register(pipeline.Feature{
+		Key: "auth", Stage: pipeline.StageAuth, Scope: pipeline.ScopeRoute,
+		Config: func() any { return new(string) },
+		Build: func(b *pipeline.Build, cfg any) (pipeline.Filter, error) {
+			id, _ := b.Shared[IdentityKey{}].(*Identity)
+			switch mode := *cfg.(*string); mode {
+			case "", "none":
+				return nil, nil
+			case "signature":
+				if id == nil || id.Consumers.Len() == 0 {
+					return nil, errors.New("auth: signature needs consumers")
+				}
+				return NewSignature(SignatureConfig{Consumers: id.Consumers, Nonces: id.Nonces, Clock: id.Clock,
+					Window: id.Window, Route: b.Route.Name, NewChecker: id.NewChecker}), nil
+			case "jwt":
+				if id == nil || id.JWT == nil {
+					return nil, errors.New("auth: jwt needs the jwt section")
+				}
+				return id.JWT, nil
+			default:
+				return nil, fmt.Errorf("auth %q: want signature, jwt or none", mode)
+			}
+		},
+	})
+}
