@@ -81,14 +81,19 @@ for t in $TRANSPORTS; do
   row "| $t | $RELOADS reloads under wrk | $req requests, $err socket errors, $non non-2xx; $reloaded reloads applied, config version $version |"
   { [ "$err" = 0 ] && [ "$non" = 0 ] && [ "$reloaded" = "$RELOADS" ]; } || fail=1
 
-  # 2. kill one instance under load
+  # 2. kill one instance under load; p99 before it, and after its ejection
+  wrk -t2 -c64 -d"$((DURATION / 2))s" --latency "http://$GW/k" >"$TMP/wrk-before"
   wrk -t2 -c64 -d"${DURATION}s" "http://$GW/k" >"$TMP/wrk-kill" &
   w=$!
   sleep $((DURATION / 2))
   kill -9 "${PIDS[up1]}"; wait "${PIDS[up1]}" 2>/dev/null || true # reaped quietly
   wait $w
+  wrk -t2 -c64 -d"$((DURATION / 2))s" --latency "http://$GW/k" >"$TMP/wrk-after"
   read -r req err non <<<"$(parse_wrk "$TMP/wrk-kill")"
-  row "| $t | kill 1 of 2 instances under wrk | $req requests, $err socket errors, $non non-2xx |"
+  read -r _ err2 non2 <<<"$(parse_wrk "$TMP/wrk-after")"
+  p99() { awk '$1 == "99%" {print $2}' "$1"; }
+  row "| $t | kill 1 of 2 instances under wrk | $req requests, $err socket errors, $non non-2xx; p99 $(p99 "$TMP/wrk-before") before, $(p99 "$TMP/wrk-after") after the ejection ($non2 non-2xx then) |"
+  [ "$err2" = 0 ] && [ "$non2" = 0 ] || fail=1
   { [ "$err" = 0 ] && [ "$non" -le 64 ]; } || fail=1
 
   # 3. hanging upstream
