@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/testutil"
 )
 
 type clock struct{ t time.Time }
@@ -191,6 +193,9 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestAllocs(t *testing.T) {
+	if testutil.Race {
+		t.Skip("the race detector allocates; make test runs allocation gates without it")
+	}
 	b := New(Config{}, nil)
 	if n := testing.AllocsPerRun(1000, func() {
 		gen, _ := b.Allow()

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/testutil"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -171,6 +173,9 @@ func TestMetricsExpositionParsesAndCounts(t *testing.T) {
 }
 
 func TestMetricsObserveAllocs(t *testing.T) {
+	if testutil.Race {
+		t.Skip("the race detector allocates; make test runs allocation gates without it")
+	}
 	m := NewMetrics()
 	m.SetRoutes([]string{"r"}, []string{"s"})
 	var f fakeReq

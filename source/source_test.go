@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/testutil"
+
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
@@ -59,6 +61,9 @@ func TestValue(t *testing.T) {
 }
 
 func TestValueAllocs(t *testing.T) {
+	if testutil.Race {
+		t.Skip("the race detector allocates; make test runs allocation gates without it")
+	}
 	c := request(t, sample)
 	defer pipeline.Release(c)
 	var srcs []Source

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/testutil"
+
 	"github.com/cespare/xxhash/v2"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/source"
@@ -172,6 +174,9 @@ func TestHashKeepsKeysAndMovesAboutOneNth(t *testing.T) {
 }
 
 func TestHashPickAllocs(t *testing.T) {
+	if testutil.Race {
+		t.Skip("the race detector allocates; make test runs allocation gates without it")
+	}
 	h := hashOf(instances(1, 2, 1))
 	var req fasthttp.Request
 	req.SetRequestURI("/x")
