@@ -97,7 +97,7 @@ const (
 	npAcceptGrace = 100 * time.Millisecond
 	// npSettle is how long Shutdown lets a request sent on a just-accepted
 	// connection arrive before it closes the connections left idle.
-	npSettle = 20 * time.Millisecond
+	npSettle = 250 * time.Millisecond
 	// npMaxDrain is how much of a streamed body the handler left unread the
 	// transport reads and drops to keep the connection; beyond it, it closes.
 	npMaxDrain = 256 << 10
@@ -304,9 +304,16 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 	// Accepting stops after a short grace: connections the kernel already
 	// queued (their clients think they are connected and may have sent a
 	// request) are taken and served rather than reset. Every answer from
-	// now on carries Connection: close. Idle connections go now, unless a
-	// request is already waiting on them: that one is answered first.
+	// now on carries Connection: close. Idle connections with a request
+	// waiting are served; the others are closed once the answers are out
+	// and they stayed silent a moment (below), since a keep-alive client
+	// may be sending its next request right now.
 	for _, ln := range lns {
+		// The queue is shrunk to nothing first: from here the kernel drops
+		// new SYNs (the client retries and then meets the closed port,
+		// before it sent a byte) instead of completing connections nobody
+		// will accept.
+		shrinkBacklog(ln)
 		if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok && d.SetDeadline(time.Now().Add(npAcceptGrace)) == nil {
 			continue
 		}
@@ -315,9 +322,7 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 	for _, c := range idle {
 		if c.inputWaiting() {
 			t.dispatch(c)
-			continue
 		}
-		c.closeIfIdle()
 	}
 	// Then wait for the answers. Once nothing is being served and the
 	// listeners are closed, the connections accepted meanwhile are swept:
@@ -707,4 +712,19 @@ func (t *netpollTransport) sweep() {
 		}
 		expired = expired[:0]
 	}
+}
+
+// shrinkBacklog sets a listening socket's accept queue to its minimum
+// (listen(fd, 0)), so that during a drain the kernel stops completing
+// connections the gateway is about to stop accepting.
+func shrinkBacklog(ln net.Listener) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) { _ = syscall.Listen(int(fd), 0) })
 }

@@ -378,17 +378,18 @@ func testDrain(t *testing.T, transport string) {
 		t.Fatalf("%d of %d requests in flight failed during the drain", failed, inFlight)
 	}
 	// The load's clients behave like wrk, not like a balancer: they ignore
-	// /readyz and dial again at once. A connection the kernel completed
-	// but the gateway had not accepted yet when the listener closed gets a
-	// reset after its request was sent; each client can lose at most that
-	// one request. The transports' Shutdown can close that gap (accept
-	// what is queued before closing the listener, and serve rather than
-	// close an idle connection with input waiting); until they do, the
-	// bound is what is checked here, and the count is logged.
+	// /readyz and dial again at once. The netpoll transport shrinks its
+	// accept queue, accepts what the kernel queued, serves requests already
+	// waiting and closes idle connections only after they stayed silent a
+	// moment; a connection the kernel completes in the instant between the
+	// last accept and the close can still be reset after its request was
+	// sent (0 in most runs, 1 now and then; fasthttp.Server's own shutdown
+	// loses a few more). Each client can lose at most that one request:
+	// that bound is checked, and the count logged.
 	if n := st.failedAfter.Load(); n > int64(loadClients) {
 		t.Fatalf("%d load requests were sent and got no answer during the drain, more than one per client (last: %v)", n, st.lastErr.Load())
 	} else if n > 0 {
-		t.Logf("KNOWN GAP: %d requests sent on connections the listener had queued but not accepted when it closed", n)
+		t.Logf("%s: %d requests sent on connections completed just as the listener closed", transport, n)
 	}
 	if st.closes.Load() == 0 {
 		t.Fatal("no keep-alive client was told Connection: close")
