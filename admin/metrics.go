@@ -3,6 +3,8 @@ package admin
 import (
 	"sort"
 
+	"github.com/tollgate/tollgate/cluster"
+
 	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/observe"
@@ -16,6 +18,15 @@ import (
 
 // breakerStates are the values of tollgate_breaker_state.
 var breakerStates = map[string]float64{"closed": 0, "half_open": 1, "open": 2}
+
+// redisBounds are cluster.LatencyBounds in seconds.
+var redisBounds = func() []float64 {
+	out := make([]float64, len(cluster.LatencyBounds))
+	for i, d := range cluster.LatencyBounds {
+		out[i] = d.Seconds()
+	}
+	return out
+}()
 
 func (s *Server) reportAdmin(sc *observe.Scrape) {
 	sc.Counter("tollgate_admin_auth_failures_total", "Admin requests refused for a missing or wrong token.",
@@ -51,6 +62,13 @@ func (s *Server) reportAdmin(sc *observe.Scrape) {
 			sc.Counter("tollgate_redis_backfilled_total", "Nonce claims decided while degraded and written to Redis after recovery.", float64(st.Backfilled))
 			sc.Counter("tollgate_redis_backfill_dropped_total", "Nonce claims decided while degraded that the backlog had no room for.", float64(st.BackfillDropped))
 			sc.Counter("tollgate_redis_lease_calls_total", "Lease commands sent for cluster limits.", float64(st.Leases))
+			const latHelp = "Duration of Redis calls that got an answer or an error: nonce claims and lease calls."
+			for _, c := range []struct {
+				op string
+				l  cluster.Latency
+			}{{"claim", st.ClaimLatency}, {"lease", st.LeaseLatency}} {
+				sc.Histogram("tollgate_redis_call_seconds", latHelp, redisBounds, c.l.Counts[:], c.l.Sum.Seconds(), "op", c.op)
+			}
 		}
 	}
 }

@@ -180,6 +180,9 @@ func (o Options) Validate() error {
 type Stats struct {
 	// Healthy is false while degraded.
 	Healthy bool
+	// ClaimLatency and LeaseLatency are the durations of the nonce claims
+	// and of the lease calls that got an answer (or an error) from Redis.
+	ClaimLatency, LeaseLatency Latency
 	// Degraded counts transitions into degraded mode, Recovered the way
 	// back.
 	Degraded  uint64
@@ -214,6 +217,8 @@ type Client struct {
 	o   Options
 	ro  rueidis.ClientOption
 	log *zap.Logger
+
+	claimLat, leaseLat latency
 
 	// rc holds the rueidis client once connected; nil until then.
 	rc       atomic.Pointer[rcBox]
@@ -341,14 +346,16 @@ func (c *Client) NodeID() string { return c.o.NodeID }
 // Stats returns a snapshot of the counters.
 func (c *Client) Stats() Stats {
 	return Stats{
-		Healthy:   c.Healthy(),
-		Degraded:  c.nDegraded.Load(),
-		Recovered: c.nRecovered.Load(),
-		Refused:   c.nRefused.Load(),
-		Timeouts:  c.nTimeouts.Load(),
-		Saturated: c.nSaturated.Load(),
-		Errors:    c.nErrors.Load(),
-		InFlight:  len(c.sem),
+		Healthy:      c.Healthy(),
+		ClaimLatency: c.claimLat.read(),
+		LeaseLatency: c.leaseLat.read(),
+		Degraded:     c.nDegraded.Load(),
+		Recovered:    c.nRecovered.Load(),
+		Refused:      c.nRefused.Load(),
+		Timeouts:     c.nTimeouts.Load(),
+		Saturated:    c.nSaturated.Load(),
+		Errors:       c.nErrors.Load(),
+		InFlight:     len(c.sem),
 
 		Backfilled:      c.nBackfilled.Load(),
 		BackfillDropped: c.nBackDrops.Load(),

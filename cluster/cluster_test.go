@@ -95,6 +95,13 @@ func TestClaimNonceFreshThenReplayed(t *testing.T) {
 	if ttl, _ := r.Command("TTL", "nonce:app:n1"); ttl != "10" && ttl != "9" {
 		t.Fatalf("TTL = %s; want 10 (EX)", ttl)
 	}
+	var n uint64
+	for _, c := range c.Stats().ClaimLatency.Counts {
+		n += c
+	}
+	if n < 2 {
+		t.Fatalf("claim latency counted %d calls, want at least 2", n)
+	}
 	if _, err := c.ClaimNonce("nonce:app:n2", 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}

@@ -178,7 +178,9 @@ func (c *Client) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseRe
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	began := time.Now()
 	res := rc.DoMulti(ctx, cmds...)
+	c.leaseLat.observe(time.Since(began))
 	c.nLeases.Add(uint64(len(cmds)))
 	var again []int
 	for i := range res {

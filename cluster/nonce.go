@@ -165,7 +165,9 @@ func (c *Client) worker(cl *call) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
+		began := time.Now()
 		r := claim(cl.rc, cl.key, cl.ttl)
+		c.claimLat.observe(time.Since(began))
 		done := cl.done
 		<-c.sem
 		done <- r // after this the call belongs to its caller again

@@ -36,6 +36,39 @@ func (s *Scrape) Counter(name, help string, v float64, labels ...string) {
 	s.add(name, help, "counter", v, labels)
 }
 
+// Histogram adds one series of histogram name: bounds are the buckets'
+// upper bounds in seconds, counts the count per bucket (one more than
+// bounds: the last is +Inf), sum the total in seconds. labels are name,
+// value pairs.
+func (s *Scrape) Histogram(name, help string, bounds []float64, counts []uint64, sum float64, labels ...string) {
+	if s.fams == nil {
+		s.fams = map[string]*family{}
+	}
+	f := s.fams[name]
+	if f == nil {
+		f = &family{help: help, typ: "histogram", nlabels: len(labels)}
+		s.fams[name] = f
+		s.names = append(s.names, name)
+	} else if f.typ != "histogram" || f.nlabels != len(labels) {
+		return
+	}
+	b := f.buf.AvailableBuffer()
+	var cum uint64
+	le := append(append([]string(nil), labels...), "le", "")
+	for i, c := range counts {
+		cum += c
+		if i < len(bounds) {
+			le[len(le)-1] = strconv.FormatFloat(bounds[i], 'g', -1, 64)
+		} else {
+			le[len(le)-1] = "+Inf"
+		}
+		b = AppendSample(b, name, "_bucket", float64(cum), le...)
+	}
+	b = AppendSample(b, name, "_sum", sum, labels...)
+	b = AppendSample(b, name, "_count", float64(cum), labels...)
+	f.buf.Write(b)
+}
+
 func (s *Scrape) add(name, help, typ string, v float64, labels []string) {
 	if s.fams == nil {
 		s.fams = map[string]*family{}
