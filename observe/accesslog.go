@@ -120,6 +120,11 @@ func (l *AccessLog) Record(c *pipeline.Ctx, now time.Time) {
 	e.reqIDLen = uint8(copy(e.requestID[:], c.Trace.RequestID))
 	e.methodLen = uint8(copy(e.method[:], c.Req.Header.Method()))
 	p := c.Target.Path
+	if len(p) == 0 {
+		// Refused before a canonical path existed: the target as sent is
+		// what the log must show (JSON-escaped by the encoder).
+		p = c.Req.Header.RequestURI()
+	}
 	if len(p) > maxLoggedPath {
 		p = p[:maxLoggedPath]
 	}

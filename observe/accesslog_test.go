@@ -169,3 +169,32 @@ func TestAccessLogFieldsAndReopen(t *testing.T) {
 		t.Fatalf("line after reopen: %v %s", err, cur)
 	}
 }
+
+// TestAccessLogShowsRefusedTargets: a request refused before it had a
+// canonical path is logged with its target as sent.
+func TestAccessLogShowsRefusedTargets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	l, err := OpenAccessLog(path, 16, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req fasthttp.Request
+	var resp fasthttp.Response
+	req.SetRequestURI("/a/%252e%252e/admin")
+	resp.SetStatusCode(400)
+	c := pipeline.Acquire(&req, &resp) // no target: the refusal came first
+	c.Start = time.Now()
+	l.Record(c, time.Now())
+	pipeline.Release(c)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(b, &line); err != nil || line["path"] != "/a/%252e%252e/admin" {
+		t.Fatalf("%v: %s", err, b)
+	}
+}

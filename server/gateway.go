@@ -124,6 +124,7 @@ func (g *Gateway) AddObserver(o pipeline.Observer) {
 // later step reads: the canonical target and the client's address.
 func (g *Gateway) admit(snap *config.Snapshot, c *pipeline.Ctx) error {
 	h := &c.Req.Header
+	c.ClientIP = c.Peer.Addr().Unmap() // until the proxies' word is known: refusals log the peer
 	if err := codec.Check(h, &g.limits); err != nil {
 		return err
 	}
