@@ -12,8 +12,8 @@ import (
 // string of a JSON body (its name the dotted path of object keys, array
 // positions left out: "items.name"). Names and values are decoded as the
 // lookups decode them. visit returns false to stop. The slices are valid
-// only during the call. Bodies are read as Value reads them: only when in
-// memory, the JSON window only.
+// only during the call. Bodies are read only when in memory (see
+// BodyHidden), a JSON body whole.
 func (r *Reader) EachValue(visit func(k Kind, name, value []byte) bool) {
 	c := r.c
 	buf := r.eachValue(c.Scratch[:0], visit)
@@ -50,8 +50,12 @@ func (r *Reader) eachValue(buf []byte, visit func(k Kind, name, value []byte) bo
 	case bodyForm:
 		buf, _ = eachPair(buf, r.data, Form, visit)
 	case bodyJSON:
-		w := jwalk{s: jscan{d: r.data, cut: r.cut}, path: c.Scratch2[:0], buf: buf}
-		w.walk(skipWS(r.data, 0), 0, visit)
+		// Every value, not the lookups' window: a check that stopped at
+		// 64 KiB would be walked around with padding. The body is in
+		// memory, so at most stream_body_bytes.
+		data := c.Req.Body()
+		w := jwalk{s: jscan{d: data}, path: c.Scratch2[:0], buf: buf}
+		w.walk(skipWS(data, 0), 0, visit)
 		buf = w.buf
 		if cap(w.path) <= MaxScratch {
 			c.Scratch2 = w.path[:0]

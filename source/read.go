@@ -176,6 +176,27 @@ func (r *Reader) bodyOf() bodyKind {
 	return kind
 }
 
+// BodyHidden reports a body that declares a form or JSON media type but
+// that no lookup can read: streamed (larger than stream_body_bytes, so
+// never in memory) or content-encoded. A check that must see every value
+// (the WAF) cannot vouch for such a request.
+func (r *Reader) BodyHidden() bool {
+	req := r.c.Req
+	if mediaKind(req.Header.ContentType()) == bodyNone {
+		return false
+	}
+	if req.IsBodyStream() {
+		return true
+	}
+	ce, ok := header(&req.Header, "Content-Encoding")
+	return ok && len(ce) > 0 && !ascii.EqualFold(ascii.TrimOWS(ce), "identity")
+}
+
+// AppendDecoded appends the urlencoded enc decoded ('+' a space, %XX its
+// byte) to dst: how a backend that decodes a value once more would read
+// it.
+func AppendDecoded(dst, enc []byte) []byte { return appendUnescaped(dst, enc) }
+
 // mediaKind classifies a Content-Type value: application/x-www-form-urlencoded,
 // application/json or anything ending in +json; parameters ignored.
 func mediaKind(ct []byte) bodyKind {

@@ -7,8 +7,10 @@
 package waf
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/corazawaf/libinjection-go"
@@ -51,20 +53,25 @@ type WAF struct {
 	counts   *Counts
 }
 
-// Counts are a route's detections, kept across reloads.
+// Counts are a route's detections, kept across reloads. Hidden counts
+// form and JSON bodies the WAF could not read (streamed or encoded).
 type Counts struct {
-	SQLi, XSS, Blocked atomic.Uint64
+	SQLi, XSS, Hidden, Blocked atomic.Uint64
 }
 
 var (
 	blockSQLi = pipeline.NewCanned(403, "request blocked by WAF rule sqli")
 	blockXSS  = pipeline.NewCanned(403, "request blocked by WAF rule xss")
+	// blockHidden: 413 rather than 403, the request may be innocent; the
+	// client can send it smaller or unencoded.
+	blockHidden = pipeline.NewCanned(413, "request body too large or encoded for the WAF to inspect")
 )
 
 // Decisions the access log shows for a detection at level log.
 const (
-	logSQLi = "waf sqli (logged)"
-	logXSS  = "waf xss (logged)"
+	logSQLi   = "waf sqli (logged)"
+	logXSS    = "waf xss (logged)"
+	logHidden = "waf: body not inspected (logged)"
 )
 
 // New compiles a setting; counts may be nil (a fresh set is made).
@@ -125,24 +132,25 @@ func (w *WAF) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	if w.level == Off {
 		return pipeline.Continue
 	}
-	found := none
 	r := source.NewReader(c)
+	if r.BodyHidden() {
+		// A form or JSON body the WAF cannot read (streamed, or
+		// content-encoded) could carry anything: it is not let through
+		// unseen at level block.
+		w.counts.Hidden.Add(1)
+		if w.level == Block {
+			w.counts.Blocked.Add(1)
+			return c.Reject(blockHidden)
+		}
+		c.Decision = logHidden
+	}
+	found := none
 	r.EachValue(func(k source.Kind, name, value []byte) bool {
 		if len(value) == 0 || w.allowed(k, name, value) {
 			return true
 		}
-		v := bytesconv.B2S(value)
-		if w.sqli && maySQLi(value) {
-			if hit, _ := libinjection.IsSQLi(v); hit {
-				found = sqli
-				return false
-			}
-		}
-		if w.xss && mayXSS(value) && libinjection.IsXSS(v) {
-			found = xss
-			return false
-		}
-		return true
+		found = w.inspect(value)
+		return found == none
 	})
 	switch found {
 	case sqli:
@@ -192,6 +200,54 @@ func mayXSS(v []byte) bool {
 		}
 	}
 	return false
+}
+
+// maxDecodes is how many more times a value holding escapes is decoded
+// and checked again, as a backend that decodes twice (or a proxy and a
+// backend that decode once each) would read it: "%2527" hides "'".
+const maxDecodes = 2
+
+// decodeBufs holds the buffers of those extra decodings.
+var decodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// inspect runs the detectors on value, and again on what it decodes to.
+func (w *WAF) inspect(value []byte) finding {
+	if f := w.detect(value); f != none || bytes.IndexByte(value, '%') < 0 {
+		return f
+	}
+	bp, bq := decodeBufs.Get().(*[]byte), decodeBufs.Get().(*[]byte)
+	defer decodeBufs.Put(bp)
+	defer decodeBufs.Put(bq)
+	cur := value
+	for range maxDecodes {
+		next := source.AppendDecoded((*bp)[:0], cur)
+		*bp = next
+		if bytes.Equal(next, cur) {
+			return none
+		}
+		if f := w.detect(next); f != none {
+			return f
+		}
+		if bytes.IndexByte(next, '%') < 0 {
+			return none
+		}
+		cur = next
+		bp, bq = bq, bp // the next round decodes from this one into the other
+	}
+	return none
+}
+
+func (w *WAF) detect(value []byte) finding {
+	v := bytesconv.B2S(value)
+	if w.sqli && maySQLi(value) {
+		if hit, _ := libinjection.IsSQLi(v); hit {
+			return sqli
+		}
+	}
+	if w.xss && mayXSS(value) && libinjection.IsXSS(v) {
+		return xss
+	}
+	return none
 }
 
 type finding uint8
