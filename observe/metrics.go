@@ -3,6 +3,7 @@ package observe
 import (
 	"bytes"
 	"io"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -271,10 +272,7 @@ func (m *Metrics) lateRoute(name string) *RouteSeries {
 	if r := old.routes[name]; r != nil {
 		return r
 	}
-	next := &seriesTable{routes: make(map[string]*RouteSeries, len(old.routes)+1), services: old.services}
-	for k, v := range old.routes {
-		next.routes[k] = v
-	}
+	next := &seriesTable{routes: maps.Clone(old.routes), services: old.services}
 	r := m.newRoute(name)
 	next.routes[name] = r
 	m.table.Store(next)
@@ -288,10 +286,7 @@ func (m *Metrics) lateService(name string) *ServiceSeries {
 	if s := old.services[name]; s != nil {
 		return s
 	}
-	next := &seriesTable{routes: old.routes, services: make(map[string]*ServiceSeries, len(old.services)+1)}
-	for k, v := range old.services {
-		next.services[k] = v
-	}
+	next := &seriesTable{routes: old.routes, services: maps.Clone(old.services)}
 	s := m.newService(name)
 	next.services[name] = s
 	m.table.Store(next)

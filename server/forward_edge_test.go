@@ -99,15 +99,11 @@ func TestRewriteCannotEscapeItsRoute(t *testing.T) {
 			}
 			// Escapes of reserved characters survive the rewrite as sent.
 			for target, want := range map[string]string{
-				"/api/order/a%2Fb?x=1":                          "GET /v1/order/a%2Fb?x=1 HTTP/1.1",
-				"/api/order/%7Eu/%252ex":                        "GET /v1/order/~u/%252ex HTTP/1.1",
-				"/orders/a%2fb%3Fc%23d":                         "GET /o/a%2Fb%3Fc%23d HTTP/1.1",
-				"/orders/x%252fy":                               "GET /o/x%252fy HTTP/1.1",
-				"/api/order/%2e%2e/%2e%2e/v1/order/create/../x": "",
+				"/api/order/a%2Fb?x=1":   "GET /v1/order/a%2Fb?x=1 HTTP/1.1",
+				"/api/order/%7Eu/%252ex": "GET /v1/order/~u/%252ex HTTP/1.1",
+				"/orders/a%2fb%3Fc%23d":  "GET /o/a%2Fb%3Fc%23d HTTP/1.1",
+				"/orders/x%252fy":        "GET /o/x%252fy HTTP/1.1",
 			} {
-				if want == "" {
-					continue
-				}
 				status, _, got, forwarded := exchange(t, g, up, "GET "+target+" HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
 				if status != 200 || !forwarded || got.Line() != want {
 					t.Errorf("%s: status %d, upstream got %q, want %q", target, status, got.Line(), want)

@@ -146,12 +146,7 @@ func Headers(appKey, secret, method string, u *url.URL, form string, now time.Ti
 	if err != nil {
 		return nil, err
 	}
-	return http.Header{
-		HeaderAppKey:    {appKey},
-		HeaderTimestamp: {ts},
-		HeaderNonce:     {nonce},
-		HeaderSign:      {sig},
-	}, nil
+	return signedHeaders(appKey, ts, nonce, sig), nil
 }
 
 // SignRequest sets the four signature headers on r. When r is a POST with a
@@ -303,12 +298,7 @@ func HeadersV2(appKey, secret, method string, u *url.URL, contentType, body stri
 	if err != nil {
 		return nil, err
 	}
-	return http.Header{
-		HeaderAppKey:    {appKey},
-		HeaderTimestamp: {ts},
-		HeaderNonce:     {nonce},
-		HeaderSign:      {sig},
-	}, nil
+	return signedHeaders(appKey, ts, nonce, sig), nil
 }
 
 // SignRequestV2 sets the four signature headers of scheme v2 on r. Its body,
@@ -343,4 +333,14 @@ func SignRequestV2(r *http.Request, appKey, secret string, now time.Time, nonce 
 		r.Header[k] = v
 	}
 	return nil
+}
+
+// signedHeaders are the four signature headers of either scheme.
+func signedHeaders(appKey, ts, nonce, sig string) http.Header {
+	return http.Header{
+		HeaderAppKey:    {appKey},
+		HeaderTimestamp: {ts},
+		HeaderNonce:     {nonce},
+		HeaderSign:      {sig},
+	}
 }
