@@ -2,8 +2,9 @@ package codec
 
 import (
 	"bytes"
-	"github.com/tollgate/tollgate/internal/ascii"
 	"iter"
+
+	"github.com/tollgate/tollgate/internal/ascii"
 
 	"github.com/valyala/fasthttp"
 )
@@ -38,6 +39,20 @@ func Fields(h *fasthttp.RequestHeader) iter.Seq2[[]byte, []byte] {
 			}
 		}
 	}
+}
+
+// ContentEncoded reports whether any Content-Encoding field of h names a
+// coding other than identity: the body is then not the bytes a check of
+// its form or JSON could read.
+func ContentEncoded(h *fasthttp.RequestHeader) bool {
+	for k, v := range Fields(h) {
+		if ascii.EqualFold(k, "Content-Encoding") {
+			if v = ascii.TrimOWS(v); len(v) > 0 && !ascii.EqualFold(v, "identity") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // nextLine splits the first line off a header section: the line without

@@ -302,6 +302,13 @@ func TestInternalNamesCannotBeSmuggled(t *testing.T) {
 			if status != 200 || !ok {
 				t.Errorf("plain multipart: status %d forwarded %v", status, ok)
 			}
+			// A compressed form hides its names from the gateway, not from a
+			// backend that inflates it: refused.
+			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+				"Content-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd")
+			if status != 415 || ok {
+				t.Errorf("gzip form: status %d forwarded %v, want 415", status, ok)
+			}
 			// Two Content-Types: the gateway and the backend could each read
 			// another, so neither is believed.
 			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\n"+

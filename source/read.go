@@ -165,7 +165,7 @@ func (r *Reader) bodyOf() bodyKind {
 	if kind == bodyNone {
 		return bodyNone
 	}
-	if ce, ok := header(&req.Header, "Content-Encoding"); ok && len(ce) > 0 && !ascii.EqualFold(ascii.TrimOWS(ce), "identity") {
+	if codec.ContentEncoded(&req.Header) {
 		return bodyNone
 	}
 	data := req.Body()
@@ -185,11 +185,7 @@ func (r *Reader) BodyHidden() bool {
 	if mediaKind(req.Header.ContentType()) == bodyNone {
 		return false
 	}
-	if req.IsBodyStream() {
-		return true
-	}
-	ce, ok := header(&req.Header, "Content-Encoding")
-	return ok && len(ce) > 0 && !ascii.EqualFold(ascii.TrimOWS(ce), "identity")
+	return req.IsBodyStream() || codec.ContentEncoded(&req.Header)
 }
 
 // AppendDecoded appends the urlencoded enc decoded ('+' a space, %XX its

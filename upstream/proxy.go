@@ -30,6 +30,8 @@ type Forwarding struct {
 var (
 	errFormTooLarge = pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge,
 		"form body too large to inspect for reserved parameters")
+	errFormEncoded = pipeline.NewCanned(fasthttp.StatusUnsupportedMediaType,
+		"form body with a Content-Encoding cannot be inspected for reserved parameters")
 	errMultipartReserved = pipeline.NewCanned(fasthttp.StatusBadRequest,
 		"malformed request: reserved parameter name in multipart body")
 )
@@ -53,8 +55,14 @@ func stripBodyParams(c *pipeline.Ctx, in *codec.Internal) *pipeline.Canned {
 		return nil
 	}
 	ct := c.Req.Header.ContentType()
+	form, multipart := mediaTypeIs(ct, "application/x-www-form-urlencoded"), mediaTypeIs(ct, "multipart/form-data")
+	if (form || multipart) && codec.ContentEncoded(&c.Req.Header) {
+		// Compressed, the names cannot be seen here, but a backend that
+		// inflates the body would read them.
+		return errFormEncoded
+	}
 	switch {
-	case mediaTypeIs(ct, "application/x-www-form-urlencoded"):
+	case form:
 		if c.Req.IsBodyStream() {
 			return errFormTooLarge
 		}
@@ -62,7 +70,7 @@ func stripBodyParams(c *pipeline.Ctx, in *codec.Internal) *pipeline.Canned {
 			c.Req.SetBody(out)
 			c.Scratch = out[:0]
 		}
-	case mediaTypeIs(ct, "multipart/form-data"):
+	case multipart:
 		if !c.Req.IsBodyStream() && in.MultipartReserved(c.Req.Body()) {
 			return errMultipartReserved
 		}
