@@ -51,7 +51,7 @@ type npConn struct {
 	hdr      codec.HeaderEnd  // how the header section being read ends
 	inHeader bool             // a header section is being read
 	linger   bool             // close gracefully: the client may still be sending
-	peekN    int              // what peek saw
+	peekN    int              // what peek saw; guarded by mu
 	peekFn   func(fd uintptr) // c.peek, bound once
 }
 
@@ -211,10 +211,14 @@ func (c *npConn) finish() {
 }
 
 // inputWaiting reports whether unread bytes wait in the socket, without
-// reading or blocking.
+// reading or blocking. While draining, Shutdown's sweep and the goroutine
+// that just served the connection may both ask: the lock keeps their peeks
+// apart and off a socket already closed.
 func (c *npConn) inputWaiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.peekN = 0
-	if c.rc == nil || c.rc.Control(c.peekFn) != nil {
+	if c.closed || c.rc == nil || c.rc.Control(c.peekFn) != nil {
 		return false
 	}
 	return c.peekN > 0
