@@ -224,6 +224,7 @@ type Client struct {
 	rc       atomic.Pointer[rcBox]
 	degraded atomic.Bool
 	since    atomic.Int64 // unix nanos of the last transition into degraded
+	answered atomic.Int64 // unix nanos of the last background call Redis answered
 	// down is closed when the Client enters degraded mode, releasing calls
 	// still waiting for Redis; recovery installs a fresh one. stateMu
 	// serialises the transitions (the request path only reads atomics).
@@ -409,8 +410,8 @@ func (c *Client) markRecovered() {
 
 // probeLoop is the single prober: while degraded it (re)connects and
 // PINGs every ProbeEvery and clears degraded mode when Redis answers; while
-// healthy it PINGs every 4 × ProbeEvery so Healthy stays true to Redis even
-// without traffic.
+// healthy it PINGs every 4 × ProbeEvery (unless other calls were answered
+// meanwhile) so Healthy stays true to Redis even without traffic.
 func (c *Client) probeLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.o.ProbeEvery)
@@ -425,7 +426,9 @@ func (c *Client) probeLoop() {
 			if c.probe() == nil {
 				c.markRecovered()
 			}
-		} else if n%4 == 0 {
+		} else if n%4 == 0 && time.Since(time.Unix(0, c.answered.Load())) >= 4*c.o.ProbeEvery {
+			// Leases and heartbeats that Redis answers prove it as well
+			// as a PING: the probe runs only when they fall silent.
 			if err := c.probe(); err != nil {
 				c.markDegraded("health check failed", err)
 			}
@@ -457,11 +460,7 @@ func (c *Client) Close() {
 		close(c.stop)
 		rc := c.redis()
 		if m := c.member.Load(); m != nil && rc != nil && !c.degraded.Load() {
-			c.bounded(c.o.ProbeTimeout, func() {
-				ctx, cancel := context.WithTimeout(context.Background(), c.o.ProbeTimeout)
-				defer cancel()
-				_ = rc.Do(ctx, rc.B().Zrem().Key(NodesKey).Member(m.id).Build()).Error()
-			})
+			c.bounded(c.o.ProbeTimeout, func() { c.leave(rc, m.id) })
 		}
 		c.bounded(c.o.ConnTimeout, func() {
 			if rc != nil {

@@ -526,7 +526,8 @@ func TestLiveNodes(t *testing.T) {
 		waitFor(t, time.Second, "2 live nodes after a node left", func() bool { return c.LiveNodes() == 2 })
 	}
 	// A node that stops heartbeating without leaving (a crash) expires.
-	if err := cs[0].AddToSet(NodesKey, "crashed", 300*time.Millisecond); err != nil {
+	// The survivors' heartbeats take it out of the watched set.
+	if err := cs[0].beat("crashed", 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Second, "crashed node seen", func() bool { return cs[1].LiveNodes() == 3 })
@@ -540,6 +541,34 @@ func TestLiveNodes(t *testing.T) {
 	}
 	r.Thaw()
 	waitFor(t, 3*time.Second, "recovered", func() bool { return cs[0].Healthy() && cs[0].LiveNodes() == 2 })
+}
+
+// TestSteadyHeartbeatsCostNoReads: heartbeats of an unchanged membership
+// do not touch the watched set, so no node reads it again.
+func TestSteadyHeartbeatsCostNoReads(t *testing.T) {
+	r := testutil.StartRedis(t)
+	var cs []*Client
+	for i := range 3 {
+		c, err := New(Options{Addrs: []string{r.Addr}, NodeID: fmt.Sprintf("node-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Heartbeat("", 50*time.Millisecond)
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		waitFor(t, time.Second, "3 live nodes", func() bool { return c.LiveNodes() == 3 })
+	}
+	time.Sleep(100 * time.Millisecond) // the joins' invalidations are read
+	before := cs[0].WatchSet(NodesKey, 0).Stats().Fetches
+	time.Sleep(time.Second) // 20 heartbeats of each node
+	if got := cs[0].WatchSet(NodesKey, 0).Stats().Fetches - before; got != 0 {
+		t.Fatalf("%d reads of the membership while it did not change", got)
+	}
+	if n := cs[0].LiveNodes(); n != 3 {
+		t.Fatalf("LiveNodes = %d", n)
+	}
 }
 
 func TestSetViewHasNoAllocs(t *testing.T) {

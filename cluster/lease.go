@@ -205,6 +205,7 @@ func (c *Client) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseRe
 			}
 		}
 	}
+	c.answered.Store(time.Now().UnixNano())
 	return nil
 }
 

@@ -311,6 +311,7 @@ func (c *Client) ready() (rueidis.Client, error) {
 // ErrDegraded.
 func (c *Client) writeErr(what string, err error) error {
 	if err == nil {
+		c.answered.Store(time.Now().UnixNano())
 		return nil
 	}
 	if _, ok := rueidis.IsRedisErr(err); ok {

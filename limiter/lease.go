@@ -570,7 +570,14 @@ func (m *manager) lease(now int64) {
 		}
 		e.level.Store(int64(math.Floor(out.Level)))
 		e.pool.Add(out.Granted)
-		if out.Granted < req.Want {
+		// A bucket left with less than another lease is running at its
+		// limit: asking again as soon as half the pool is spent would
+		// find little there and get a partial grant, twice the calls for
+		// the same tokens. The node comes back when its share of the
+		// refill makes up a whole lease, whether this grant was whole or
+		// partial.
+		dry := req.Alg == cluster.LeaseTokenBucket && out.Level < float64(req.Want)
+		if out.Granted < req.Want || dry {
 			// Redis's wait is until the tokens are there for this node
 			// alone; the live nodes share the refill, so each asks about
 			// once per lease's worth of the whole rate.
@@ -581,7 +588,8 @@ func (m *manager) lease(now int64) {
 			wait := out.Wait
 			switch req.Alg {
 			case cluster.LeaseTokenBucket:
-				wait = min(wait*time.Duration(n), maxWait) - rtt
+				whole := time.Duration(float64(req.Want) * float64(req.Per) / req.Limit)
+				wait = min(max(wait, whole)*time.Duration(n), maxWait) - rtt
 			case cluster.LeaseSlidingWindow:
 				if wait < out.WindowLeft {
 					wait = min(wait*time.Duration(n), out.WindowLeft) - rtt
