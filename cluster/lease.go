@@ -23,15 +23,23 @@ import (
 //
 // Storage: one string, so a call is TIME, GET and SET inside the script.
 // Token bucket: "tokens last_refill_µs" (tokens may be negative: debt).
-// Windows: "window count previous". The key expires once it would be as
-// good as fresh (ttl_ms).
+// Windows: "window count previous". Leaky bucket: "tat_µs 0", tat the time of
+// the cluster's next free slot. The key expires once it would be as good
+// as fresh (ttl_ms).
 //
-// ARGV: alg (0 token bucket, 1 fixed window, 2 sliding window), limit
-// (tokens per period), per (µs), burst, want, spent, ttl_ms.
+// A leaky bucket's lease is a run of slots rather than tokens: the
+// cluster releases one request every per/limit, and a grant of n is the
+// next n slots of that one schedule, the first level µs from Redis's now,
+// none further ahead than the bucket's capacity (burst slots). The node
+// releases its requests at those times, so the cluster as a whole leaks
+// at the constant rate whichever node holds which slots.
+//
+// ARGV: alg (0 token bucket, 1 fixed window, 2 sliding window, 3 leaky
+// bucket), limit (tokens per period), per (µs), burst, want, spent, ttl_ms.
 // Reply: {granted, level (string), wait_µs, window_left_µs}: level is the
-// tokens left after the grant (bucket) or the room left in the window;
-// wait is, when fewer than wanted were granted, how long until the rest
-// would be there.
+// tokens left after the grant (token bucket), the room left in the window,
+// or the first granted slot's offset (leaky bucket); wait is, when fewer
+// than wanted were granted, how long until the rest would be there.
 const leaseSource = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -68,6 +76,20 @@ if alg == 0 then
   if grant < want then wait = math.ceil((want - grant - tk) * per / limit) end
   level = tk
   state = num(tk) .. ' ' .. num(ts)
+elseif alg == 3 then
+  local gap = per / limit
+  local tat = a
+  if tat == nil or tat < now then tat = now end
+  tat = tat + spent * gap
+  if tat < now then tat = now end
+  local horizon = now + (burst - 1) * gap
+  level = tat - now
+  if want > 0 and tat <= horizon then
+    grant = math.min(want, math.floor((horizon - tat) / gap) + 1)
+    tat = tat + grant * gap
+  end
+  if grant < want then wait = math.max(0, math.ceil(tat - horizon)) end
+  state = num(tat) .. ' 0'
 else
   local w = math.floor(now / per)
   local vw, cnt, p = a, b or 0, c or 0
@@ -113,16 +135,18 @@ const (
 	LeaseTokenBucket   = 0
 	LeaseFixedWindow   = 1
 	LeaseSlidingWindow = 2
+	LeaseLeakyBucket   = 3
 )
 
 // LeaseRequest asks Redis for tokens of one counter.
 type LeaseRequest struct {
 	// Key is the counter's Redis key; it carries a hash tag ("{...}").
 	Key string
-	// Alg is LeaseTokenBucket, LeaseFixedWindow or LeaseSlidingWindow.
+	// Alg is LeaseTokenBucket, LeaseFixedWindow, LeaseSlidingWindow or
+	// LeaseLeakyBucket.
 	Alg int
 	// Limit is the tokens per Per the whole cluster may use; Burst the
-	// token bucket's capacity.
+	// bucket's capacity (leaky bucket: in slots, the first one now).
 	Limit float64
 	Per   time.Duration
 	Burst float64
@@ -140,7 +164,9 @@ type LeaseRequest struct {
 type LeaseResult struct {
 	Granted int64
 	// Level is what the counter holds after the grant: tokens (negative
-	// when nodes spent ahead of their leases) or room left in the window.
+	// when nodes spent ahead of their leases) or room left in the window;
+	// for a leaky bucket, how far (µs) after Redis's now the first
+	// granted slot is.
 	Level float64
 	// Wait is, when fewer tokens than wanted were granted, how long until
 	// the rest would be there.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,6 +86,38 @@ func TestLeaseWindows(t *testing.T) {
 	out = lease(t, c, sliding)
 	if out[0].Granted < 1 || out[0].Granted > 3 {
 		t.Fatalf("sliding, 20ms into the next window: %+v, want 1..3", out[0])
+	}
+}
+
+// TestLeaseLeakyBucket: a leaky bucket's leases are runs of the one
+// schedule's slots, one every per/limit, none beyond the capacity.
+func TestLeaseLeakyBucket(t *testing.T) {
+	rd := testutil.StartRedis(t)
+	c := newClient(t, rd.Addr)
+	lb := LeaseRequest{Key: "tollgate:rl:l:{k}", Alg: LeaseLeakyBucket, Limit: 10, Per: time.Second, Burst: 5, Want: 3, TTL: 2 * time.Second}
+	near := func(got float64, want time.Duration) bool {
+		return math.Abs(got-float64(want/time.Microsecond)) < float64(30*time.Millisecond/time.Microsecond)
+	}
+	out := lease(t, c, lb)
+	if out[0].Granted != 3 || !near(out[0].Level, 0) {
+		t.Fatalf("first run: %+v, want slots 0, 100, 200 ms", out[0])
+	}
+	out = lease(t, c, lb) // another node: the next slots, up to 400 ms ahead
+	if out[0].Granted != 2 || !near(out[0].Level, 300*time.Millisecond) ||
+		out[0].Wait < 70*time.Millisecond || out[0].Wait > 100*time.Millisecond {
+		t.Fatalf("second run: %+v, want slots 300, 400 ms and the next fitting in 100 ms", out[0])
+	}
+	r := lb
+	r.Want, r.Spent = 1, 2 // two released ahead of a lease take two slots
+	out = lease(t, c, r)
+	if out[0].Granted != 0 || out[0].Wait < 270*time.Millisecond || out[0].Wait > 300*time.Millisecond {
+		t.Fatalf("full: %+v, want none and 300 ms", out[0])
+	}
+	time.Sleep(800 * time.Millisecond) // the schedule drains by Redis's clock
+	r.Spent = 0
+	out = lease(t, c, r)
+	if out[0].Granted != 1 || !near(out[0].Level, 0) {
+		t.Fatalf("after the queue drained: %+v", out[0])
 	}
 }
 

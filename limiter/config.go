@@ -160,9 +160,6 @@ func (cfg *Config) validate() (*spec, error) {
 	default:
 		return nil, fmt.Errorf("scope %q: want local or cluster", cfg.Scope)
 	}
-	if s.alg == LeakyBucket && s.scope == Cluster {
-		return nil, fmt.Errorf("leaky_bucket smooths one node's traffic by delaying it: it is local only (use token_bucket for a cluster limit)")
-	}
 	s.per = cfg.Per.D()
 	if s.per == 0 {
 		s.per = time.Second

@@ -73,6 +73,21 @@ func (f *fakeRedis) Lease(_ time.Duration, reqs []cluster.LeaseRequest, out []cl
 				wait = math.Ceil((want - grant - b.tk) * per / limit)
 			}
 			level = b.tk
+		} else if r.Alg == cluster.LeaseLeakyBucket {
+			gap := per / limit
+			if !b.seen || b.tk < now {
+				b.tk, b.seen = now, true // tk: the next free slot (µs)
+			}
+			b.tk = math.Max(b.tk+spent*gap, now)
+			horizon := now + (burst-1)*gap
+			level = b.tk - now
+			if want > 0 && b.tk <= horizon {
+				grant = math.Min(want, math.Floor((horizon-b.tk)/gap)+1)
+				b.tk += grant * gap
+			}
+			if grant < want {
+				wait = math.Max(0, math.Ceil(b.tk-horizon))
+			}
 		} else {
 			w := math.Floor(now / per)
 			switch {

@@ -446,20 +446,19 @@ func TestLeakyBucketWaitsThroughTheContext(t *testing.T) {
 
 func TestRulesAreValidated(t *testing.T) {
 	for text, want := range map[string]string{
-		"[{by: ip}]":                                                    "rate is required",
-		"[{by: ip, rate: 10, share: 0.5}]":                              "share is a fraction of a tier quota",
-		"[{by: consumer, share: 1.5}]":                                  "0 < share <= 1",
-		"[{by: consumer, burst: 5}]":                                    "tier quota's burst",
-		"[{by: ip, rate: 10, scope: global}]":                           "want local or cluster",
-		"[{by: ip, rate: 10, algorithm: gcra}]":                         "want token_bucket",
-		"[{by: ip, rate: 10, algorithm: leaky_bucket, scope: cluster}]": "local only",
-		"[{by: session, rate: 1}]":                                      "header.NAME or cookie.NAME",
-		"[{by: body.x, rate: 1}]":                                       "want query.",
-		"[{by: ip, rate: 10, algorithm: fixed_window, burst: 20}]":      "burst applies to",
-		"[{by: ip, rate: 10, status: 42}]":                              "not an HTTP status",
-		"[{by: user, rate: 10, ipv6_prefix: 48}]":                       "ipv6_prefix applies",
-		"[{by: ip, rate: 10, name: a}, {by: user, rate: 1, name: a}]":   "used twice",
-		"[{by: ip, rate: 10, per: 1us}]":                                "at least 1ms",
+		"[{by: ip}]":                                                  "rate is required",
+		"[{by: ip, rate: 10, share: 0.5}]":                            "share is a fraction of a tier quota",
+		"[{by: consumer, share: 1.5}]":                                "0 < share <= 1",
+		"[{by: consumer, burst: 5}]":                                  "tier quota's burst",
+		"[{by: ip, rate: 10, scope: global}]":                         "want local or cluster",
+		"[{by: ip, rate: 10, algorithm: gcra}]":                       "want token_bucket",
+		"[{by: session, rate: 1}]":                                    "header.NAME or cookie.NAME",
+		"[{by: body.x, rate: 1}]":                                     "want query.",
+		"[{by: ip, rate: 10, algorithm: fixed_window, burst: 20}]":    "burst applies to",
+		"[{by: ip, rate: 10, status: 42}]":                            "not an HTTP status",
+		"[{by: user, rate: 10, ipv6_prefix: 48}]":                     "ipv6_prefix applies",
+		"[{by: ip, rate: 10, name: a}, {by: user, rate: 1, name: a}]": "used twice",
+		"[{by: ip, rate: 10, per: 1us}]":                              "at least 1ms",
 	} {
 		err := buildErr(text)
 		if err == nil || !strings.Contains(err.Error(), want) {

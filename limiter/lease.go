@@ -102,8 +102,11 @@ type entry struct {
 	dead  atomic.Bool // evicted or forgotten: the worker skips it
 
 	// mu guards the fallback counter, which is charged with what the
-	// node admitted on leases, so falling back starts from it.
-	mu       sync.Mutex
+	// node admitted on leases, so falling back starts from it, and a
+	// leaky bucket's slots.
+	mu   sync.Mutex
+	runs [2]slotRun // leaky bucket: leased slots, earliest first
+
 	fb       State
 	fbSeen   int64 // uses already charged to fb
 	fellBack bool  // decided by fb since the last lease: resync
@@ -118,6 +121,82 @@ type entry struct {
 	ewma      float64
 	idleSince int64
 	seenCount int64
+}
+
+// slotRun is a run of a cluster leaky bucket's leased slots: n of them,
+// the cluster's interval apart, the first at `at` (unix ns).
+type slotRun struct{ at, n int64 }
+
+// nextSlot takes the earliest slot the node holds, lapsing those more than
+// one interval in the past: the cluster's schedule has moved on from them,
+// and releasing a request in one now would crowd a later slot. ok is false
+// when none is left. The pool mirrors the count. e.mu is held.
+func (e *entry) nextSlot(gap, grace, now int64) (at int64, ok bool) {
+	e.lapse(gap, grace, now)
+	r := &e.runs[0]
+	if r.n == 0 {
+		return 0, false
+	}
+	at = r.at
+	r.at += gap
+	r.n--
+	if r.n == 0 {
+		e.runs[0], e.runs[1] = e.runs[1], slotRun{}
+	}
+	e.pool.Store(e.runs[0].n + e.runs[1].n)
+	return at, true
+}
+
+// lapse drops the slots more than one interval old. e.mu is held.
+func (e *entry) lapse(gap, grace, now int64) {
+	for e.runs[0].n > 0 {
+		r := &e.runs[0]
+		late := now - grace - r.at
+		if late <= 0 {
+			break
+		}
+		skip := min(r.n, late/gap+1)
+		r.at += skip * gap
+		r.n -= skip
+		if r.n == 0 {
+			e.runs[0], e.runs[1] = e.runs[1], slotRun{}
+		}
+	}
+	e.pool.Store(e.runs[0].n + e.runs[1].n)
+}
+
+// slotGrace is how late a leased slot may still be used. A run has the
+// cluster's spacing, but the node's own requests come at about its share
+// of the rate, and a lease is sized to last the node leaseSpan at its
+// demand: its slots are used within about that, and a slot later than
+// that lapses (an idle node's run).
+const slotGrace = int64(leaseSpan)
+
+// addRun keeps a newly leased run of slots. Runs never overlap (the
+// cluster's schedule hands each slot out once) and a node asks for the
+// next run while it still holds half of one, so two runs suffice; should
+// a third arrive, the earlier runs' slots are dropped. e.mu is held.
+func (e *entry) addRun(at, n int64) {
+	switch {
+	case n <= 0:
+	case e.runs[0].n == 0:
+		e.runs[0] = slotRun{at, n}
+	case e.runs[1].n == 0:
+		e.runs[1] = slotRun{at, n}
+	default:
+		e.runs[0], e.runs[1] = e.runs[1], slotRun{at, n}
+	}
+	e.pool.Store(e.runs[0].n + e.runs[1].n)
+}
+
+// giveSlot puts back the slot at `at` if it is the last one taken.
+func (e *entry) giveSlot(at, gap int64) {
+	e.mu.Lock()
+	if r := &e.runs[0]; r.n > 0 && r.at == at+gap {
+		r.at, r.n = at, r.n+1
+		e.pool.Store(e.runs[0].n + e.runs[1].n)
+	}
+	e.mu.Unlock()
 }
 
 func (e *entry) limit() Limit {
@@ -565,18 +644,32 @@ func (m *manager) lease(now int64) {
 		}
 		req := &m.reqs[i]
 		m.granted.Add(uint64(out.Granted))
-		if req.Alg != cluster.LeaseTokenBucket {
+		leaky := req.Alg == cluster.LeaseLeakyBucket
+		gap := float64(req.Per) / req.Limit
+		switch {
+		case leaky:
+			// Redis's now is taken to be halfway through the call.
+			first := now + (after-now)/2 + int64(out.Level*float64(time.Microsecond))
+			e.mu.Lock()
+			e.addRun(first, out.Granted)
+			e.mu.Unlock()
+		case req.Alg != cluster.LeaseTokenBucket:
 			e.windowEnd.Store(after + int64(out.WindowLeft))
+			fallthrough
+		default:
+			e.level.Store(int64(math.Floor(out.Level)))
+			e.pool.Add(out.Granted)
 		}
-		e.level.Store(int64(math.Floor(out.Level)))
-		e.pool.Add(out.Granted)
 		// A bucket left with less than another lease is running at its
 		// limit: asking again as soon as half the pool is spent would
 		// find little there and get a partial grant, twice the calls for
 		// the same tokens. The node comes back when its share of the
 		// refill makes up a whole lease, whether this grant was whole or
 		// partial.
-		dry := req.Alg == cluster.LeaseTokenBucket && out.Level < float64(req.Want)
+		// A leaky schedule is as full when the run began less than a
+		// lease short of its capacity.
+		dry := req.Alg == cluster.LeaseTokenBucket && out.Level < float64(req.Want) ||
+			leaky && out.Level*float64(time.Microsecond)+float64(req.Want)*gap > (req.Burst-1)*gap
 		if out.Granted < req.Want || dry {
 			// Redis's wait is until the tokens are there for this node
 			// alone; the live nodes share the refill, so each asks about
@@ -587,8 +680,8 @@ func (m *manager) lease(now int64) {
 			// a saturated key below its rate).
 			wait := out.Wait
 			switch req.Alg {
-			case cluster.LeaseTokenBucket:
-				whole := time.Duration(float64(req.Want) * float64(req.Per) / req.Limit)
+			case cluster.LeaseTokenBucket, cluster.LeaseLeakyBucket:
+				whole := time.Duration(float64(req.Want) * gap)
 				wait = min(max(wait, whole)*time.Duration(n), maxWait) - rtt
 			case cluster.LeaseSlidingWindow:
 				if wait < out.WindowLeft {
@@ -613,6 +706,10 @@ func request(e *entry, lim Limit, want, spent int64) cluster.LeaseRequest {
 		r.Alg, r.TTL = cluster.LeaseFixedWindow, 2*r.Per
 	case SlidingWindow:
 		r.Alg, r.TTL = cluster.LeaseSlidingWindow, 2*r.Per
+	case LeakyBucket:
+		r.Alg = cluster.LeaseLeakyBucket
+		r.Burst = lim.Burst()
+		r.TTL = time.Duration(lim.MaxDelay + lim.Interval)
 	default:
 		r.Alg = cluster.LeaseTokenBucket
 		r.Burst = lim.Burst()
@@ -681,6 +778,9 @@ func (m *manager) sweep(now int64) {
 			e.mu.Lock()
 			chargeShadow(e, split, now)
 			fbIdle := split.Idle(&e.fb, now)
+			if lim.Alg == LeakyBucket {
+				e.lapse(lim.Interval, slotGrace, now)
+			}
 			e.mu.Unlock()
 			count := e.uses.Load() + e.misses.Load()
 			if count != e.seenCount || e.idleSince == 0 {
@@ -688,6 +788,8 @@ func (m *manager) sweep(now int64) {
 			}
 			idle := now - e.idleSince
 			switch {
+			case lim.Alg == LeakyBucket:
+				// Slots cannot go back: unused, they lapse with time.
 			case lim.Alg == FixedWindow:
 				if now >= e.windowEnd.Load() && e.pool.Load() > 0 {
 					e.pool.Store(0) // a window's tokens are void after it

@@ -3,6 +3,7 @@ package limiter
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -21,11 +22,19 @@ type sim struct {
 }
 
 type simNode struct {
-	f   *Filter
-	mgr *manager
-	ctx *pipeline.Ctx
-	up  bool
+	f     *Filter
+	mgr   *manager
+	ctx   *pipeline.Ctx
+	up    bool
+	delay lastSleep
 }
+
+// lastSleep is a Waiter that remembers the wait it was asked for instead
+// of waiting: the simulation releases a held request at admission + wait.
+type lastSleep struct{ d time.Duration }
+
+func (w *lastSleep) Sleep(_ *pipeline.Ctx, d time.Duration) { w.d = d }
+func (w *lastSleep) Blocking(*pipeline.Ctx, bool)           {}
 
 func newSim(t testing.TB, n int, limits string) *sim {
 	t.Helper()
@@ -39,14 +48,17 @@ func newSim(t testing.TB, n int, limits string) *sim {
 		e.shared[cluster.NodesEnvKey{}] = s.n
 		f := e.build(t, "api", limits)
 		c := req{consumer: "demo-app"}.ctx(t)
-		s.nodes = append(s.nodes, &simNode{f: f, mgr: f.rules[0].mgr, ctx: c, up: true})
+		nd := &simNode{f: f, mgr: f.rules[0].mgr, ctx: c, up: true}
+		c.SetWaiter(&nd.delay)
+		s.nodes = append(s.nodes, nd)
 	}
 	return s
 }
 
 // run offers rate requests per second for d, spread over the live nodes
 // by weights, with each node's lease worker taking a turn every
-// millisecond (a lease round trip), and returns the admission times.
+// millisecond (a lease round trip), and returns the admission times (a
+// request a leaky bucket holds is admitted when its wait ends), sorted.
 func (s *sim) run(d time.Duration, rate float64, weights []float64, rng *rand.Rand) (admitted []int64, offered int) {
 	const step = int64(100 * time.Microsecond)
 	end := s.clock.ns.Load() + int64(d)
@@ -72,8 +84,9 @@ func (s *sim) run(d time.Duration, rate float64, weights []float64, rng *rand.Ra
 				continue
 			}
 			offered++
+			nd.delay.d = 0
 			if nd.f.Handle(nd.ctx) == pipeline.Continue {
-				admitted = append(admitted, now)
+				admitted = append(admitted, now+int64(nd.delay.d))
 			}
 		}
 		if (now/step)%10 == 0 {
@@ -84,6 +97,7 @@ func (s *sim) run(d time.Duration, rate float64, weights []float64, rng *rand.Ra
 			}
 		}
 	}
+	slices.Sort(admitted)
 	return admitted, offered
 }
 
@@ -159,6 +173,64 @@ func TestClusterLimitHoldsWithinTheBound(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterLeakyBucketLeaksAtTheRate: three nodes under balanced and
+// skewed overload release requests from the cluster's one schedule: the
+// rate over 10 s, no clump in any 10 ms, and no request held beyond
+// max_delay.
+func TestClusterLeakyBucketLeaksAtTheRate(t *testing.T) {
+	const q = 1000.0
+	for _, load := range []struct {
+		name    string
+		factor  float64
+		weights []float64
+	}{
+		{"balanced 1.5x", 1.5, []float64{1, 1, 1}},
+		{"skewed 70/20/10 1.5x", 1.5, []float64{7, 2, 1}},
+		{"one node 3x", 3, []float64{1, 0, 0}},
+	} {
+		t.Run(load.name, func(t *testing.T) {
+			s := newSim(t, 3, fmt.Sprintf("[{by: route, rate: %g, per: 1s, scope: cluster, algorithm: leaky_bucket, max_delay: 100ms}]", q))
+			var worst time.Duration
+			for _, nd := range s.nodes {
+				nd.ctx.SetWaiter(&maxSleep{last: &nd.delay, worst: &worst})
+			}
+			rng := rand.New(rand.NewPCG(5, 6))
+			start := s.clock.ns.Load()
+			ts, offered := s.run(12*time.Second, q*load.factor, load.weights, rng)
+			got := within(ts, start+2*s1, start+12*s1)
+			steady := ts[within(ts, 0, start+2*s1):]
+			in10ms := maxWindow(steady, int64(10*time.Millisecond))
+			in100ms := maxWindow(steady, int64(100*time.Millisecond))
+			t.Logf("steady 10 s: %d released (%.2f%% of 10×q), most in 10 ms %d, in 100 ms %d, longest hold %v, %d calls for %d requests",
+				got, 100*float64(got)/(10*q), in10ms, in100ms, worst, s.redis.calls.Load(), offered)
+			if got > int(10*q)+overshootBound(3, q) || float64(got) < 0.97*10*q {
+				t.Fatalf("10 s steady state released %d, want %d (-3%%, +%d)", got, int(10*q), overshootBound(3, q))
+			}
+			// The documented smoothing: within half the rate over 100 ms
+			// (a node uses a slot its requests came too late for, up to
+			// leaseSpan, while the schedule has moved on).
+			if in100ms > 150 || in10ms > 30 {
+				t.Fatalf("%d released within 100 ms, %d within 10 ms: want at most 150 and 30", in100ms, in10ms)
+			}
+			if worst > 100*time.Millisecond {
+				t.Fatalf("a request was held %v, beyond max_delay", worst)
+			}
+		})
+	}
+}
+
+// maxSleep records the wait (for the simulation) and the longest one.
+type maxSleep struct {
+	last  *lastSleep
+	worst *time.Duration
+}
+
+func (w *maxSleep) Sleep(c *pipeline.Ctx, d time.Duration) {
+	w.last.Sleep(c, d)
+	*w.worst = max(*w.worst, d)
+}
+func (w *maxSleep) Blocking(*pipeline.Ctx, bool) {}
 
 // TestAllOrNothingBurstIsBounded is the worst case the bound is about:
 // every node ran ahead of its leases and holds a full pool when a

@@ -143,3 +143,58 @@ func TestRejectForIsSharedAcrossNodes(t *testing.T) {
 		t.Fatalf("Retry-After %q", got)
 	}
 }
+
+// releaseLog is a Waiter that records when each held request would be
+// released instead of holding it, so one loop can drive several nodes.
+type releaseLog struct {
+	at    []time.Time
+	worst time.Duration
+}
+
+func (l *releaseLog) Sleep(_ *pipeline.Ctx, d time.Duration) {
+	l.at[len(l.at)-1] = l.at[len(l.at)-1].Add(d)
+	l.worst = max(l.worst, d)
+}
+func (l *releaseLog) Blocking(*pipeline.Ctx, bool) {}
+
+// TestClusterLeakyBucketOnRedis: two nodes on a real redis-server, each
+// offered twice the cluster's leaky rate, release the rate between them
+// from the one schedule in Redis, none held beyond max_delay.
+func TestClusterLeakyBucketOnRedis(t *testing.T) {
+	rd := testutil.StartRedis(t)
+	nodes := newRealNodes(t, rd.Addr, 2, "[{by: route, rate: 200, per: 1s, scope: cluster, algorithm: leaky_bucket, max_delay: 200ms}]")
+	log := &releaseLog{}
+	for _, n := range nodes {
+		n.c.SetWaiter(log)
+	}
+	const d = 3 * time.Second
+	start := time.Now()
+	for time.Since(start) < d {
+		for _, n := range nodes {
+			log.at = append(log.at, time.Now())
+			if n.f.Handle(n.c) != pipeline.Continue {
+				log.at = log.at[:len(log.at)-1]
+			}
+		}
+		time.Sleep(2500 * time.Microsecond) // 400/s offered to each node
+	}
+	// Count what was released in the last two seconds (the first is the
+	// first leases' and debts' start).
+	from, to := start.Add(time.Second), start.Add(d)
+	n := 0
+	for _, at := range log.at {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	t.Logf("%d released in 2 s for a cluster rate of 200/s (800/s offered), longest hold %v", n, log.worst)
+	if n < 360 || n > 440 {
+		t.Fatalf("%d released in 2 s; want 400 ± 10%%", n)
+	}
+	if log.worst > 200*time.Millisecond {
+		t.Fatalf("held %v, beyond max_delay", log.worst)
+	}
+	if r := nodes[0].f.rules[0]; r.mode() != "cluster" || r.mgr.granted.Load() == 0 {
+		t.Fatalf("mode %s, granted %d", r.mode(), r.mgr.granted.Load())
+	}
+}

@@ -52,7 +52,7 @@ type outcome struct {
 // later rule of the same request refuses.
 type taken struct {
 	how uint8
-	k   uint64
+	k   uint64 // the local key; a leaky slot's time (tookSlot)
 	e   *entry
 }
 
@@ -62,6 +62,7 @@ const (
 	tookPool
 	tookDebt
 	tookFallback
+	tookSlot
 )
 
 // key finds the request's counter key for r, and its value bytes (nil for
@@ -160,7 +161,11 @@ func (r *rule) takeLease(k uint64, v []byte, missing bool, lim *Limit, scale flo
 			return
 		}
 	}
-	if p := e.pool.Add(-1); p >= 0 {
+	if lim.Alg == LeakyBucket {
+		if r.takeSlot(e, lim, now, o) {
+			return
+		}
+	} else if p := e.pool.Add(-1); p >= 0 {
 		e.uses.Add(1)
 		if p <= e.want.Load()/2 && now >= e.noneUntil.Load() {
 			r.mgr.enqueue(e) // refill before it runs out, unless Redis said to wait
@@ -168,15 +173,16 @@ func (r *rule) takeLease(k uint64, v []byte, missing bool, lim *Limit, scale flo
 		o.ok, o.remaining, o.tk = true, p+max(0, e.level.Load()), taken{how: tookPool, e: e}
 		o.reset = r.resetOf(lim, o.remaining)
 		return
+	} else {
+		e.pool.Add(1)
 	}
-	e.pool.Add(1)
 	if !r.mgr.clusterOK(now) {
 		r.takeFallback(e, lim, now, o)
 		return
 	}
 	if nu := e.noneUntil.Load(); now < nu {
 		o.retry = nu - now
-	} else if d := e.debt.Add(1); d <= max(1, e.want.Load()) {
+	} else if d := e.debt.Add(1); d <= r.debtMax(e, lim) {
 		e.uses.Add(1)
 		r.mgr.enqueue(e)
 		o.ok, o.tk = true, taken{how: tookDebt, e: e}
@@ -199,6 +205,40 @@ func (r *rule) takeLease(k uint64, v []byte, missing bool, lim *Limit, scale flo
 	o.reset = r.resetOf(lim, 0)
 }
 
+// debtMax is how many requests a node admits ahead of a lease on its way:
+// up to a lease's worth, but one for a leaky bucket, whose requests are
+// released at once then and would clump.
+func (r *rule) debtMax(e *entry, lim *Limit) int64 {
+	if lim.Alg == LeakyBucket {
+		return 1
+	}
+	return max(1, e.want.Load())
+}
+
+// takeSlot admits a request of a cluster leaky bucket on the next slot
+// the node leased, held until the slot's time; false when it holds none.
+// The slots are the cluster's one schedule, so whichever node releases
+// which request, the cluster leaks at the constant rate.
+func (r *rule) takeSlot(e *entry, lim *Limit, now int64, o *outcome) bool {
+	e.mu.Lock()
+	at, ok := e.nextSlot(lim.Interval, slotGrace, now)
+	release := max(at, now)
+	left := e.runs[0].n + e.runs[1].n
+	e.mu.Unlock()
+	if !ok {
+		return false
+	}
+	e.uses.Add(1)
+	if left <= e.want.Load()/2 && now >= e.noneUntil.Load() {
+		r.mgr.enqueue(e)
+	}
+	delay := min(release-now, lim.MaxDelay)
+	o.ok, o.delay, o.tk = true, delay, taken{how: tookSlot, e: e, k: uint64(at)}
+	o.remaining = (lim.MaxDelay - delay) / lim.Interval
+	o.reset = delay + lim.Interval
+	return true
+}
+
 // takeFallback decides on the key's local counter at the node's share.
 func (r *rule) takeFallback(e *entry, lim *Limit, now int64, o *outcome) {
 	n := r.nodes.LiveNodes()
@@ -213,7 +253,7 @@ func (r *rule) takeFallback(e *entry, lim *Limit, now int64, o *outcome) {
 	}
 	e.mu.Unlock()
 	r.counts.fallback.Add(1)
-	o.ok, o.remaining, o.reset, o.retry = d.OK, d.Remaining, d.Reset, d.RetryAfter
+	o.ok, o.remaining, o.reset, o.retry, o.delay = d.OK, d.Remaining, d.Reset, d.RetryAfter, d.Delay
 	o.tk = taken{how: tookFallback, e: e}
 }
 
@@ -253,6 +293,11 @@ func (r *rule) give(c *pipeline.Ctx, t *taken, now int64) {
 		t.e.uses.Add(-1)
 	case tookDebt:
 		t.e.debt.Add(-1)
+		t.e.uses.Add(-1)
+	case tookSlot:
+		var buf Limit
+		lim, _, _, _ := r.limitFor(c, &buf)
+		t.e.giveSlot(int64(t.k), lim.Interval)
 		t.e.uses.Add(-1)
 	}
 }
