@@ -34,9 +34,8 @@ type npConn struct {
 
 	// mu orders going back to idle (re-arming the fd) against closing it,
 	// so that a re-arm never reaches an fd that was closed and reused.
-	mu      sync.Mutex
-	closed  bool
-	serveFn func() // c.serve, bound once so that dispatching allocates nothing
+	mu     sync.Mutex
+	closed bool
 
 	// Used only by the goroutine serving the connection.
 	bw       *bufio.Writer

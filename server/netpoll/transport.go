@@ -77,6 +77,7 @@ type netpollTransport struct {
 	stopOnce  sync.Once
 	stopSweep chan struct{}
 	sweepDone chan struct{}
+	workers   *npWorkers
 }
 
 // npWork is what a goroutine serving a connection borrows from the pool.
@@ -142,6 +143,7 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		live:         make(map[*npConn]struct{}),
 		stopSweep:    make(chan struct{}),
 		sweepDone:    make(chan struct{}),
+		workers:      newNpWorkers(),
 	}
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
@@ -195,6 +197,7 @@ func (t *netpollTransport) startLocked() error {
 	for _, l := range loops {
 		go l.run()
 	}
+	go t.sweepWorkers()
 	t.loops = loops
 	t.started = true
 	if t.sweepTick > 0 {
@@ -254,7 +257,7 @@ func (t *netpollTransport) accept(nc net.Conn) {
 		return
 	}
 	c := &npConn{t: t, nc: nc, peer: transport.PeerOf(nc.RemoteAddr()), gen: t.gen.Add(1), fd: -1}
-	c.serveFn, c.peekFn = c.serve, c.peek
+	c.peekFn = c.peek
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.rc = rc
@@ -282,7 +285,7 @@ func (t *netpollTransport) accept(nc net.Conn) {
 func (t *netpollTransport) dispatch(c *npConn) {
 	if c.state.CompareAndSwap(npIdle, npBusy) {
 		t.inflight.Add(1)
-		go c.serveFn()
+		t.serveOnWorker(c)
 	}
 }
 
@@ -386,6 +389,7 @@ func (t *netpollTransport) stop() {
 		for _, l := range loops {
 			l.stop()
 		}
+		t.stopWorkers()
 	})
 }
 
