@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/breaker"
+	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/upstream"
 )
@@ -19,7 +21,9 @@ import (
 // visible. The figures are computed only when asked: with nobody watching,
 // the dashboard costs nothing. Rates are the differences between two reads
 // of the counters the metrics keep anyway; viewers polling within half a
-// second of each other share one computation.
+// second of each other share one computation. The cluster's figures are
+// the other nodes' reports, which their heartbeats write to Redis anyway:
+// one read a computation, none without a viewer.
 
 //go:embed dashboard.html
 var dashboardPage []byte
@@ -110,6 +114,58 @@ type liveTotals struct {
 	R5xx float64 `json:"r5xx"`
 	// Requests is every request counted since the start.
 	Requests uint64 `json:"requests"`
+}
+
+// liveCluster is the whole cluster's traffic: this node's live figures
+// plus what every other live node reported with its last heartbeat (at
+// most a few seconds old).
+type liveCluster struct {
+	cluster.Load            // the sum over Nodes
+	Nodes        []liveNode `json:"nodes"`
+	// Source is "redis" when the other nodes' reports were read, "node"
+	// when the figures are this node's alone: standalone, a fixed node
+	// count (no membership), or Redis unavailable (Error says why).
+	Source string `json:"source"`
+	Error  string `json:"error,omitempty"`
+}
+
+type liveNode struct {
+	Node string `json:"node"`
+	cluster.Load
+	AgeMS int64 `json:"age_ms"` // how old the report is (0 for this node)
+	Self  bool  `json:"self,omitempty"`
+}
+
+// clusterFigures adds to this node's figures (self) those the other live
+// nodes reported. A report of this node stands in for its live figures
+// until the dashboard has two reads of its own to compute them.
+func (s *Server) clusterFigures(now time.Time, self liveNode, live bool) liveCluster {
+	out := liveCluster{Source: "node"}
+	var others []liveNode
+	if f := s.deps.Ops.NodeLoads; f != nil {
+		loads, err := f(context.Background())
+		if err != nil {
+			out.Error = err.Error()
+		} else {
+			out.Source = "redis"
+		}
+		for _, l := range loads {
+			if l.Node == self.Node {
+				if !live {
+					self.Load = l.Load
+				}
+				continue
+			}
+			others = append(others, liveNode{Node: l.Node, Load: l.Load, AgeMS: max(now.Sub(l.At).Milliseconds(), 0)})
+		}
+	}
+	out.Nodes = append([]liveNode{self}, others...)
+	for _, n := range out.Nodes {
+		out.QPS += n.QPS
+		out.R4xx += n.R4xx
+		out.R5xx += n.R5xx
+	}
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -258,6 +314,12 @@ func (s *Server) liveBody(now time.Time) []byte {
 		}
 	}
 	out["totals"] = totals
+	var nodeID string
+	if snap != nil {
+		nodeID = snap.File.NodeID
+	}
+	self := liveNode{Node: nodeID, Self: true, Load: cluster.Load{QPS: totals.QPS, R4xx: totals.R4xx, R5xx: totals.R5xx}}
+	out["cluster_load"] = s.clusterFigures(now, self, interval > 0 && s.deps.Ops.Metrics != nil)
 	out["routes"] = routes
 	out["services"] = services
 	out["decisions"] = decisions

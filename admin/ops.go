@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -28,6 +29,11 @@ type Ops struct {
 	Cluster func() *cluster.Client
 	// Nodes reports how many nodes share the cluster (1 standalone).
 	Nodes func() int
+	// NodeLoads reads the traffic every node reported with its heartbeat
+	// (cluster.Client.NodeLoads); nil when this node has no membership
+	// (standalone, or cluster.nodes set to a number): the dashboard's
+	// cluster figures are then this node's.
+	NodeLoads func(ctx context.Context) ([]cluster.NodeLoad, error)
 }
 
 // Paths served without the token even when one is set: what load balancers

@@ -59,7 +59,7 @@ const (
 	DefaultProbeTimeout = 500 * time.Millisecond
 	DefaultDialTimeout  = 500 * time.Millisecond
 	DefaultConnTimeout  = time.Second
-	DefaultCacheTTL     = 5 * time.Second
+	DefaultCacheTTL     = 30 * time.Second
 	DefaultCacheBytes   = 8 << 20
 	DefaultRefresh      = 200 * time.Millisecond
 )
@@ -102,7 +102,8 @@ type Options struct {
 	// CacheTTL caps how long a client-side cached read is trusted without
 	// an invalidation from Redis. Invalidation pushes keep the cache
 	// correct; the TTL is a safety net, and one read per CacheTTL per
-	// watched key is the steady-state cost. Default 5s.
+	// watched key is the steady-state cost (five commands: CLIENT CACHING,
+	// MULTI, the read, PTTL, EXEC), so it is long. Default 30s.
 	CacheTTL time.Duration
 	// CacheBytes is the client-side cache size per connection.
 	// Default 8 MiB.
@@ -248,6 +249,7 @@ type Client struct {
 	views map[string]*SetView // by Redis key
 
 	member atomic.Pointer[membership]
+	loads  atomic.Pointer[loadSource] // set by ReportCounts
 
 	stop     chan struct{}
 	stopOnce sync.Once

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -527,7 +528,7 @@ func TestLiveNodes(t *testing.T) {
 	}
 	// A node that stops heartbeating without leaving (a crash) expires.
 	// The survivors' heartbeats take it out of the watched set.
-	if err := cs[0].beat("crashed", 100*time.Millisecond); err != nil {
+	if _, err := cs[0].beat("crashed", 100*time.Millisecond, "", false); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Second, "crashed node seen", func() bool { return cs[1].LiveNodes() == 3 })
@@ -689,5 +690,265 @@ func TestClaimsDecidedWhileDegradedReachRedisAfterRecovery(t *testing.T) {
 	}
 	if ttl, err := r.Command("PTTL", "offline-nonce"); err != nil || ttl == "-1" || ttl == "-2" {
 		t.Fatalf("backfilled key PTTL %q, %v: want the nonce's remaining lifetime", ttl, err)
+	}
+}
+
+// TestNodeLoads: three nodes report steady request rates with their
+// heartbeats; NodeLoads gives each node's rate and their sum, costs one
+// HGETALL when asked and nothing when nobody asks, and a node that left
+// or stopped heartbeating drops out.
+func TestNodeLoads(t *testing.T) {
+	r := testutil.StartRedis(t)
+	const every = 100 * time.Millisecond
+	start := time.Now()
+	rates := []float64{10000, 20000, 30000}
+	var cs []*Client
+	for i, rate := range rates {
+		c, err := New(Options{Addrs: []string{r.Addr}, NodeID: fmt.Sprintf("node-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Counts that grow at exactly rate a second, a tenth of them 4xx
+		// and a hundredth 5xx: each heartbeat's rate is known.
+		c.ReportCounts(func() Counts {
+			secs := time.Since(start).Seconds()
+			return Counts{Requests: uint64(rate * secs), C4xx: uint64(rate / 10 * secs), C5xx: uint64(rate / 100 * secs)}
+		})
+		c.Heartbeat("", every)
+		cs = append(cs, c)
+	}
+	// Counts are whole numbers: a heartbeat's rate is off by less than one
+	// request per interval, at least half a heartbeat.
+	near := func(got, want float64) bool { return math.Abs(got-want) <= 0.01*want+float64(2*time.Second/every) }
+	var loads []NodeLoad
+	waitFor(t, 3*time.Second, "three nodes' loads", func() bool {
+		var err error
+		if loads, err = cs[0].NodeLoads(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if len(loads) != 3 {
+			return false
+		}
+		for i, l := range loads {
+			if !near(l.QPS, rates[i]) {
+				return false
+			}
+		}
+		return true
+	})
+	var sum Load
+	for i, l := range loads {
+		if l.Node != fmt.Sprintf("node-%d", i) || !near(l.R4xx, rates[i]/10) || !near(l.R5xx, rates[i]/100) || time.Since(l.At) > 3*every {
+			t.Fatalf("node %d: %+v", i, l)
+		}
+		sum.QPS += l.QPS
+		sum.R4xx += l.R4xx
+		sum.R5xx += l.R5xx
+	}
+	if !near(sum.QPS, 60000) || !near(sum.R4xx, 6000) || !near(sum.R5xx, 600) {
+		t.Fatalf("cluster load %+v, want 60000, 6000, 600", sum)
+	}
+
+	// Heartbeats write the loads inside their script; reading them is one
+	// HGETALL, and only when asked.
+	reads := func() int64 {
+		n, err := r.CommandStat("hgetall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sets, _ := r.CommandStat("hset")
+	before := reads()
+	time.Sleep(5 * every)
+	if n := reads(); n != before {
+		t.Fatalf("%d reads of the loads while nobody asked", n-before)
+	}
+	if n, _ := r.CommandStat("hset"); n-sets < 3*4 {
+		t.Fatalf("%d load writes in 5 heartbeats of 3 nodes", n-sets)
+	}
+	if _, err := cs[1].NodeLoads(t.Context()); err != nil || reads() != before+1 {
+		t.Fatalf("one NodeLoads: %v, %d reads", err, reads()-before)
+	}
+
+	hasEntry := func(node string) bool {
+		v, err := r.Command("HEXISTS", statsKey, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v == "1"
+	}
+	nodes := func() []string {
+		loads, err := cs[0].NodeLoads(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range loads {
+			out = append(out, l.Node)
+		}
+		return out
+	}
+	// A node that stops cleanly takes its entry out at once.
+	cs[2].Close()
+	if hasEntry("node-2") {
+		t.Fatal("a node that left still has a load entry")
+	}
+	// A node that crashed (one heartbeat, then silence) is left out once
+	// its entry is older than three heartbeats, and the survivors'
+	// heartbeats delete it with its membership.
+	if _, err := cs[0].beat("crashed", every, formatLoad(time.Now(), Load{QPS: 500}), false); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodes(); !slices.Equal(got, []string{"crashed", "node-0", "node-1"}) {
+		t.Fatalf("nodes %v right after the crashed node's heartbeat", got)
+	}
+	waitFor(t, 2*time.Second, "crashed node's entry deleted", func() bool { return !hasEntry("crashed") })
+	// An entry not renewed for three heartbeats is not counted, even
+	// before a heartbeat deletes it.
+	if _, err := r.Command("HSET", statsKey, "stale", formatLoad(time.Now().Add(-4*every), Load{QPS: 700})); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodes(); !slices.Equal(got, []string{"node-0", "node-1"}) {
+		t.Fatalf("nodes %v after the crash", got)
+	}
+	// While Redis is away the read fails at once instead of waiting.
+	r.Freeze()
+	waitFor(t, 3*time.Second, "degraded", func() bool { return !cs[0].Healthy() })
+	began := time.Now()
+	if _, err := cs[0].NodeLoads(t.Context()); !errors.Is(err, ErrDegraded) || time.Since(began) > 50*time.Millisecond {
+		t.Fatalf("NodeLoads while degraded: %v after %v", err, time.Since(began))
+	}
+	r.Thaw()
+}
+
+func TestParseLoad(t *testing.T) {
+	at := time.UnixMilli(1767225600123)
+	v := formatLoad(at, Load{QPS: 1234.567, R4xx: 0.5, R5xx: 0})
+	if v != "1767225600123 1234.57 0.50 0.00" {
+		t.Fatalf("formatted %q", v)
+	}
+	l, ok := parseLoad("n", v+" 42 future-field")
+	if !ok || l.Node != "n" || !l.At.Equal(at) || l.QPS != 1234.57 || l.R4xx != 0.5 {
+		t.Fatalf("parsed %+v %v", l, ok)
+	}
+	for _, bad := range []string{"", "1767225600123", "x 1 2 3", "1 a 2 3", "1 -1 0 0"} {
+		if _, ok := parseLoad("n", bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestHeartbeatCommands: a steady heartbeat that reports the node's load
+// costs Redis four commands in all, the script's run and the three it
+// runs (ZADD, HSET, ZRANGEBYSCORE): the node's own membership entry is not
+// read back.
+func TestHeartbeatCommands(t *testing.T) {
+	r := testutil.StartRedis(t)
+	for i := range 3 {
+		c, err := New(Options{Addrs: []string{r.Addr}, NodeID: fmt.Sprintf("node-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.ReportCounts(func() Counts { return Counts{Requests: uint64(time.Now().UnixMilli())} })
+		c.Heartbeat("", 50*time.Millisecond)
+		waitFor(t, time.Second, "joined", func() bool { return c.LiveNodes() == i+1 })
+	}
+	time.Sleep(200 * time.Millisecond)
+	counts := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, name := range []string{"evalsha", "eval", "zadd", "hset", "zrangebyscore", "zscore", "zrem", "pexpire", "zremrangebyscore", "hgetall", "zrange", "ping"} {
+			n, err := r.CommandStat(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = n
+		}
+		return out
+	}
+	before := counts()
+	time.Sleep(time.Second)
+	after := counts()
+	var all int64
+	d := map[string]int64{}
+	for k, v := range after {
+		d[k] = v - before[k]
+		all += d[k]
+	}
+	beats := d["evalsha"] + d["eval"]
+	t.Logf("%d heartbeats in 1 s: %v", beats, d)
+	if beats < 30 || d["hset"] != beats || d["zscore"] != 0 || all > 4*beats+d["ping"] {
+		t.Fatalf("%d heartbeats cost %d commands: %v", beats, all, d)
+	}
+}
+
+// TestMemberReentersWhenLost: a node whose entries Redis lost (a restart
+// without persistence, a hand-made deletion) is back in the membership at
+// its next heartbeat, and a node renews its entry only when it asks.
+func TestMemberReentersWhenLost(t *testing.T) {
+	r := testutil.StartRedis(t)
+	var cs []*Client
+	for i := range 2 {
+		c, err := New(Options{Addrs: []string{r.Addr}, NodeID: fmt.Sprintf("node-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Heartbeat("", 100*time.Millisecond)
+		cs = append(cs, c)
+	}
+	waitFor(t, time.Second, "2 live nodes", func() bool { return cs[0].LiveNodes() == 2 })
+	for _, cmd := range [][]string{{"ZREM", beatsKey, "node-1"}, {"ZREM", NodesKey, "node-1"}} {
+		if _, err := r.Command(cmd...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, time.Second, "node-1 back in the watched set", func() bool {
+		v, err := r.Command("ZSCORE", NodesKey, "node-1")
+		return err == nil && v != ""
+	})
+	waitFor(t, time.Second, "2 live nodes again", func() bool { return cs[0].LiveNodes() == 2 })
+
+	entered, err := cs[0].beat("node-9", time.Minute, "", false)
+	if err != nil || !entered {
+		t.Fatalf("a new node's first heartbeat: entered %v, %v", entered, err)
+	}
+	if entered, _ = cs[0].beat("node-9", time.Minute, "", false); entered {
+		t.Fatal("a known node's entry was written again unasked")
+	}
+	if entered, _ = cs[0].beat("node-9", time.Minute, "", true); !entered {
+		t.Fatal("a renewal was not written")
+	}
+}
+
+// TestMemberEntryRenewedAtHalfLife: a node writes its entry in the
+// watched set again when half of memberHold has passed, not before, so
+// the entry never lapses while the node lives.
+func TestMemberEntryRenewedAtHalfLife(t *testing.T) {
+	hold := memberHold
+	t.Cleanup(func() { memberHold = hold }) // after the client's Close
+	memberHold = time.Second
+	r := testutil.StartRedis(t)
+	c := newClient(t, r.Addr, func(o *Options) { o.NodeID = "node-0" })
+	c.Heartbeat("", 50*time.Millisecond)
+	score := func() int64 {
+		v, err := r.Command("ZSCORE", NodesKey, "node-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	waitFor(t, time.Second, "entered", func() bool { return score() != 0 })
+	first := score()
+	time.Sleep(300 * time.Millisecond) // six heartbeats, before half the hold
+	if s := score(); s != first {
+		t.Fatalf("entry rewritten after %d ms, before half its life", s-first)
+	}
+	waitFor(t, time.Second, "renewed", func() bool { return score() > first })
+	if d := score() - first; d < 450 || d > 700 {
+		t.Fatalf("renewed %d ms later, want about 500", d)
 	}
 }

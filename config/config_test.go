@@ -123,6 +123,9 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"split keys", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n  t: {instances: [{addr: \"127.0.0.1:2\"}]}\nroutes:\n  - name: a\n    match: {prefix: /}\n    split: [{service: s, percent: 5, key: header.A}, {service: t, key: cookie.B}]\n", 5, "different keys"},
 		{"bad regex", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {regex: '(('}\n    service: s\n", 4, "regex"},
 		{"bad acl", "ip_acl: {deny: [\"10.0.0.0/40\"]}\n", 1, "ip_acl.deny"},
+		{"log file size", "listen: \":1\"\naccess_log:\n  path: /var/log/a.log\n  max_file_bytes: 100\n", 4, "max_file_bytes 100: want 0"},
+		{"log backups", "access_log:\n  path: /var/log/a.log\n  max_file_bytes: 1048576\n  max_backups: -2\n", 4, "max_backups -2"},
+		{"log backups alone", "listen: \":1\"\naccess_log: {path: /var/log/a.log, max_backups: 3}\n", 2, "only with max_file_bytes"},
 		{"rewrite on mock", "routes:\n  - name: a\n    match: {path: /}\n    rewrite: {path: /b}\n    mock: {responses: [{body: x}]}\n", 4, "rewrite applies only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -274,5 +277,19 @@ func TestRestartOnlyChanges(t *testing.T) {
 	}
 	if len(RestartOnlyChanges(a, a)) != 0 {
 		t.Fatal("an unchanged file reported changes")
+	}
+	// The access log's rotation takes effect at start; moving its lines
+	// in the file is no change.
+	c := load("access_log: {path: a.log, max_file_bytes: 65536}\n")
+	d := load("listen: \":8080\"\n\naccess_log:\n  path: a.log\n  max_file_bytes: 65536\n  max_backups: 5\n")
+	e := load("access_log: {path: a.log, max_file_bytes: 65537}\n")
+	if got := RestartOnlyChanges(c, d); len(got) != 0 {
+		t.Fatalf("the same access log settings reported as %q", got)
+	}
+	if got := RestartOnlyChanges(c, e); strings.Join(got, ",") != "access_log" {
+		t.Fatalf("access log rotation change reported as %q", got)
+	}
+	if c.AccessLog.MaxBackups != 5 || a.AccessLog.MaxBackups != 0 {
+		t.Fatalf("max_backups defaults: %d with rotation, %d without", c.AccessLog.MaxBackups, a.AccessLog.MaxBackups)
 	}
 }

@@ -66,6 +66,9 @@ func (f *File) Defaults() {
 		f.AccessLog.Path = "stdout"
 	}
 	setInt(&f.AccessLog.Buffer, 65536)
+	if f.AccessLog.MaxFileBytes > 0 {
+		setInt(&f.AccessLog.MaxBackups, 5)
+	}
 	if f.Cluster.Nodes == "" {
 		f.Cluster.Nodes = "auto"
 	}
@@ -120,6 +123,13 @@ func (f *File) Defaults() {
 		}
 	}
 }
+
+// Bounds of the access log's rotation: a smaller file would rotate every
+// few lines; more backups than this is a job for logrotate.
+const (
+	minLogFileBytes = 4096
+	maxLogBackups   = 1000
+)
 
 func setInt(p *int, v int) {
 	if *p == 0 {
@@ -184,6 +194,13 @@ func (f *File) Validate(name string) error {
 	}
 	if c.MaxBodyBytes < 0 || c.StreamBodyBytes < 0 || c.MaxConns < 0 {
 		return bad(0, "client limits must not be negative")
+	}
+	if al := f.AccessLog; al.MaxFileBytes < 0 || al.MaxFileBytes > 0 && al.MaxFileBytes < minLogFileBytes {
+		return bad(al.maxBytesLine, "access_log.max_file_bytes %d: want 0 (no rotation by size) or at least %d", al.MaxFileBytes, minLogFileBytes)
+	} else if al.MaxBackups < 0 || al.MaxBackups > maxLogBackups {
+		return bad(al.maxBackupsLine, "access_log.max_backups %d: want 1..%d", al.MaxBackups, maxLogBackups)
+	} else if al.MaxBackups > 0 && al.MaxFileBytes == 0 {
+		return bad(al.maxBackupsLine, "access_log.max_backups applies only with max_file_bytes (rotation by size)")
 	}
 	for name, s := range f.Services {
 		if s == nil {

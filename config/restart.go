@@ -33,6 +33,6 @@ func RestartOnlyChanges(prev, next *File) []string {
 	diff("client.write_timeout", p.WriteTimeout != n.WriteTimeout)
 	diff("client.max_conns", p.MaxConns != n.MaxConns)
 	diff("admin", prev.Admin != next.Admin)
-	diff("access_log", prev.AccessLog != next.AccessLog)
+	diff("access_log", prev.AccessLog.settings() != next.AccessLog.settings())
 	return out
 }

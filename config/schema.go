@@ -108,6 +108,38 @@ type AccessLog struct {
 	// Buffer is the number of lines queued for the writer before new ones are
 	// dropped (and counted); default 65536.
 	Buffer int `yaml:"buffer"`
+	// MaxFileBytes rotates a file log by size: before a line would take the
+	// file past it, the file becomes path.1 (path.1 becomes path.2, …) and
+	// a fresh one starts. 0 (default): no rotation by size (logrotate and
+	// SIGUSR1 instead). Ignored for stdout and stderr.
+	MaxFileBytes int64 `yaml:"max_file_bytes"`
+	// MaxBackups is how many rotated files are kept, the oldest deleted;
+	// default 5 with max_file_bytes.
+	MaxBackups int `yaml:"max_backups"`
+
+	// Where the sizes were written, for errors.
+	maxBytesLine, maxBackupsLine int
+}
+
+// UnmarshalYAML records where the rotation settings were written.
+func (a *AccessLog) UnmarshalYAML(n *yaml.Node) error {
+	type plain AccessLog
+	if err := n.Decode((*plain)(a)); err != nil {
+		return err
+	}
+	if v := mapValue(n, "max_file_bytes"); v != nil {
+		a.maxBytesLine = v.Line
+	}
+	if v := mapValue(n, "max_backups"); v != nil {
+		a.maxBackupsLine = v.Line
+	}
+	return nil
+}
+
+// settings is a without the places it was written: what a reload compares.
+func (a AccessLog) settings() AccessLog {
+	a.maxBytesLine, a.maxBackupsLine = 0, 0
+	return a
 }
 
 // Service is a group of backend instances.

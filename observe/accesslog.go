@@ -1,8 +1,13 @@
 package observe
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,18 +21,44 @@ import (
 // copies what the line needs into a pooled entry and queues it; one
 // goroutine encodes and writes. When the writer falls behind and the queue
 // is full, lines are dropped and counted, never waited for.
+//
+// The writer goroutine owns the output: it buffers whole lines, flushes
+// them, rotates the file by size and reopens it for logrotate, so a line
+// is never split between two files and rotation never touches the
+// request path.
 type AccessLog struct {
-	node    string
-	queue   chan *entry
-	dropped atomic.Uint64
-	written atomic.Uint64
-	logger  *zap.Logger
-	sync    func() error
-	closeFn func() error
-	file    *reopenFile // nil unless writing to a file
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	node     string
+	queue    chan *entry
+	dropped  atomic.Uint64
+	written  atomic.Uint64
+	logger   *zap.Logger
+	out      *logSink
+	reopenCh chan chan error
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	closeErr error
+}
+
+// AccessLogOptions configures OpenAccessLog. Zero values mean the default
+// stated beside each field.
+type AccessLogOptions struct {
+	// Path is "stdout", "stderr", "off" (or empty: no log) or a file path.
+	Path string
+	// Buffer is how many lines may wait for the writer before new ones are
+	// dropped; default 65536.
+	Buffer int
+	// Node names this gateway in every line.
+	Node string
+	// MaxFileBytes rotates a file log before a line would take it past this
+	// size: the file becomes Path.1 (Path.1 becomes Path.2, and so on) and
+	// a fresh file starts. A line longer than MaxFileBytes gets a file of
+	// its own. 0: never rotate by size (logrotate and Reopen instead).
+	// Ignored for stdout and stderr.
+	MaxFileBytes int64
+	// MaxBackups is how many rotated files are kept; the oldest beyond it
+	// is deleted. Default 5.
+	MaxBackups int
 }
 
 type entry struct {
@@ -62,28 +93,25 @@ var entryPool = sync.Pool{New: func() any { return &entry{path: make([]byte, 0, 
 // maxLoggedPath bounds what one line may carry of a request path.
 const maxLoggedPath = 1024
 
-// OpenAccessLog opens the log at path ("stdout", "stderr", "off" or a file)
-// with a queue of size lines. It returns nil for "off".
-func OpenAccessLog(path string, size int, node string) (*AccessLog, error) {
-	var ws zapcore.WriteSyncer
-	var closeFn func() error
-	var file *reopenFile
-	switch path {
+// OpenAccessLog opens the log o describes. It returns nil for "off".
+func OpenAccessLog(o AccessLogOptions) (*AccessLog, error) {
+	out := &logSink{maxBytes: o.MaxFileBytes, backups: o.MaxBackups}
+	switch o.Path {
 	case "off", "":
 		return nil, nil
 	case "stdout":
-		ws = zapcore.Lock(os.Stdout)
+		out.w = os.Stdout
 	case "stderr":
-		ws = zapcore.Lock(os.Stderr)
+		out.w = os.Stderr
 	default:
-		f, err := openLogFile(path)
-		if err != nil {
+		out.path = o.Path
+		if err := out.open(); err != nil {
 			return nil, fmt.Errorf("opening access log: %w", err)
 		}
-		file = &reopenFile{path: path, f: f}
-		ws, closeFn = file, file.Close
 	}
-	buffered := &zapcore.BufferedWriteSyncer{WS: ws, Size: 256 << 10, FlushInterval: 200 * time.Millisecond}
+	if out.backups <= 0 {
+		out.backups = 5
+	}
 	encCfg := zapcore.EncoderConfig{
 		TimeKey:        "time",
 		MessageKey:     zapcore.OmitKey,
@@ -92,20 +120,20 @@ func OpenAccessLog(path string, size int, node string) (*AccessLog, error) {
 		EncodeTime:     zapcore.RFC3339NanoTimeEncoder,
 		EncodeDuration: zapcore.MillisDurationEncoder,
 	}
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), buffered, zapcore.InfoLevel)
+	size := o.Buffer
 	if size <= 0 {
 		size = 65536
 	}
 	l := &AccessLog{
-		node:    node,
-		queue:   make(chan *entry, size),
-		logger:  zap.New(core),
-		sync:    buffered.Stop,
-		closeFn: closeFn,
-		file:    file,
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		node:     o.Node,
+		queue:    make(chan *entry, size),
+		out:      out,
+		reopenCh: make(chan chan error),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
+	out.lost = &l.dropped
+	l.logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), out, zapcore.InfoLevel))
 	go l.run()
 	return l, nil
 }
@@ -152,24 +180,41 @@ func (l *AccessLog) Record(c *pipeline.Ctx, now time.Time) {
 	}
 }
 
-// Dropped reports lines lost because the writer fell behind.
+// Dropped reports lines lost: the writer fell behind and the queue was
+// full, or the file could not be written.
 func (l *AccessLog) Dropped() uint64 { return l.dropped.Load() }
 
 // Written reports lines handed to the writer.
 func (l *AccessLog) Written() uint64 { return l.written.Load() }
 
+// Rotations reports the rotations by size done, and those that failed (the
+// directory not writable, say: the lines go on into the current file).
+func (l *AccessLog) Rotations() (done, failed uint64) {
+	return l.out.rotated.Load(), l.out.failed.Load()
+}
+
+// flushEvery bounds how long a written line may sit in the writer's buffer.
+const flushEvery = 200 * time.Millisecond
+
 func (l *AccessLog) run() {
 	defer close(l.done)
+	tick := time.NewTicker(flushEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case e := <-l.queue:
 			l.write(e)
+		case <-tick.C:
+			l.out.flush()
+		case reply := <-l.reopenCh:
+			reply <- l.out.reopen()
 		case <-l.stop:
 			for {
 				select {
 				case e := <-l.queue:
 					l.write(e)
 				default:
+					l.closeErr = l.out.close()
 					return
 				}
 			}
@@ -211,22 +256,15 @@ func (l *AccessLog) write(e *entry) {
 	entryPool.Put(e)
 }
 
-// Close writes every line queued so far and flushes. Lines recorded after
-// Close (a request outliving the drain) are never written, but recording
-// them is harmless.
+// Close writes every line queued so far, flushes and closes the file.
+// Lines recorded after Close (a request outliving the drain) are never
+// written, but recording them is harmless.
 func (l *AccessLog) Close() error {
-	var err error
 	l.once.Do(func() {
 		close(l.stop)
 		<-l.done
-		err = l.sync()
-		if l.closeFn != nil {
-			if cerr := l.closeFn(); err == nil {
-				err = cerr
-			}
-		}
 	})
-	return err
+	return l.closeErr
 }
 
 // maxMaskedUser bounds a masked user id in the log.
@@ -248,54 +286,163 @@ func MaskUserID(dst []byte, id string) []byte {
 	return append(dst, id[len(id)-2:]...)
 }
 
-// Reopen reopens the log file at its path (after logrotate moved it away);
-// lines already queued go to the new file. It does nothing when the log
-// writes to stdout or stderr. Safe to call while requests are logged: only
-// the writer goroutine and Reopen touch the file.
+// Reopen reopens the log file at its path (after logrotate moved it away):
+// lines written before go to the old file, later ones to the new. It does
+// nothing when the log writes to stdout or stderr, or after Close. Safe to
+// call while requests are logged: the writer goroutine does the work.
 func (l *AccessLog) Reopen() error {
-	if l == nil || l.file == nil {
+	if l == nil || l.out.path == "" {
 		return nil
 	}
-	return l.file.reopen()
+	reply := make(chan error, 1)
+	select {
+	case l.reopenCh <- reply:
+		return <-reply
+	case <-l.done:
+		return nil
+	}
 }
 
 func openLogFile(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 }
 
-// reopenFile is the access log's file, which Reopen can swap.
-type reopenFile struct {
-	mu   sync.Mutex
+// sinkBuffer is how many bytes of whole lines the writer gathers before
+// it writes them out.
+const sinkBuffer = 256 << 10
+
+// logSink is where the encoder puts lines: zap hands it one whole line per
+// Write. Only the writer goroutine uses it, so it needs no lock.
+type logSink struct {
+	w    io.Writer // stdout, stderr, or f
+	f    *os.File  // nil unless writing to a file
 	path string
-	f    *os.File
+	buf  []byte // whole lines not yet written
+	size int64  // bytes in the file
+	// maxBytes and backups: rotation by size (maxBytes 0: off). After a
+	// rotation fails (a directory without write permission, say), the
+	// next try waits for another maxBytes of lines (retryAt) rather than
+	// costing renames on every line.
+	maxBytes, retryAt int64
+	backups           int
+	lost              *atomic.Uint64 // lines a failed write lost
+	err               error          // the last failed write, for Close
+	// rotated and failed count rotations; read by Rotations.
+	rotated, failed atomic.Uint64
 }
 
-func (r *reopenFile) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.f.Write(p)
+func (s *logSink) Write(p []byte) (int, error) {
+	if s.maxBytes > 0 && s.f != nil {
+		pending := s.size + int64(len(s.buf))
+		if pending > 0 && pending+int64(len(p)) > max(s.maxBytes, s.retryAt) {
+			s.flush()
+			s.rotate()
+		}
+	}
+	s.buf = append(s.buf, p...)
+	if len(s.buf) >= sinkBuffer {
+		s.flush()
+	}
+	return len(p), nil
 }
 
-func (r *reopenFile) Sync() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.f.Sync()
+// Sync writes what is buffered (zap calls it only for errors and above).
+func (s *logSink) Sync() error {
+	s.flush()
+	return nil
 }
 
-func (r *reopenFile) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.f.Close()
-}
-
-func (r *reopenFile) reopen() error {
-	f, err := openLogFile(r.path)
+// flush writes the buffered lines; the lines of a failed write are
+// counted as lost.
+func (s *logSink) flush() {
+	if len(s.buf) == 0 {
+		return
+	}
+	n, err := s.w.Write(s.buf)
+	s.size += int64(n)
 	if err != nil {
+		s.err = err
+		if s.lost != nil {
+			s.lost.Add(uint64(bytes.Count(s.buf[n:], []byte{'\n'})))
+		}
+	}
+	s.buf = s.buf[:0]
+}
+
+// open opens the file at path for appending, counting what it holds.
+func (s *logSink) open() error {
+	f, err := openLogFile(s.path)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	s.f, s.w, s.size = f, f, st.Size()
+	return nil
+}
+
+// reopen flushes into the current file and opens path afresh.
+func (s *logSink) reopen() error {
+	s.flush()
+	old := s.f
+	if err := s.open(); err != nil {
 		return fmt.Errorf("reopening access log: %w", err)
 	}
-	r.mu.Lock()
-	old := r.f
-	r.f = f
-	r.mu.Unlock()
+	s.retryAt = 0
 	return old.Close()
+}
+
+// backup names the n-th rotated file.
+func (s *logSink) backup(n int) string { return s.path + "." + strconv.Itoa(n) }
+
+// rotate moves the (flushed) file to path.1, shifting older backups up
+// (path.<backups> is overwritten: the oldest is deleted), and starts a
+// fresh file. The file is renamed while still open and closed only once
+// the new one is open: if anything fails, lines go on into the file the
+// writer holds, and nothing is lost.
+func (s *logSink) rotate() {
+	fail := func() {
+		s.failed.Add(1)
+		s.retryAt = s.size + s.maxBytes
+	}
+	// Each rename replaces its target: the oldest backup goes first.
+	for n := s.backups - 1; n >= 1; n-- {
+		if err := os.Rename(s.backup(n), s.backup(n+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fail()
+			return
+		}
+	}
+	// The file may be gone already (moved away by hand without a
+	// SIGUSR1): then only the fresh file is needed.
+	if err := os.Rename(s.path, s.backup(1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		fail()
+		return
+	}
+	old := s.f
+	if err := s.open(); err != nil {
+		fail()
+		return
+	}
+	_ = old.Close()
+	s.retryAt = 0
+	s.rotated.Add(1)
+}
+
+// close flushes, syncs and closes a file log.
+func (s *logSink) close() error {
+	s.flush()
+	if s.f == nil {
+		return s.err
+	}
+	err := s.f.Sync()
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.err
+	}
+	return err
 }

@@ -78,12 +78,16 @@ func (o *ops) wire(gw *server.Gateway, tr server.Transport, accessLog *observe.A
 		s.Gauge("tollgate_client_connections", connHelp, float64(active), "state", "active")
 		s.Gauge("tollgate_client_connections", connHelp, float64(idle), "state", "idle")
 		s.Gauge("tollgate_requests_in_flight", "Requests being served now.", float64(st.InFlight))
-		var dropped, written uint64 // 0 with the access log off
+		var dropped, written, rotated, failed uint64 // 0 with the access log off
 		if accessLog != nil {
 			dropped, written = accessLog.Dropped(), accessLog.Written()
+			rotated, failed = accessLog.Rotations()
 		}
-		s.Counter("tollgate_access_log_dropped_total", "Access log lines dropped because the writer fell behind (queue full).", float64(dropped))
+		s.Counter("tollgate_access_log_dropped_total", "Access log lines dropped because the writer fell behind (queue full) or the file could not be written.", float64(dropped))
 		s.Counter("tollgate_access_log_written_total", "Access log lines handed to the writer.", float64(written))
+		const rotHelp = "Rotations of the access log file by size (access_log.max_file_bytes): done, or failed (the lines went on into the current file)."
+		s.Counter("tollgate_access_log_rotations_total", rotHelp, float64(rotated), "result", "ok")
+		s.Counter("tollgate_access_log_rotations_total", rotHelp, float64(failed), "result", "failed")
 		s.Counter("tollgate_clock_back_steps_total", "Times the host clock stepped back (the gateway's clock held).", float64(compiler.Clock.BackSteps()))
 		ready, draining := 0.0, 0.0
 		if ok, _ := o.readiness(); ok {
@@ -114,12 +118,27 @@ func (o *ops) readiness() (bool, string) {
 
 // admin returns what the admin API's operations endpoints read.
 func (o *ops) admin(compiler *config.Compiler, gw *server.Gateway) admin.Ops {
-	return admin.Ops{
+	a := admin.Ops{
 		Metrics: o.metrics,
 		Ready:   o.readiness,
 		Cluster: func() *cluster.Client { return compiler.Cluster() },
 		Nodes:   func() int { return clusterNodes(compiler, gw.Snapshot().File) },
 	}
+	if cl := compiler.Cluster(); cl != nil && gw.Snapshot().File.Cluster.FixedNodes() == 0 {
+		a.NodeLoads = cl.NodeLoads
+	}
+	return a
+}
+
+// join makes this node a member of the cluster (cluster.nodes: auto): it
+// heartbeats, and each heartbeat carries the node's request rates, from
+// the counters the gateway keeps anyway, for the other nodes' dashboards.
+func join(cl *cluster.Client, nodeID string, gw *server.Gateway) {
+	cl.ReportCounts(func() cluster.Counts {
+		st := gw.Stats.Read()
+		return cluster.Counts{Requests: st.Requests, C4xx: st.ByClass[4], C5xx: st.ByClass[5]}
+	})
+	cl.Heartbeat(nodeID, time.Second)
 }
 
 // waitDrainDelay waits d after SIGTERM (readyz already 503, answers

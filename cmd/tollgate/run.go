@@ -92,7 +92,10 @@ func serve(path string, stderr io.Writer) error {
 		runtime.GOMAXPROCS(f.Workers)
 	}
 
-	accessLog, err := observe.OpenAccessLog(f.AccessLog.Path, f.AccessLog.Buffer, f.NodeID)
+	accessLog, err := observe.OpenAccessLog(observe.AccessLogOptions{
+		Path: f.AccessLog.Path, Buffer: f.AccessLog.Buffer, Node: f.NodeID,
+		MaxFileBytes: f.AccessLog.MaxFileBytes, MaxBackups: f.AccessLog.MaxBackups,
+	})
 	if err != nil {
 		return err
 	}
@@ -101,7 +104,7 @@ func serve(path string, stderr io.Writer) error {
 	gw := server.NewGateway(snap, accessLog)
 	compiler.Release(snap)
 	if cl := compiler.Cluster(); cl != nil && f.Cluster.FixedNodes() == 0 {
-		cl.Heartbeat(f.NodeID, time.Second) // membership: how many nodes share the cluster's limits
+		join(cl, f.NodeID, gw) // membership: how many nodes share the cluster's limits
 	}
 	transport, err := server.NewTransport(f.Transport, gw, server.OptionsFor(f))
 	if err != nil {

@@ -224,9 +224,10 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 // those the gateways sent. Commandstats also counts the commands scripts
 // run inside one EVALSHA (no round trip of their own): the lease script
 // runs TIME, GET and SET (TIME only there), the heartbeat script ZADD,
-// ZRANGEBYSCORE and ZSCORE, and, when the membership changes, ZREM,
-// ZREMRANGEBYSCORE and PEXPIRE (all only there but ZREM, which a node
-// leaving also sends; those count as sent).
+// HSET (the node's load; only there) and ZRANGEBYSCORE, and, when the
+// membership changes, ZREM, HDEL, ZREMRANGEBYSCORE and PEXPIRE (all only
+// there but ZREM and HDEL, which a node leaving also sends; those count as
+// sent).
 func redisCommands(t *testing.T, rd *testutil.Redis) (all, sent int64) {
 	t.Helper()
 	info, err := rd.Command("INFO", "commandstats")
@@ -248,7 +249,7 @@ func redisCommands(t *testing.T, rd *testutil.Redis) (all, sent int64) {
 		}
 	}
 	inScripts := 3*calls["time"] + calls["zadd"] + calls["zrangebyscore"] + calls["zscore"] +
-		calls["zremrangebyscore"] + calls["pexpire"]
+		calls["zremrangebyscore"] + calls["pexpire"] + calls["hset"]
 	return all, all - inScripts
 }
 
