@@ -43,6 +43,7 @@ test-allocs:
 ## bench: gateway vs nginx on the same upstream with wrk and an open-loop generator.
 bench:
 	bash bench/run.sh
+	bash bench/chain.sh
 
 ## chaos: reloads, a killed instance and a hanging upstream under wrk load.
 chaos:

@@ -45,6 +45,7 @@ import (
 
 	"github.com/tollgate/tollgate/bench/internal/openloop"
 	"github.com/tollgate/tollgate/bench/internal/procstat"
+	"github.com/tollgate/tollgate/bench/internal/signer"
 	"github.com/tollgate/tollgate/sign"
 	"github.com/valyala/fasthttp"
 )
@@ -159,10 +160,10 @@ func newTarget(raw, query string, c *config) (*target, string, error) {
 
 // worker runs f with what one worker sends to t with: a GET request that
 // carries the app key, a response and a signer.
-func (t *target) worker(c *config, prefix, appKey []byte, f func(req *fasthttp.Request, resp *fasthttp.Response, s *signer)) {
+func (t *target) worker(c *config, prefix, appKey []byte, f func(req *fasthttp.Request, resp *fasthttp.Response, s *signer.Signer)) {
 	openloop.WithGET(t.uri, func(req *fasthttp.Request, resp *fasthttp.Response) {
 		req.Header.SetCanonical(hdrAppKey, appKey)
-		f(req, resp, newSigner(c.secret, c.query, prefix))
+		f(req, resp, signer.New(c.secret, c.query, prefix))
 	})
 }
 
@@ -238,44 +239,8 @@ func (ms *messages) String() string {
 const replayedMsg = "replayed nonce"
 
 var (
-	hdrAppKey    = []byte(sign.HeaderAppKey)
-	hdrTimestamp = []byte(sign.HeaderTimestamp)
-	hdrNonce     = []byte(sign.HeaderNonce)
-	hdrSign      = []byte(sign.HeaderSign)
+	hdrAppKey = []byte(sign.HeaderAppKey)
 )
-
-// signer builds the headers of one request; one per worker.
-type signer struct {
-	v              *sign.Verifier
-	secret, query  []byte
-	prefix         []byte // run prefix and '-'
-	ts, nonce, sig []byte
-}
-
-func newSigner(secret, query string, prefix []byte) *signer {
-	return &signer{
-		v: sign.NewVerifier(), secret: []byte(secret), query: []byte(query), prefix: prefix,
-		ts: make([]byte, 0, 16), nonce: make([]byte, 0, 64), sig: make([]byte, 0, sign.SignatureLen),
-	}
-}
-
-// set signs request index i at unix second ts (with sig already known
-// when non-nil) and puts the headers on req.
-func (s *signer) set(req *fasthttp.Request, i uint64, ts int64, sig []byte) error {
-	s.ts = strconv.AppendInt(s.ts[:0], ts, 10)
-	s.nonce = strconv.AppendUint(append(s.nonce[:0], s.prefix...), i, 16)
-	if sig == nil {
-		var err error
-		if s.sig, err = s.v.AppendSignature(s.sig[:0], s.secret, s.query, nil, s.ts, s.nonce); err != nil {
-			return err
-		}
-		sig = s.sig
-	}
-	req.Header.SetCanonical(hdrTimestamp, s.ts)
-	req.Header.SetCanonical(hdrNonce, s.nonce)
-	req.Header.SetCanonical(hdrSign, sig)
-	return nil
-}
 
 // rssSample is one VmRSS reading.
 type rssSample struct {
@@ -336,7 +301,7 @@ func run(c *config) (int, error) {
 		t0.UTC().Format("15:04:05.000Z"))
 
 	done := openloop.Go(c.workers, func() {
-		tgt.worker(c, prefix, appKey, func(req *fasthttp.Request, resp *fasthttp.Response, s *signer) {
+		tgt.worker(c, prefix, appKey, func(req *fasthttp.Request, resp *fasthttp.Response, s *signer.Signer) {
 			for {
 				i, due, now, ok := sched.Next()
 				if !ok {
@@ -347,7 +312,7 @@ func run(c *config) (int, error) {
 					openloop.StoreMax(&maxLag, lag)
 				}
 				ts := now.Unix()
-				if err := s.set(req, uint64(i), ts, nil); err != nil {
+				if err := s.Set(req, uint64(i), ts, nil); err != nil {
 					errOnce.Do(func() { firstErr = err.Error() })
 					cnt.errors.Add(1)
 					continue
@@ -371,7 +336,7 @@ func run(c *config) (int, error) {
 				if stride > 0 && i%stride == 0 {
 					k := &keep[i/stride]
 					k.index, k.ts, k.at, k.accepted = uint64(i), ts, now.Sub(t0), accepted
-					copy(k.sig[:], s.sig)
+					copy(k.sig[:], s.Signature())
 				}
 			}
 		})
@@ -572,14 +537,14 @@ func replay(c *config, tgt *target, keep []kept, prefix, appKey []byte) replayRe
 		deadline                             = start.Add(c.replayFor)
 	)
 	<-openloop.Go(min(c.conns, max(1, len(todo))), func() {
-		tgt.worker(c, prefix, appKey, func(req *fasthttp.Request, resp *fasthttp.Response, s *signer) {
+		tgt.worker(c, prefix, appKey, func(req *fasthttp.Request, resp *fasthttp.Response, s *signer.Signer) {
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(len(todo)) || time.Now().After(deadline) {
 					return
 				}
 				k := todo[i]
-				_ = s.set(req, k.index, k.ts, k.sig[:])
+				_ = s.Set(req, k.index, k.ts, k.sig[:])
 				sent.Add(1)
 				err := tgt.hc.DoTimeout(req, resp, c.timeout)
 				switch {
