@@ -249,7 +249,10 @@ type Client struct {
 	views map[string]*SetView // by Redis key
 
 	member atomic.Pointer[membership]
-	loads  atomic.Pointer[loadSource] // set by ReportCounts
+	loads  atomic.Pointer[loadSource]      // set by ReportCounts
+	status atomic.Pointer[func() NodeInfo] // set by ReportStatus
+
+	cfgWatch configWatch
 
 	stop     chan struct{}
 	stopOnce sync.Once

@@ -285,6 +285,9 @@ func (c *Client) Heartbeat(nodeID string, every time.Duration) {
 				if src := c.loads.Load(); src != nil {
 					load = src.next(now, every)
 				}
+				if st := c.status.Load(); st != nil && load != "" {
+					load += " " + formatStatus((*st)())
+				}
 				// A failure marks the client degraded.
 				if ok, err := c.beat(nodeID, every, load, now.Sub(entered) >= memberHold/2); err == nil && ok {
 					entered = now

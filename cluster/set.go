@@ -333,6 +333,9 @@ func (c *Client) onInvalidations(keys []rueidis.RedisMessage) {
 	defer c.mu.Unlock()
 	for i := range keys {
 		if k, err := keys[i].ToString(); err == nil {
+			if k == configCurrentKey {
+				c.pokeConfig()
+			}
 			if v := c.views[k]; v != nil {
 				v.poke()
 			}
@@ -341,6 +344,7 @@ func (c *Client) onInvalidations(keys []rueidis.RedisMessage) {
 }
 
 func (c *Client) kickViews() {
+	c.pokeConfig()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, v := range c.views {

@@ -73,6 +73,7 @@ func (f *File) Defaults() {
 		f.Cluster.Nodes = "auto"
 	}
 	setDur(&f.Cluster.Budget, 20*time.Millisecond)
+	f.Config.defaults()
 	setInt(&f.Status.LocalLimit, 911)
 	setInt(&f.Status.ClusterLimit, 919)
 	setDur(&f.Signature.Window, 300*time.Second)
@@ -171,6 +172,9 @@ func (f *File) Validate(name string) error {
 	}
 	if f.Cluster.Nodes != "auto" && f.Cluster.FixedNodes() == 0 {
 		return bad(0, "cluster.nodes %q: want auto or a positive number", f.Cluster.Nodes)
+	}
+	if err := f.Config.validate(f); err != nil {
+		return bad(0, "%v", err)
 	}
 	for _, st := range []struct {
 		name string

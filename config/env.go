@@ -98,6 +98,8 @@ var EnvFlags = []EnvFlag{
 	{"TOLLGATE_REDIS_PASSWORD", "(none)", "Redis password", strFlag(func(f *File) *string { return &f.Cluster.Password })},
 	{"TOLLGATE_NODES", "auto", "cluster size: auto (membership through Redis) or a number", strFlag(func(f *File) *string { return &f.Cluster.Nodes })},
 	{"TOLLGATE_REDIS_BUDGET", "20ms", "longest a request waits for Redis before deciding alone", durFlag(func(f *File) *Duration { return &f.Cluster.Budget })},
+	{"TOLLGATE_CONFIG_SOURCE", "file", "where the configuration comes from: file, or redis (pushed with tollgate config push)", strFlag(func(f *File) *string { return &f.Config.Source })},
+	{"TOLLGATE_CONFIG_COPY", DefaultLocalCopy, "with config.source redis: where this node keeps the last configuration it ran", strFlag(func(f *File) *string { return &f.Config.LocalCopy })},
 	{"TOLLGATE_SIGN_WINDOW", "300s", "allowed clock difference for signed requests", durFlag(func(f *File) *Duration { return &f.Signature.Window })},
 	{"TOLLGATE_ADMIN_LISTEN", "127.0.0.1:9901", "admin listener address, or off", strFlag(func(f *File) *string { return &f.Admin.Listen })},
 	{"TOLLGATE_ADMIN_TOKEN", "(none)", "bearer token for the admin API (all of it but /healthz, /readyz, /metrics); required off loopback", strFlag(func(f *File) *string { return &f.Admin.Token })},

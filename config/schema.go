@@ -40,6 +40,7 @@ type File struct {
 	Features map[string]yaml.Node `yaml:",inline"`
 
 	Cluster   Cluster        `yaml:"cluster"`
+	Config    Source         `yaml:"config"` // where the configuration comes from (source.go)
 	Status    Status         `yaml:"status"`
 	Tiers     map[string]int `yaml:"tiers"` // name → requests per second
 	Consumers []*Consumer    `yaml:"consumers"`

@@ -82,7 +82,15 @@ func serve(path string, stderr io.Writer) error {
 		}
 	}
 	load := func() (*config.Snapshot, error) { return compiler.Load(path, []byte(config.Demo), lookup) }
-	snap, err := load()
+	first := load
+	follower, err := redisFollower(compiler, path, lookup) // nil unless config.source is redis
+	if err != nil {
+		return err
+	}
+	if follower != nil {
+		load, first = follower.Load, follower.Start
+	}
+	snap, err := first()
 	if err != nil {
 		return err
 	}
@@ -104,6 +112,7 @@ func serve(path string, stderr io.Writer) error {
 	gw := server.NewGateway(snap, accessLog)
 	compiler.Release(snap)
 	if cl := compiler.Cluster(); cl != nil && f.Cluster.FixedNodes() == 0 {
+		reportStatus(cl, f.Listen, follower)
 		join(cl, f.NodeID, gw) // membership: how many nodes share the cluster's limits
 	}
 	transport, err := server.NewTransport(f.Transport, gw, server.OptionsFor(f))
@@ -172,6 +181,9 @@ func serve(path string, stderr io.Writer) error {
 					st["redis"] = map[string]any{"healthy": cl.Healthy(), "stats": cl.Stats()}
 				}
 				st["cluster_nodes"] = clusterNodes(compiler, gw.Snapshot().File)
+				if follower != nil {
+					st["cluster_config"] = follower.Status()
+				}
 				st["waf"] = wafCounts(gw.Snapshot())
 				return st
 			},
@@ -184,7 +196,11 @@ func serve(path string, stderr io.Writer) error {
 		log.Info("admin listening", zap.String("addr", aln.Addr().String()))
 	}
 
-	if path != "" && *f.Watch {
+	if follower != nil {
+		stopFollow := make(chan struct{})
+		defer close(stopFollow)
+		go follower.Follow(stopFollow, func(reason string) { _, _ = reload(reason) })
+	} else if path != "" && *f.Watch {
 		stopWatch := make(chan struct{})
 		defer close(stopWatch)
 		go watchFile(path, time.Second, stopWatch, func() [32]byte { return gw.Snapshot().Digest },

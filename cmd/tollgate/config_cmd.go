@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tollgate/tollgate/cluster"
+	"github.com/tollgate/tollgate/config"
+)
+
+// defaultKeep is how many configuration versions Redis keeps.
+const defaultKeep = 20
+
+// configCommand runs `tollgate config push|status|rollback|show`: the
+// operators' side of the configuration every node follows through Redis.
+func configCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: tollgate config push|status|rollback|show ...")
+		return 2
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("config "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	redis := fs.String("redis", os.Getenv("TOLLGATE_REDIS"), "Redis address(es) the cluster shares (TOLLGATE_REDIS)")
+	author := fs.String("author", defaultAuthor(), "who pushes, recorded with the version")
+	keep := fs.Int("keep", defaultKeep, "versions Redis keeps")
+	plain := fs.Bool("allow-plain-secrets", false, "store secrets written in clear (else refused: use ${NAME} or secret_file)")
+	to := fs.Uint64("to", 0, "rollback: the version to run again")
+	var run func(*cluster.Client) error
+	switch sub {
+	case "push":
+		run = func(cl *cluster.Client) error {
+			if fs.NArg() != 1 {
+				return errUsage
+			}
+			return pushFile(cl, fs.Arg(0), *author, *keep, *plain, stdout, stderr)
+		}
+	case "status":
+		run = func(cl *cluster.Client) error { return configStatus(cl, stdout) }
+	case "rollback":
+		run = func(cl *cluster.Client) error {
+			if *to == 0 || fs.NArg() != 0 {
+				return errUsage
+			}
+			return rollback(cl, *to, *author, *keep, stdout)
+		}
+	case "show":
+		run = func(cl *cluster.Client) error {
+			var v uint64
+			switch fs.NArg() {
+			case 0:
+			case 1:
+				n, err := strconv.ParseUint(strings.TrimPrefix(fs.Arg(0), "v"), 10, 64)
+				if err != nil {
+					return errUsage
+				}
+				v = n
+			default:
+				return errUsage
+			}
+			return showVersion(cl, v, stdout)
+		}
+	default:
+		fmt.Fprintf(stderr, "tollgate config: unknown command %q\n", sub)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *redis == "" {
+		fmt.Fprintln(stderr, "tollgate config: give --redis or TOLLGATE_REDIS")
+		return 2
+	}
+	cl, err := dialCluster(*redis)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate config:", err)
+		return 1
+	}
+	defer cl.Close()
+	if err := run(cl); err != nil {
+		if errors.Is(err, errUsage) {
+			fmt.Fprintln(stderr, "usage: tollgate config push FILE | status | rollback --to V | show [V]")
+			return 2
+		}
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+var errUsage = errors.New("usage")
+
+// dialCluster connects the way nodes do (TOLLGATE_REDIS_PASSWORD) and
+// fails at once when Redis does not answer.
+func dialCluster(addrs string) (*cluster.Client, error) {
+	host, _ := os.Hostname()
+	cl, err := cluster.New(cluster.Options{
+		Addrs:    strings.Split(addrs, ","),
+		Password: os.Getenv("TOLLGATE_REDIS_PASSWORD"),
+		NodeID:   "config-cli-" + host + "-" + strconv.Itoa(os.Getpid()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !cl.Healthy() {
+		cl.Close()
+		return nil, fmt.Errorf("redis at %s does not answer", addrs)
+	}
+	return cl, nil
+}
+
+func defaultAuthor() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// pushFile validates path as a node would and stores it as the next
+// version.
+func pushFile(cl *cluster.Client, path, author string, keep int, allowPlain bool, stdout, stderr io.Writer) error {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if plain := config.PlainSecrets(path, text); len(plain) > 0 && !allowPlain {
+		msgs := make([]string, len(plain))
+		for i, e := range plain {
+			msgs[i] = e.Error()
+		}
+		return fmt.Errorf("%s\nrefused: secrets in clear would be stored in redis (--allow-plain-secrets to store them anyway)", strings.Join(msgs, "\n"))
+	}
+	notes, err := config.CheckDocument(path, text, placeholderEnv(stderr))
+	for _, n := range notes {
+		fmt.Fprintln(stderr, "note:", n)
+	}
+	if err != nil {
+		return err
+	}
+	v, err := push(cl, text, author, keep)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: pushed as version %d\n", path, v)
+	return nil
+}
+
+// placeholderEnv resolves ${NAME} from this host's environment; a name
+// this host does not have (a node's secret) resolves to a placeholder long
+// enough for a secret, and is noted: each node expands it from its own.
+func placeholderEnv(stderr io.Writer) func(string) (string, bool) {
+	seen := map[string]bool{}
+	return func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok {
+			return v, true
+		}
+		if !seen[k] {
+			seen[k] = true
+			fmt.Fprintf(stderr, "note: %s is not set here; each node expands it from its own environment\n", k)
+		}
+		return "unset-" + k + "-placeholder-0123456789", true
+	}
+}
+
+func push(cl *cluster.Client, text []byte, author string, keep int) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Above what any live node runs: a Redis that lost its data must not
+	// number versions from 1 again under nodes running a later one.
+	var floor uint64
+	if nodes, err := cl.NodeStatuses(ctx); err == nil {
+		for _, n := range nodes {
+			floor = max(floor, n.ConfigVersion)
+		}
+	}
+	sum := sha256.Sum256(text)
+	doc := cluster.ConfigDoc{ConfigVersion: cluster.ConfigVersion{Digest: hex.EncodeToString(sum[:])},
+		Author: author, At: time.Now(), Text: text}
+	return cl.PushConfig(ctx, doc, keep, floor)
+}
+
+// rollback pushes version v's text again, as a new version: nodes move
+// forward to it like to any push, and the history stays in order.
+func rollback(cl *cluster.Client, v uint64, author string, keep int, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	doc, err := cl.ConfigDoc(ctx, v)
+	if err != nil {
+		return err
+	}
+	n, err := push(cl, doc.Text, author+" (rollback to "+strconv.FormatUint(v, 10)+")", keep)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "version %d pushed again as version %d\n", v, n)
+	return nil
+}
+
+func showVersion(cl *cluster.Client, v uint64, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	doc, err := cl.ConfigDoc(ctx, v)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "# version %d, pushed %s by %s, sha256 %s\n", doc.Version,
+		doc.At.UTC().Format(time.RFC3339), doc.Author, doc.Digest)
+	_, err = stdout.Write(doc.Text)
+	return err
+}
+
+// configStatus prints the current version, the stored ones, and every
+// live node with the version it runs and the last configuration error it
+// hit.
+func configStatus(cl *cluster.Client, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cur, err := cl.CurrentConfig(ctx)
+	if err != nil && !errors.Is(err, cluster.ErrNoConfig) {
+		return err
+	}
+	docs, err := cl.ConfigVersions(ctx)
+	if err != nil {
+		return err
+	}
+	nodes, err := cl.NodeStatuses(ctx)
+	if err != nil {
+		return err
+	}
+	if cur.Version == 0 {
+		fmt.Fprintln(stdout, "current version: none pushed")
+	} else {
+		fmt.Fprintf(stdout, "current version: %d (sha256 %.12s)\n", cur.Version, cur.Digest)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nVERSION\tPUSHED\tBY")
+	for _, d := range docs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", d.Version, d.At.UTC().Format(time.RFC3339), d.Author)
+	}
+	fmt.Fprintln(tw, "\nNODE\tADDRESS\tVERSION\tUP SINCE\tLAST ERROR")
+	for _, n := range nodes {
+		v := strconv.FormatUint(n.ConfigVersion, 10)
+		if n.ConfigVersion != cur.Version {
+			v += " (behind)"
+		}
+		lastErr := n.LastError
+		if lastErr == "" {
+			lastErr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, n.Addr, v, n.Started.UTC().Format(time.RFC3339), lastErr)
+	}
+	return tw.Flush()
+}
