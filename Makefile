@@ -67,6 +67,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./route/expr/
 	$(GO) test -run '^$$' -fuzz '^FuzzEval$$' -fuzztime $(FUZZTIME) ./route/expr/
 	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./source/
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONSpans$$' -fuzztime $(FUZZTIME) ./source/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgree$$' -fuzztime $(FUZZTIME) ./sign/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgreeV2$$' -fuzztime $(FUZZTIME) ./sign/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompareKeys$$' -fuzztime $(FUZZTIME) ./sign/

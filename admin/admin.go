@@ -57,6 +57,7 @@ func New(d Deps) *Server {
 	mux.HandleFunc("GET /admin/stats", s.stats)
 	mux.HandleFunc("POST /admin/revoke", s.auth(s.revoke))
 	s.registerProtection(mux)
+	s.registerRecording(mux)
 	mux.HandleFunc("GET /admin/limits", s.auth(s.limits))
 	// Profiles are served on the admin listener only (loopback by default);
 	// with a token configured they need it, as they cost CPU to take.

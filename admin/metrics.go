@@ -33,7 +33,7 @@ func (s *Server) reportAdmin(sc *observe.Scrape) {
 		float64(s.ops.authMissing.Load()), "token", "missing")
 	sc.Counter("tollgate_admin_auth_failures_total", "Admin requests refused for a missing or wrong token.",
 		float64(s.ops.authWrong.Load()), "token", "wrong")
-	sc.Counter("tollgate_admin_changes_total", "Operators' changes through the admin API (breakers, degrade, instances).",
+	sc.Counter("tollgate_admin_changes_total", "Operators' changes through the admin API (breakers, degrade, instances, recording).",
 		float64(s.prot.changes.Load()))
 	snap := s.deps.Snapshot()
 	if snap == nil {

@@ -26,7 +26,7 @@ var framing = []string{"Content-Length", "Transfer-Encoding", "Host", "Expect"}
 // '_' read as '-'), and the gateway writes its own where it has one. They
 // carry the caller's address, scheme, host or path as a proxy saw them, the
 // caller's authenticated identity, the trace, or a method override, each
-// of which a backend may trust.
+// of which a backend may trust, and the mark of mirrored copies.
 var GatewayOwned = []string{
 	"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Port", "X-Forwarded-Prefix",
 	"X-Forwarded-Server", "X-Forwarded-Scheme", "X-Forwarded-Ssl", "X-Forwarded-Uri", "X-Forwarded-Path",
@@ -35,6 +35,7 @@ var GatewayOwned = []string{
 	"X-Original-URL", "X-Original-URI", "X-Rewrite-URL", "X-Original-Host", "X-Host",
 	"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override",
 	"X-Consumer", "X-User-Id", "traceparent", "X-Request-Id",
+	"X-Tollgate-Mirror", // marks shadow traffic a mirror service may skip side effects for
 }
 
 // IsGatewayOwned reports whether name is one of GatewayOwned.

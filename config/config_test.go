@@ -109,7 +109,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		msg       string
 	}{
 		{"typo", "listen: \":1\"\nroutes:\n  - name: a\n    priorty: 3\n", 4, `unknown setting "routes[0].priorty"`},
-		{"not yet", "routes:\n  - name: a\n    match: {path: /}\n    record: {}\n    service: s\n", 4, "not supported"},
+		{"not yet", "routes:\n  - name: a\n    match: {path: /}\n    public: true\n    service: s\n", 4, "not supported"},
 		{"bad duration", "client:\n  idle_timeout: forever\n", 2, "invalid duration"},
 		{"bad type", "client:\n  max_conns: lots\n", 2, "cannot unmarshal"},
 		{"unknown service", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /}\n    service: nope\n", 4, `service "nope" is not defined`},

@@ -45,7 +45,7 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // not enforce. Refusing them is safer than ignoring them: a route that asks
 // for signatures must never be served without them.
 var notYet = map[string]bool{
-	"record": true, "public": true,
+	"public": true,
 }
 
 // Parse parses a config document. name is used in error messages; lookup

@@ -108,8 +108,11 @@ func (s *Snapshot) NonceStats() (replays, degraded uint64) {
 	return s.nonces.Stats()
 }
 
-// Close releases the long-lived state (the Redis client).
+// Close releases the long-lived state, for a process that served its last
+// request: the features' state (recordings are flushed), then the Redis
+// client.
 func (c *Compiler) Close() {
+	c.State.Close()
 	if cl := c.Cluster(); cl != nil {
 		cl.Close()
 	}
@@ -199,6 +202,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		}
 		s.Services[name] = svc
 	}
+	s.env.Shared[upstream.ServicesKey{}] = s.Services
 	cl, err := c.clusterClient(f)
 	if err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}

@@ -83,6 +83,12 @@ type Ctx struct {
 	// when it was not the upstream ("" for a proxied answer).
 	Decision string
 
+	// Recording is what the recording step took of the request in its
+	// Handle, for its HandleResponse to complete with the answer (a pooled
+	// record); nil when the request is not being recorded. Holding a
+	// pointer here allocates nothing.
+	Recording any
+
 	// CloseConn asks the transport to close the client connection after
 	// writing the response (a framing error, a drain).
 	CloseConn bool

@@ -119,3 +119,18 @@ func (s *State) Len() int {
 	defer s.mu.Unlock()
 	return len(s.items)
 }
+
+// Close releases every object at once, for a process that is stopping
+// after its last request: recordings are flushed, probes and lease workers
+// stop. The State is empty afterwards.
+func (s *State) Close() {
+	s.mu.Lock()
+	items := s.items
+	s.items = map[string]*stateItem{}
+	s.mu.Unlock()
+	for _, it := range items {
+		if it.close != nil {
+			it.close()
+		}
+	}
+}

@@ -48,3 +48,16 @@ func TestStateKeepsUnchangedDropsTheRest(t *testing.T) {
 		t.Fatalf("abort: closed %v, %d kept", closed, s.Len())
 	}
 }
+
+func TestStateCloseReleasesEverything(t *testing.T) {
+	s := NewState(time.Minute)
+	closed := 0
+	b := s.Begin()
+	b.Get("a", func() (any, func()) { return new(int), func() { closed++ } })
+	b.Get("b", func() (any, func()) { return new(int), nil })
+	b.Commit()
+	s.Close()
+	if closed != 1 || s.Len() != 0 {
+		t.Fatalf("closed %d objects and kept %d, want 1 and 0", closed, s.Len())
+	}
+}

@@ -134,7 +134,7 @@ func TestForwardedFieldsCannotBeSpoofed(t *testing.T) {
 				"X-Forwarded-Host: evil.example\r\nForwarded: for=6.6.6.6;proto=https\r\nX-Forwarded-Port: 443\r\n" +
 				"X-Forwarded-Prefix: /admin\r\nX-Original-URL: /admin\r\nX-Rewrite-URL: /admin\r\nTrue-Client-IP: 6.6.6.6\r\n" +
 				"X-Client-IP: 6.6.6.6\r\nX_Forwarded_For: 6.6.6.6\r\nX-HTTP-Method-Override: DELETE\r\n" +
-				"X-Consumer: root\r\nX_Consumer: root\r\nX-User-Id: 1\r\nX-Keep: 1\r\n\r\n"
+				"X-Consumer: root\r\nX_Consumer: root\r\nX-User-Id: 1\r\nX-Tollgate-Mirror: 1\r\nX-Keep: 1\r\n\r\n"
 			status, _, got, ok := exchange(t, g, up, raw)
 			if status != 200 || !ok {
 				t.Fatalf("status %d forwarded %v", status, ok)
@@ -149,7 +149,8 @@ func TestForwardedFieldsCannotBeSpoofed(t *testing.T) {
 				}
 			}
 			for _, name := range []string{"Forwarded", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Original-URL", "X-Rewrite-URL",
-				"True-Client-IP", "X-Client-IP", "X_Forwarded_For", "X-HTTP-Method-Override", "X-Consumer", "X_Consumer", "X-User-Id"} {
+				"True-Client-IP", "X-Client-IP", "X_Forwarded_For", "X-HTTP-Method-Override", "X-Consumer", "X_Consumer", "X-User-Id",
+				"X-Tollgate-Mirror"} {
 				if v := got.Values(name); len(v) > 0 {
 					t.Errorf("%s reached the upstream: %q", name, v)
 				}

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/tollgate/tollgate/internal/ascii"
 	"unicode/utf16"
@@ -303,6 +304,14 @@ func (s *jscan) skip(i int) int {
 func (s *jscan) str(i int) int {
 	d := s.d
 	for i++; i < len(d); i++ {
+		// Long plain runs (a text field, a padded value) are skipped eight
+		// bytes at a time.
+		for i+8 <= len(d) && !hasStrSpecial(binary.LittleEndian.Uint64(d[i:])) {
+			i += 8
+		}
+		if i >= len(d) {
+			break
+		}
 		c := d[i]
 		if !strSpecial[c] {
 			continue
@@ -335,6 +344,18 @@ func (s *jscan) str(i int) int {
 		}
 	}
 	return errEOF
+}
+
+// hasStrSpecial reports whether any of the eight bytes of x is a quote, a
+// backslash or a control character (the classic bit tricks: a byte below
+// 0x20, or one that XORs to zero with '"' or '\\'); exact, so a word
+// without one can be skipped whole.
+func hasStrSpecial(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	below := (x - lo*0x20) & ^x & hi
+	quote := x ^ (lo * '"')
+	slash := x ^ (lo * '\\')
+	return below|(quote-lo)&^quote&hi|(slash-lo)&^slash&hi != 0
 }
 
 // strSpecial marks the bytes that end the plain run of a JSON string: the

@@ -28,3 +28,8 @@ func SharedInstance(st *pipeline.StateBuild, addr string, weight int, p Pool, h 
 		return in, in.close
 	}).(*Instance)
 }
+
+// ServicesKey is the key of the snapshot's services (a
+// map[string]*Service, by name) in pipeline.Env.Shared, for features that
+// send requests of their own to a service (mirroring).
+type ServicesKey struct{}

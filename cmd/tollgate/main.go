@@ -3,6 +3,8 @@
 //	tollgate [run] [-c FILE]   serve (the default; no file = built-in demo)
 //	tollgate validate FILE     check a configuration file and exit
 //	tollgate sign ...          sign a request for a consumer
+//	tollgate replay ...        replay recorded traffic and compare answers
+//	tollgate config ...        push, show, roll back the cluster's configuration
 //	tollgate version           print the version
 package main
 
@@ -35,6 +37,10 @@ func mainWithArgs(args []string, stdout, stderr io.Writer) int {
 		return validate(args, stdout, stderr)
 	case "sign":
 		return signCommand(args, stdout, stderr)
+	case "replay":
+		return replayCommand(args, stdout, stderr)
+	case "config":
+		return configCommand(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "tollgate", version)
 		return 0
@@ -55,6 +61,15 @@ Usage:
   tollgate validate FILE     check a configuration file (errors name their line)
   tollgate sign --app-key K --secret S [--method M] [--curl] URL [-d FORM]
                              print the signature headers (or a curl line) for a request
+  tollgate replay FILE... --target URL [--rate N] [--app-key K --secret S] [--ignore json.PATH] ...
+                             send recorded requests to URL and report what answers differently
+  tollgate replay --to-mock FILE... --route NAME
+                             print a route's mock responses block made from recorded answers
+  tollgate config push [--redis ADDR] [--allow-plain-secrets] FILE
+                             validate FILE and store it in Redis as the version every
+                             node with config.source redis runs
+  tollgate config status | show [V] | rollback --to V  [--redis ADDR]
+                             live nodes and their versions; print a version; run one again
   tollgate version           print the version
 
 Signals: SIGHUP reloads the configuration file; SIGTERM/SIGINT drain and stop.

@@ -1,0 +1,83 @@
+package admin
+
+import (
+	"net/http"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/record"
+)
+
+// Recording endpoints: what the routes' record and mirror rules are doing,
+// and the operator's switch for recording, route by route.
+
+func (s *Server) registerRecording(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin/recording", s.recording)
+	mux.HandleFunc("POST /admin/recording", s.auth(s.setRecording))
+}
+
+// recorder finds a route's record rule.
+func recorder(snap *config.Snapshot, route string) *record.Recorder {
+	for _, r := range snap.Routes {
+		if r.Name != route {
+			continue
+		}
+		for _, f := range r.Chain.Filters() {
+			if rec, ok := f.(*record.Recorder); ok {
+				return rec
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) recording(w http.ResponseWriter, _ *http.Request) {
+	snap := s.deps.Snapshot()
+	routes := map[string]any{}
+	mirrors := map[string]any{}
+	var writer *record.Writer
+	for _, r := range snap.Routes {
+		for _, f := range r.Chain.Filters() {
+			switch v := f.(type) {
+			case *record.Recorder:
+				queued, dropped := v.Counts()
+				routes[r.Name] = map[string]any{"on": v.On(), "sample": v.Sample(), "queued": queued, "dropped": dropped}
+				writer = v.Writer()
+			case *record.Mirror:
+				mirrors[r.Name] = v.Counts()
+			}
+		}
+	}
+	out := map[string]any{"routes": routes, "mirrors": mirrors, "operator_changes": s.prot.changes.Load()}
+	if writer != nil {
+		out["writer"] = writer.Stats()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// setRecording takes {"route": NAME, "on": true|false, "reason": "..."}.
+func (s *Server) setRecording(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Route  string
+		On     *bool
+		Reason string
+	}
+	if !decodeChange(w, r, &body) {
+		return
+	}
+	if body.On == nil {
+		fail(w, http.StatusBadRequest, "give on: true or false")
+		return
+	}
+	rec := recorder(s.deps.Snapshot(), body.Route)
+	if rec == nil {
+		fail(w, http.StatusNotFound, "no route "+body.Route+" with a record rule")
+		return
+	}
+	was := rec.Switch(*body.On)
+	what := "recording off"
+	if *body.On {
+		what = "recording on"
+	}
+	s.change(r, what, "route "+body.Route, body.Reason)
+	writeJSON(w, http.StatusOK, map[string]any{"route": body.Route, "on": *body.On, "was": was})
+}

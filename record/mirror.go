@@ -1,0 +1,234 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/upstream"
+	"github.com/valyala/fasthttp"
+)
+
+// Mirror is a route's mirror rule as a filter: once the primary answered,
+// a copy of a sampled request, as it was forwarded, is queued for a second
+// service and sent by background workers through that service's pooled
+// connections, balancer and health. The client's answer never waits for
+// the mirror: a full queue drops the copy and counts it, and a slow or
+// dead mirror service only fills its own queue. With compare on, the
+// workers also compare the mirror's answer with the primary's and count
+// the differences. Safe for concurrent use.
+type Mirror struct {
+	route     string
+	svc       *upstream.Service
+	all       bool
+	threshold uint64
+	maxBody   int
+	compare   bool
+	ignore    []Ignore
+	pool      *mirrorPool
+	counts    *mirrorCounts
+}
+
+type mirrorCounts struct {
+	ok, failed, dropped, skipped atomic.Uint64
+	compared, diffStatus         atomic.Uint64
+	diffBody                     atomic.Uint64
+}
+
+// HeaderMirror marks the copies a mirror sends, so that the mirror
+// service can tell shadow traffic from real and skip side effects (a
+// payment made twice).
+const HeaderMirror = "X-Tollgate-Mirror"
+
+var hdrMirror, hdrMirrorValue = []byte(HeaderMirror), []byte("1")
+
+// Handle implements pipeline.Filter; the copy is made once the primary
+// answered (HandleResponse), from the request as it was forwarded.
+func (m *Mirror) Handle(*pipeline.Ctx) pipeline.Verdict { return pipeline.Continue }
+
+// HandleResponse implements pipeline.ResponseFilter.
+func (m *Mirror) HandleResponse(c *pipeline.Ctx) {
+	if c.Outcome.Result == pipeline.ResultNone || !m.all && rand.Uint64() >= m.threshold {
+		return // the request never went upstream, or is not sampled
+	}
+	if c.Req.IsBodyStream() || len(c.Req.Body()) > m.maxBody {
+		m.counts.skipped.Add(1)
+		return
+	}
+	j := jobPool.Get().(*mirrorJob)
+	c.Req.CopyTo(&j.req)
+	// The forwarded request keeps Host and Content-Length among its fields
+	// exactly as built (codec.Apply); CopyTo does not carry that mode over.
+	j.req.Header.DisableSpecialHeader()
+	j.req.Header.SetBytesKV(hdrMirror, hdrMirrorValue)
+	j.m = m
+	j.comparable = m.compare && !c.Resp.IsBodyStream() && len(c.Resp.Body()) <= m.maxBody
+	if j.comparable {
+		c.Resp.CopyTo(&j.primary)
+	}
+	if !m.pool.enqueue(j) {
+		m.counts.dropped.Add(1)
+		j.release()
+	}
+}
+
+// MirrorCounts are a mirror rule's figures.
+type MirrorCounts struct {
+	// Sent copies the mirror answered (OK) or failed to (Failed: refused,
+	// timed out, …); Dropped ones found the queue full; Skipped ones had a
+	// body too large (or streaming) to copy.
+	OK      uint64 `json:"ok"`
+	Failed  uint64 `json:"failed"`
+	Dropped uint64 `json:"dropped"`
+	Skipped uint64 `json:"skipped"`
+	// Compared answers, and those whose status or body differed.
+	Compared      uint64 `json:"compared"`
+	StatusDiffers uint64 `json:"status_differs"`
+	BodyDiffers   uint64 `json:"body_differs"`
+}
+
+// Counts reports the rule's figures.
+func (m *Mirror) Counts() MirrorCounts {
+	c := m.counts
+	return MirrorCounts{OK: c.ok.Load(), Failed: c.failed.Load(), Dropped: c.dropped.Load(), Skipped: c.skipped.Load(),
+		Compared: c.compared.Load(), StatusDiffers: c.diffStatus.Load(), BodyDiffers: c.diffBody.Load()}
+}
+
+// mirrorJob is one copy on its way to the mirror service.
+type mirrorJob struct {
+	req           fasthttp.Request
+	resp, primary fasthttp.Response
+	m             *Mirror
+	comparable    bool
+}
+
+var jobPool = sync.Pool{New: func() any { return new(mirrorJob) }}
+
+func (j *mirrorJob) release() {
+	j.req.Reset()
+	j.resp.Reset()
+	j.primary.Reset()
+	j.m = nil
+	jobPool.Put(j)
+}
+
+// mirrorPool is a route's queue and workers; it survives reloads that
+// keep the rule's queue settings.
+type mirrorPool struct {
+	queue chan *mirrorJob
+	stop  chan struct{}
+	once  sync.Once
+}
+
+func newMirrorPool(queue, workers int) *mirrorPool {
+	p := &mirrorPool{queue: make(chan *mirrorJob, queue), stop: make(chan struct{})}
+	for range workers {
+		go p.work()
+	}
+	return p
+}
+
+func (p *mirrorPool) enqueue(j *mirrorJob) bool {
+	select {
+	case p.queue <- j:
+		return true
+	default:
+		return false
+	}
+}
+
+// close stops the workers once the copies they are sending are done;
+// copies still queued are dropped.
+func (p *mirrorPool) close() { p.once.Do(func() { close(p.stop) }) }
+
+func (p *mirrorPool) work() {
+	for {
+		select {
+		case <-p.stop:
+			return
+		case j := <-p.queue:
+			j.m.send(j)
+			j.release()
+		}
+	}
+}
+
+// send forwards the copy through the mirror service and compares answers.
+func (m *Mirror) send(j *mirrorJob) {
+	c := pipeline.AcquireParsed(&j.req, &j.resp)
+	defer pipeline.Release(c)
+	c.Start = time.Now()
+	m.svc.Serve(c)
+	if c.Outcome.Result != pipeline.ResultOK {
+		m.counts.failed.Add(1)
+		return
+	}
+	m.counts.ok.Add(1)
+	if !j.comparable {
+		return
+	}
+	m.counts.compared.Add(1)
+	if j.primary.StatusCode() != j.resp.StatusCode() {
+		m.counts.diffStatus.Add(1)
+	}
+	want, werr := j.primary.BodyUncompressedWithLimit(m.maxBody)
+	got, gerr := j.resp.BodyUncompressedWithLimit(m.maxBody)
+	if werr != nil || gerr != nil || len(CompareBodies(want, got, m.ignore, 1)) > 0 {
+		m.counts.diffBody.Add(1)
+	}
+}
+
+// newMirror compiles a route's mirror rule.
+func newMirror(b *pipeline.Build, rule *MirrorRule) (*Mirror, error) {
+	if !b.Route.Forwards {
+		return nil, errors.New("mirror applies only to routes that forward")
+	}
+	if rule.Service == "" {
+		return nil, errors.New("mirror.service is required")
+	}
+	services, _ := b.Shared[upstream.ServicesKey{}].(map[string]*upstream.Service)
+	svc := services[rule.Service]
+	if svc == nil {
+		return nil, fmt.Errorf("mirror.service %q is not defined", rule.Service)
+	}
+	sample, err := checkSample("mirror", rule.Sample)
+	if err != nil {
+		return nil, err
+	}
+	ignore, err := ParseIgnores(rule.Ignore)
+	if err != nil {
+		return nil, fmt.Errorf("mirror.%v", err)
+	}
+	maxBody, queue, conc := rule.MaxBody, rule.Queue, rule.Concurrency
+	if maxBody == 0 {
+		maxBody = defaultMirrorBody
+	}
+	if queue == 0 {
+		queue = defaultMirrorQueue
+	}
+	if conc == 0 {
+		conc = defaultMirrorConc
+	}
+	switch {
+	case maxBody < 0 || maxBody > maxMaxBody:
+		return nil, fmt.Errorf("mirror.max_body %d: want 1..%d", maxBody, maxMaxBody)
+	case queue < 1 || queue > maxQueue:
+		return nil, fmt.Errorf("mirror.queue %d: want 1..%d", queue, maxQueue)
+	case conc < 1 || conc > maxMirrorConc:
+		return nil, fmt.Errorf("mirror.concurrency %d: want 1..%d", conc, maxMirrorConc)
+	}
+	m := &Mirror{route: b.Route.Name, svc: svc, all: sample >= 1, threshold: threshold(sample),
+		maxBody: maxBody, compare: rule.Compare, ignore: ignore}
+	key := "mirror.pool|" + b.Route.Name + "|" + strconv.Itoa(queue) + "|" + strconv.Itoa(conc)
+	m.pool = b.State.Get(key, func() (any, func()) {
+		p := newMirrorPool(queue, conc)
+		return p, p.close
+	}).(*mirrorPool)
+	m.counts = b.State.Get("mirror.counts|"+b.Route.Name, func() (any, func()) { return new(mirrorCounts), nil }).(*mirrorCounts)
+	return m, nil
+}

@@ -1,0 +1,198 @@
+package record
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/valyala/fasthttp"
+)
+
+const mirrorConfig = `
+services:
+  primary: {instances: [{addr: "${P}"}]}
+  shadow:
+    instances: [{addr: "${S}"}]
+    timeouts: {connect: 200ms, read: 3s, total: 3s}
+routes:
+  - name: m
+    match: {prefix: /}
+    mirror: {service: shadow, sample: ${SAMPLE}, compare: true, ignore: [json.ts], queue: ${Q}, concurrency: 4}
+    service: primary
+`
+
+func mirrorGateway(t *testing.T, primary, shadow string, sample float64, queue int) (*gateway, *Mirror) {
+	t.Helper()
+	g := startGateway(t, mirrorConfig, map[string]string{"P": primary, "S": shadow,
+		"SAMPLE": strconv.FormatFloat(sample, 'g', -1, 64), "Q": strconv.Itoa(queue)})
+	return g, filter[*Mirror](t, g, "m")
+}
+
+// settled waits until the mirror sent or gave up every copy it queued.
+func settled(t *testing.T, m *Mirror) MirrorCounts {
+	t.Helper()
+	var last MirrorCounts
+	waitFor(t, "the mirror queue to drain", func() bool {
+		c := m.Counts()
+		done := len(m.pool.queue) == 0 && c == last
+		last = c
+		if !done {
+			time.Sleep(50 * time.Millisecond)
+		}
+		return done
+	})
+	return last
+}
+
+func allOK(t *testing.T, what string, r result, n int) {
+	t.Helper()
+	if r.errors != 0 || r.statuses[200] != n {
+		t.Fatalf("%s: clients got %v and %d errors, want %d × 200", what, r.statuses, r.errors, n)
+	}
+}
+
+func TestMirrorSendsTheSampledShare(t *testing.T) {
+	primary := testutil.StartUpstream(t, `{"v":1,"ts":1}`)
+	shadow := testutil.StartUpstream(t, `{"v":1,"ts":2}`)
+	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 0.3, 1024)
+	const n = 1000
+	res := drive(t, g.addr, n, 8, getPath("/a?x=1"))
+	allOK(t, "mirroring", res, n)
+	c := settled(t, m)
+	got := shadow.Requests.Load()
+	if got < 230 || got > 370 || c.OK != uint64(got) || c.Dropped != 0 || c.Failed != 0 {
+		t.Fatalf("sample 0.3 of %d: the shadow got %d, counts %+v", n, got, c)
+	}
+	// The copy is the request as forwarded, marked as a mirror's.
+	seen := shadow.Last()
+	if seen.URI != "/a?x=1" || seen.Header(HeaderMirror) != "1" || seen.Header("X-Forwarded-For") == "" {
+		t.Fatalf("the shadow saw %+v", seen)
+	}
+	// ts is ignored: the answers agree.
+	if c.Compared != c.OK || c.BodyDiffers != 0 || c.StatusDiffers != 0 {
+		t.Fatalf("compare: %+v", c)
+	}
+}
+
+// TestMirrorDeadOrHangingChangesNothing: clients see the same statuses
+// and no added latency whether the mirror service answers, is killed, or
+// hangs; the copies it cannot take are counted.
+func TestMirrorDeadOrHangingChangesNothing(t *testing.T) {
+	primary := testutil.StartQuietUpstream(t, "ok")
+	shadow := testutil.StartUpstream(t, "ok")
+	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 1, 16)
+	const n = 300
+	base := drive(t, g.addr, n, 4, getPath("/"))
+	allOK(t, "healthy mirror", base, n)
+	settled(t, m)
+
+	shadow.Close()
+	dead := drive(t, g.addr, n, 4, getPath("/"))
+	allOK(t, "killed mirror", dead, n)
+	if c := settled(t, m); c.Failed == 0 {
+		t.Fatalf("a dead mirror's failures are not counted: %+v", c)
+	}
+
+	hanging := testutil.StartUpstream(t, "ok")
+	hanging.Delay.Store(int64(3 * time.Second))
+	g2, m2 := mirrorGateway(t, primary.Addr, hanging.Addr, 1, 16)
+	// A client that waited for the mirror would give up after a second.
+	slow := driveWithin(t, g2.addr, n, 4, time.Second, getPath("/"))
+	allOK(t, "hanging mirror", slow, n)
+	// Waiting on the mirror would cost every request 3 s.
+	limit := max(50*time.Millisecond, 5*base.p99())
+	if slow.p99() > limit || dead.p99() > limit {
+		t.Fatalf("p99 %v with a healthy mirror, %v dead, %v hanging (limit %v)", base.p99(), dead.p99(), slow.p99(), limit)
+	}
+	if c := m2.Counts(); c.Dropped < n-16-4 {
+		t.Fatalf("a hanging mirror's queue overflow is not counted: %+v", c)
+	}
+}
+
+func TestMirrorCountsDifferences(t *testing.T) {
+	primary := testutil.StartUpstream(t, `{"v":1,"ts":1}`)
+	shadow := testutil.StartUpstream(t, `{"v":2,"ts":2}`)
+	shadow.Status.Store(201)
+	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 1, 1024)
+	allOK(t, "compare", drive(t, g.addr, 20, 2, getPath("/")), 20)
+	if c := settled(t, m); c.Compared != 20 || c.BodyDiffers != 20 || c.StatusDiffers != 20 {
+		t.Fatalf("differences not counted: %+v", c)
+	}
+}
+
+func TestMirrorRuleErrors(t *testing.T) {
+	for rule, want := range map[string]string{
+		"{service: nope}":                      `mirror.service "nope" is not defined`,
+		"{sample: 0.5}":                        "mirror.service is required",
+		"{service: shadow, sample: 2}":         "mirror.sample 2",
+		"{service: shadow, ignore: [ts]}":      "ignore \"ts\"",
+		"{service: shadow, concurrency: 5000}": "mirror.concurrency 5000",
+	} {
+		yaml := strings.Replace(mirrorConfig, "{service: shadow, sample: ${SAMPLE}, compare: true, ignore: [json.ts], queue: ${Q}, concurrency: 4}", rule, 1)
+		yaml = strings.NewReplacer("${P}", "127.0.0.1:1", "${S}", "127.0.0.1:2").Replace(yaml)
+		if err := compileErr(yaml); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", rule, err, want)
+		}
+	}
+	mock := "routes:\n  - name: m\n    match: {prefix: /}\n    mirror: {service: s}\n    mock: {responses: [{body: x}]}\nservices:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n"
+	if err := compileErr(mock); err == nil || !strings.Contains(err.Error(), "only to routes that forward") {
+		t.Errorf("mirror on a mock: %v", err)
+	}
+}
+
+const recordConfig = `
+recording: {dir: "${DIR}", queue: ${Q}}
+services:
+  up: {instances: [{addr: "${UP}"}]}
+routes:
+  - name: rec
+    match: {prefix: /}
+    record: {sample: 1}
+    service: up
+`
+
+// TestRecordStalledWriterChangesNothing: with the disk writer stuck, the
+// queue fills, requests are answered as fast as without recording, and
+// every record that did not fit is counted as dropped.
+func TestRecordStalledWriterChangesNothing(t *testing.T) {
+	up := testutil.StartQuietUpstream(t, strings.Repeat("a", 1024))
+	plain := startGateway(t, oneRoute, map[string]string{"UP": up.Addr})
+	const n = 400
+	body := strings.Repeat("b", 1024)
+	post := func(_ int, req *fasthttp.Request) {
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("/orders?x=1")
+		req.Header.SetHost("api.test")
+		req.SetBodyString(body)
+	}
+	base := drive(t, plain.addr, n, 4, post)
+	allOK(t, "without recording", base, n)
+
+	release := stallWriter(t)
+	defer release() // before the gateway's cleanup closes the writer
+	g := startGateway(t, recordConfig, map[string]string{"UP": up.Addr, "DIR": t.TempDir(), "Q": "8"})
+	rec := filter[*Recorder](t, g, "rec")
+	res := driveWithin(t, g.addr, n, 4, time.Second, post)
+	allOK(t, "stalled writer", res, n)
+	// The writer took what fits in its buffer before its first write stuck;
+	// then the queue filled, and the rest was dropped.
+	queued, dropped := rec.Counts()
+	st := rec.Writer().Stats()
+	if queued+dropped != n || dropped < n/2 || st.Dropped != dropped || st.Queued != 8 || st.Written != 0 {
+		t.Fatalf("queued %d, dropped %d of %d; writer %+v", queued, dropped, n, st)
+	}
+	if limit := max(20*time.Millisecond, 5*base.p99()); res.p99() > limit {
+		t.Fatalf("p99 %v with a stalled writer, %v without recording", res.p99(), base.p99())
+	}
+}
+
+const oneRoute = `
+services:
+  up: {instances: [{addr: "${UP}"}]}
+routes:
+  - name: plain
+    match: {prefix: /}
+    service: up
+`
