@@ -306,10 +306,14 @@ func TestClusterAndLocalLimitsOnThreeNodes(t *testing.T) {
 	cfg := writeConfig(t, limitsConfig(up.Addr, R, RL))
 	gws := startGateways(t, 3, cfg, rd.Addr)
 
-	// Cluster limit: 2R offered, spread evenly.
+	// Cluster limit: 2R offered, spread evenly. Redis's work does not grow
+	// with the requests (about ten lease calls a second per node for the
+	// key), so the ratio below is for this load: 0.07 at 2R, 0.08–0.10 at
+	// 1.6R.
+	const offered = 2.0 * R
 	var targets []target
 	for i, g := range gws {
-		targets = append(targets, target{node: i, addr: g.addr, uri: "/cl/x", rate: 1.6 * R / 3})
+		targets = append(targets, target{node: i, addr: g.addr, uri: "/cl/x", rate: offered / 3})
 	}
 	start := time.Now()
 	all0, sent0 := redisCommands(t, rd)
@@ -326,7 +330,7 @@ func TestClusterAndLocalLimitsOnThreeNodes(t *testing.T) {
 	ok := countStatus(evs, 200)
 	want := R * secs
 	t.Logf("cluster limit %d/s, 3 nodes, %.0f/s offered: %d admitted in %.2f s (%.1f%% of R), statuses %s",
-		R, 1.6*R, ok, secs, 100*float64(ok)/want, statusSummary(evs))
+		R, offered, ok, secs, 100*float64(ok)/want, statusSummary(evs))
 	if math.Abs(float64(ok)-want) > 0.05*want {
 		t.Fatalf("cluster limit: %d admitted in %.2f s, want %.0f ± 5%%", ok, secs, want)
 	}
