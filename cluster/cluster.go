@@ -25,6 +25,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -72,6 +73,8 @@ type Options struct {
 	// Username and Password authenticate (AUTH / ACL). Optional.
 	Username string
 	Password string
+	// TLS, when set, reaches Redis over TLS with these settings.
+	TLS *tls.Config
 	// NodeID names this gateway node in membership and in CLIENT LIST.
 	// Default: hostname-pid. Must not contain spaces.
 	NodeID string
@@ -287,6 +290,7 @@ func New(o Options) (*Client, error) {
 		InitAddress: append([]string(nil), o.Addrs...),
 		Username:    o.Username,
 		Password:    o.Password,
+		TLSConfig:   o.TLS,
 		ClientName:  "tollgate-" + o.NodeID,
 		// Dialer.KeepAlive is also rueidis's idle PING interval.
 		Dialer:            net.Dialer{Timeout: o.DialTimeout, KeepAlive: time.Second},

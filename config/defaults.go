@@ -173,6 +173,9 @@ func (f *File) Validate(name string) error {
 	if f.Cluster.Nodes != "auto" && f.Cluster.FixedNodes() == 0 {
 		return bad(0, "cluster.nodes %q: want auto or a positive number", f.Cluster.Nodes)
 	}
+	if _, err := f.Cluster.TLS.Config(); err != nil {
+		return bad(f.Cluster.TLS.line, "cluster.tls: %v", err)
+	}
 	if err := f.Config.validate(f); err != nil {
 		return bad(0, "%v", err)
 	}

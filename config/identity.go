@@ -76,9 +76,14 @@ func (c *Compiler) clusterClient(f *File) (*cluster.Client, error) {
 	if c.cluster != nil {
 		return c.cluster, nil
 	}
+	tlsCfg, err := f.Cluster.TLS.Config()
+	if err != nil {
+		return nil, fmt.Errorf("cluster.tls: %w", err)
+	}
 	cl, err := cluster.New(cluster.Options{
 		Addrs:    splitList(f.Cluster.Redis),
 		Password: f.Cluster.Password,
+		TLS:      tlsCfg,
 		NodeID:   f.NodeID,
 		Budget:   f.Cluster.Budget.D(),
 		Logger:   c.Logger,

@@ -175,6 +175,8 @@ type Cluster struct {
 	// future version, for Redis Cluster); empty = standalone.
 	Redis    string `yaml:"redis"`
 	Password string `yaml:"password"`
+	// TLS reaches Redis over TLS (see ClusterTLS).
+	TLS ClusterTLS `yaml:"tls"`
 	// Nodes is "auto" (membership through Redis: each node heartbeats
 	// and counts the live ones) or a fixed count; local limits are split
 	// by it.

@@ -104,13 +104,24 @@ func configCommand(args []string, stdout, stderr io.Writer) int {
 
 var errUsage = errors.New("usage")
 
-// dialCluster connects the way nodes do (TOLLGATE_REDIS_PASSWORD) and
-// fails at once when Redis does not answer.
+// dialCluster connects the way nodes do (TOLLGATE_REDIS_PASSWORD, the
+// TOLLGATE_REDIS_TLS_* settings) and fails at once when Redis does not
+// answer.
 func dialCluster(addrs string) (*cluster.Client, error) {
 	host, _ := os.Hostname()
+	tlsCfg, err := config.ClusterTLS{
+		CAFile:     os.Getenv("TOLLGATE_REDIS_TLS_CA"),
+		CertFile:   os.Getenv("TOLLGATE_REDIS_TLS_CERT"),
+		KeyFile:    os.Getenv("TOLLGATE_REDIS_TLS_KEY"),
+		ServerName: os.Getenv("TOLLGATE_REDIS_TLS_SERVER_NAME"),
+	}.Config()
+	if err != nil {
+		return nil, fmt.Errorf("redis tls: %w", err)
+	}
 	cl, err := cluster.New(cluster.Options{
 		Addrs:    strings.Split(addrs, ","),
 		Password: os.Getenv("TOLLGATE_REDIS_PASSWORD"),
+		TLS:      tlsCfg,
 		NodeID:   "config-cli-" + host + "-" + strconv.Itoa(os.Getpid()),
 	})
 	if err != nil {

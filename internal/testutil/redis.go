@@ -28,10 +28,11 @@ type Redis struct {
 	// PID is the process id of the running server (it changes on Restart).
 	PID int
 
-	t    testing.TB
-	bin  string
-	port int
-	dir  string
+	t     testing.TB
+	bin   string
+	port  int
+	dir   string
+	extra []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -45,7 +46,8 @@ const redisStartWait = 10 * time.Second
 // StartRedis starts a redis-server on a free loopback port and waits until
 // it answers PING. A missing redis-server fails the test (`make test`
 // installs it) unless TOLLGATE_SKIP_REDIS=1, which skips the test instead.
-func StartRedis(t testing.TB) *Redis {
+// extra are more server options (a TLS port, say); Addr stays the plain one.
+func StartRedis(t testing.TB, extra ...string) *Redis {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -55,7 +57,7 @@ func StartRedis(t testing.TB) *Redis {
 		t.Fatal("redis-server not found in PATH: `make test` installs it " +
 			"(or set TOLLGATE_SKIP_REDIS=1 to skip the tests that need it)")
 	}
-	r := &Redis{t: t, bin: bin, dir: t.TempDir()}
+	r := &Redis{t: t, bin: bin, dir: t.TempDir(), extra: extra}
 	t.Cleanup(r.stop)
 
 	// A port taken from the kernel may be grabbed by someone else before
@@ -91,6 +93,7 @@ func (r *Redis) start() error {
 		"--dir", r.dir,
 		"--logfile", logFile,
 	)
+	cmd.Args = append(cmd.Args, r.extra...)
 	cmd.Dir = r.dir
 	if err := cmd.Start(); err != nil {
 		return err
