@@ -60,12 +60,6 @@ pinned() { # cpus cmd...: run under taskset when cpus is set
 	shift
 	if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
 }
-start_pinned() { # name cpus cmd...
-	local name=$1 cpus=$2
-	shift 2
-	if [[ -n $cpus ]]; then start "$name" taskset -c "$cpus" "$@"; else start "$name" "$@"; fi
-}
-
 start_pinned upstream "$LOAD_CPUS" bin/bench-upstream -listen $UPSTREAM_ADDR
 wait_port upstream $UPSTREAM_ADDR
 

@@ -132,3 +132,36 @@ wait_for() {
 }
 
 wait_port() { wait_for "$1" "listen on $2" port_busy "$2"; } # name addr
+
+start_pinned() {
+	local name=$1 cpus=$2
+	shift 2
+	if [[ -n $cpus ]]; then start "$name" taskset -c "$cpus" "$@"; else start "$name" "$@"; fi
+}
+
+http_ok() { curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null; }
+
+wait_http() { wait_for "$1" "answer $2" http_ok "$2"; } # name url: wait up to 15 s for a 2xx answer
+
+wait_port_free() { # addr: up to 10 s
+	local i
+	for ((i = 0; i < 100; i++)); do
+		port_busy "$1" || return 0
+		sleep 0.1
+	done
+	die "$1 is still in use"
+}
+
+# start_nginx runs nginx as the reference proxy (bench/nginx.conf.tmpl) on
+# $NGINX_ADDR to $UPSTREAM_ADDR with $NGINX_WORKERS workers, files in $TMP.
+start_nginx() {
+	local prefix=$TMP/nginx user_line=""
+	port_busy $NGINX_ADDR && die "$NGINX_ADDR is already in use; stop whatever listens there"
+	mkdir -p "$prefix"
+	if [[ $(id -u) == 0 ]]; then user_line="user nobody $(id -gn nobody 2>/dev/null || echo nogroup);"; fi
+	sed -e "s|@PREFIX@|$prefix|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" \
+		-e "s|@UPSTREAM@|$UPSTREAM_ADDR|g" -e "s|@LISTEN@|$NGINX_ADDR|g" \
+		-e "s|@USER_LINE@|$user_line|g" bench/nginx.conf.tmpl >"$prefix/nginx.conf"
+	start_pinned nginx "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
+	wait_http nginx "http://$NGINX_ADDR$REQ_PATH"
+}

@@ -96,25 +96,6 @@ pin() { # cpu-list cmd...: run cmd pinned when a cpu list is given
 }
 
 # start_pinned name cpu-list cmd...: start, pinned when a cpu list is given.
-start_pinned() {
-	local name=$1 cpus=$2
-	shift 2
-	if [[ -n $cpus ]]; then start "$name" taskset -c "$cpus" "$@"; else start "$name" "$@"; fi
-}
-
-http_ok() { curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null; }
-
-wait_http() { wait_for "$1" "answer $2" http_ok "$2"; } # name url: wait up to 15 s for a 2xx answer
-
-wait_port_free() { # addr: up to 10 s
-	local i
-	for ((i = 0; i < 100; i++)); do
-		port_busy "$1" || return 0
-		sleep 0.1
-	done
-	die "$1 is still in use"
-}
-
 start_upstream() {
 	port_busy $UPSTREAM_ADDR && die "$UPSTREAM_ADDR is already in use; stop whatever listens there"
 	local procs=()
@@ -153,17 +134,6 @@ stop_gateway() {
 	wait_port_free $ADMIN_ADDR
 }
 
-start_nginx() {
-	local prefix=$TMP/nginx user_line=""
-	port_busy $NGINX_ADDR && die "$NGINX_ADDR is already in use; stop whatever listens there"
-	mkdir -p "$prefix"
-	if [[ $(id -u) == 0 ]]; then user_line="user nobody $(id -gn nobody 2>/dev/null || echo nogroup);"; fi
-	sed -e "s|@PREFIX@|$prefix|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" \
-		-e "s|@UPSTREAM@|$UPSTREAM_ADDR|g" -e "s|@LISTEN@|$NGINX_ADDR|g" \
-		-e "s|@USER_LINE@|$user_line|g" bench/nginx.conf.tmpl >"$prefix/nginx.conf"
-	start_pinned nginx "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
-	wait_http nginx "http://$NGINX_ADDR$REQ_PATH"
-}
 
 # ---------------------------------------------------------------- measuring
 children() { pgrep -P "$1" 2>/dev/null || true; }
