@@ -155,6 +155,21 @@ func (s *Server) setBreaker(w http.ResponseWriter, r *http.Request) {
 
 // setDegrade takes {"route": NAME, "on": true|false, "reason": "..."}.
 func (s *Server) setDegrade(w http.ResponseWriter, r *http.Request) {
+	s.setRouteSwitch(w, r, "degrade", "a degrade answer configured", func(route string) routeSwitch {
+		if _, dg, found := routeParts(s.deps.Snapshot(), route); found && dg != nil {
+			return dg
+		}
+		return nil
+	})
+}
+
+// routeSwitch is a route's feature an operator turns on and off.
+type routeSwitch interface{ Switch(on bool) (was bool) }
+
+// setRouteSwitch takes {"route": NAME, "on": true|false, "reason": "..."}
+// and switches what find returns for the route (nil: the route has none,
+// which has names).
+func (s *Server) setRouteSwitch(w http.ResponseWriter, r *http.Request, feature, has string, find func(route string) routeSwitch) {
 	var body struct {
 		Route  string
 		On     *bool
@@ -167,15 +182,15 @@ func (s *Server) setDegrade(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "give on: true or false")
 		return
 	}
-	_, dg, found := routeParts(s.deps.Snapshot(), body.Route)
-	if !found || dg == nil {
-		fail(w, http.StatusNotFound, "no route "+body.Route+" with a degrade answer configured")
+	sw := find(body.Route)
+	if sw == nil {
+		fail(w, http.StatusNotFound, "no route "+body.Route+" with "+has)
 		return
 	}
-	was := dg.Switch(*body.On)
-	what := "degrade off"
+	was := sw.Switch(*body.On)
+	what := feature + " off"
 	if *body.On {
-		what = "degrade on"
+		what = feature + " on"
 	}
 	s.change(r, what, "route "+body.Route, body.Reason)
 	writeJSON(w, http.StatusOK, map[string]any{"route": body.Route, "on": *body.On, "was": was})

@@ -56,28 +56,10 @@ func (s *Server) recording(w http.ResponseWriter, _ *http.Request) {
 
 // setRecording takes {"route": NAME, "on": true|false, "reason": "..."}.
 func (s *Server) setRecording(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Route  string
-		On     *bool
-		Reason string
-	}
-	if !decodeChange(w, r, &body) {
-		return
-	}
-	if body.On == nil {
-		fail(w, http.StatusBadRequest, "give on: true or false")
-		return
-	}
-	rec := recorder(s.deps.Snapshot(), body.Route)
-	if rec == nil {
-		fail(w, http.StatusNotFound, "no route "+body.Route+" with a record rule")
-		return
-	}
-	was := rec.Switch(*body.On)
-	what := "recording off"
-	if *body.On {
-		what = "recording on"
-	}
-	s.change(r, what, "route "+body.Route, body.Reason)
-	writeJSON(w, http.StatusOK, map[string]any{"route": body.Route, "on": *body.On, "was": was})
+	s.setRouteSwitch(w, r, "recording", "a record rule", func(route string) routeSwitch {
+		if rec := recorder(s.deps.Snapshot(), route); rec != nil {
+			return rec
+		}
+		return nil
+	})
 }

@@ -119,16 +119,9 @@ func (w *spanWalk) value(i, depth int, active uint64) int {
 			if i = w.member(vs, depth, next, hit); i < 0 {
 				return i
 			}
-			if i = skipWS(d, i); i >= len(d) {
-				return errEOF
-			}
-			switch d[i] {
-			case ',':
-				i = skipWS(d, i+1)
-			case '}':
-				return i + 1
-			default:
-				return errSyntax
+			var done bool
+			if i, done = afterMember(d, i, '}'); done {
+				return i
 			}
 		}
 	}
@@ -141,18 +134,26 @@ func (w *spanWalk) value(i, depth int, active uint64) int {
 		if i = w.member(i, depth, next, hit); i < 0 {
 			return i
 		}
-		if i = skipWS(d, i); i >= len(d) {
-			return errEOF
-		}
-		switch d[i] {
-		case ',':
-			i = skipWS(d, i+1)
-		case ']':
-			return i + 1
-		default:
-			return errSyntax
+		var done bool
+		if i, done = afterMember(d, i, ']'); done {
+			return i
 		}
 	}
+}
+
+// afterMember reads what follows a member of an object or array: a comma
+// (the next member starts at i), or the closing byte (done, i past it).
+func afterMember(d []byte, i int, closing byte) (int, bool) {
+	if i = skipWS(d, i); i >= len(d) {
+		return errEOF, true
+	}
+	switch d[i] {
+	case ',':
+		return skipWS(d, i+1), false
+	case closing:
+		return i + 1, true
+	}
+	return errSyntax, true
 }
 
 // step matches the active paths' segment at depth: next are the paths
