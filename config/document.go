@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"regexp"
 	"strings"
@@ -40,49 +42,77 @@ func CheckDocument(name string, text []byte, lookup func(string) (string, bool))
 	return notes, nil
 }
 
-// refMark stands for ${NAME} while PlainSecrets reads the text as
-// written: "${" is not valid YAML everywhere (a flow mapping), so each
-// reference is replaced by a plain word first.
-const refMark = "tollgate-env-ref-"
-
-// secretRef is the one form a secret may take in a document stored in
-// Redis: a reference to each node's environment.
-var secretRef = regexp.MustCompile(`^` + refMark + `[A-Za-z_][A-Za-z0-9_]*$`)
-
 // PlainSecrets finds secrets written in clear in a document (consumers'
-// secret and jwt.keys' secret), which must not be stored in Redis, where
-// everyone who can read the configuration would have them: such a secret
-// belongs in each node's environment (${NAME}) or in a secret_file.
-// It reads the text as written, before ${NAME} is expanded.
+// secret, jwt.keys' secret, admin.token), which must not be stored in
+// Redis, where everyone who can read the configuration would have them:
+// such a secret belongs in each node's environment (${NAME}) or in a
+// secret_file. It judges the values as a node would decode them (anchors,
+// aliases and merges followed), with every ${NAME} standing for a marker
+// nobody can write by hand: a secret must be exactly one reference.
 func PlainSecrets(name string, text []byte) []*Error {
-	marked := envRef.ReplaceAll(text, []byte(refMark+"$1"))
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return []*Error{{File: name, Msg: "cannot check the secrets: " + err.Error()}}
+	}
+	tag := hex.EncodeToString(nonce[:])
+	ref := regexp.MustCompile(`^tgref-` + tag + `-[A-Za-z_][A-Za-z0-9_]*-` + tag + `$`)
+	f, err := Parse(name, text, func(k string) (string, bool) { return "tgref-" + tag + "-" + k + "-" + tag, true })
+	if err != nil {
+		return nil // CheckDocument reports it
+	}
+	// Positions come from the text as written, each ${NAME} made a plain
+	// word first: "${" is not valid YAML everywhere (a flow mapping).
 	var root yaml.Node
-	if err := yaml.Unmarshal(marked, &root); err != nil || len(root.Content) == 0 {
-		return nil // Parse reports it
+	_ = yaml.Unmarshal(envRef.ReplaceAll(text, []byte("ref-$1")), &root)
+	doc := &yaml.Node{}
+	if len(root.Content) > 0 {
+		doc = root.Content[0]
 	}
 	var out []*Error
-	check := func(where string, item *yaml.Node) {
-		if v := mapValue(item, "secret"); v != nil && v.Value != "" && !secretRef.MatchString(v.Value) {
-			out = append(out, &Error{File: name, Line: v.Line, Col: v.Column,
-				Msg: where + ".secret is written in clear; use ${NAME} (each node's environment) or secret_file"})
+	check := func(where, value string, at *yaml.Node) {
+		if value == "" || ref.MatchString(value) {
+			return
 		}
-	}
-	doc := root.Content[0]
-	if cs := mapValue(doc, "consumers"); cs != nil && cs.Kind == yaml.SequenceNode {
-		for _, item := range cs.Content {
-			key := "consumer"
-			if k := mapValue(item, "app_key"); k != nil {
-				key = "consumer " + k.Value
-			}
-			check(key, item)
+		e := &Error{File: name, Msg: where + " is written in clear; use ${NAME} (each node's environment) or secret_file"}
+		if at != nil {
+			e.Line, e.Col = at.Line, at.Column
 		}
+		out = append(out, e)
 	}
-	if j := mapValue(doc, "jwt"); j != nil {
-		if ks := mapValue(j, "keys"); ks != nil && ks.Kind == yaml.SequenceNode {
-			for _, item := range ks.Content {
-				check("jwt key", item)
+	// secretAt is where item i of the sequence at path wrote its secret,
+	// for the message (nil when the text does not say plainly).
+	secretAt := func(i int, field string, path ...string) *yaml.Node {
+		n := doc
+		for _, k := range path {
+			if n = mapValue(n, k); n == nil {
+				return nil
 			}
 		}
+		if n == nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
+			return nil
+		}
+		item := n.Content[i]
+		if item.Kind == yaml.AliasNode {
+			return item
+		}
+		return mapValue(item, field)
 	}
+	for i, c := range f.Consumers {
+		if c != nil {
+			check("consumer "+c.AppKey+".secret", c.Secret, secretAt(i, "secret", "consumers"))
+		}
+	}
+	var keys []JWTKey
+	if f.JWT != nil {
+		keys = f.JWT.Keys
+	}
+	for i, k := range keys {
+		check("jwt key "+k.KID+".secret", k.Secret, secretAt(i, "secret", "jwt", "keys"))
+	}
+	var tokenAt *yaml.Node
+	if a := mapValue(doc, "admin"); a != nil {
+		tokenAt = mapValue(a, "token")
+	}
+	check("admin.token", f.Admin.Token, tokenAt)
 	return out
 }

@@ -23,7 +23,7 @@ jwt:
 	}
 	want := []string{
 		`push.yaml:4:26: consumer b.secret is written in clear; use ${NAME} (each node's environment) or secret_file`,
-		`push.yaml:8:37: jwt key.secret is written in clear; use ${NAME} (each node's environment) or secret_file`,
+		`push.yaml:8:37: jwt key k1.secret is written in clear; use ${NAME} (each node's environment) or secret_file`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -50,5 +50,29 @@ func TestOverlayKeepsTheNodesOwnSettings(t *testing.T) {
 	if pushed.Listen != ":2" || pushed.NodeID != "node-a" || pushed.LogLevel != "debug" ||
 		pushed.Cluster.Redis != "r:6379" || pushed.Cluster.Nodes != "" || !pushed.Config.FromRedis() || pushed.DefaultService != "svc" {
 		t.Fatalf("overlaid %+v", pushed)
+	}
+}
+
+// TestPlainSecretsSeesThroughYAML: the check judges decoded values, so
+// anchors, aliases, merges, text around a reference and a value written to
+// look like the internal marker all count as clear.
+func TestPlainSecretsSeesThroughYAML(t *testing.T) {
+	for name, doc := range map[string]string{
+		"alias item":     "not_found: {headers: &b {app_key: k1, secret: CLEAR}}\nconsumers: [*b]\n",
+		"alias value":    "not_found: {body: &s CLEAR}\nconsumers:\n  - {app_key: k1, secret: *s}\n",
+		"marker-like":    "not_found: {body: &tollgate-env-ref-X CLEAR}\nconsumers:\n  - {app_key: k1, secret: *tollgate-env-ref-X}\n",
+		"text after ref": "consumers:\n  - {app_key: k1, secret: ${HOME}CLEAR}\n",
+		"two refs":       "consumers:\n  - {app_key: k1, secret: ${A}${B}}\n",
+		"admin token":    "admin: {token: CLEARTOKEN}\n",
+		"block scalar":   "consumers:\n  - app_key: k1\n    secret: |\n      CLEAR\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if errs := PlainSecrets("push.yaml", []byte(doc)); len(errs) != 1 {
+				t.Fatalf("%d findings, want 1: %v", len(errs), errs)
+			}
+		})
+	}
+	if errs := PlainSecrets("push.yaml", []byte("consumers:\n  - {app_key: k1, secret: \"${K1}\"}\nadmin: {token: ${TOKEN}}\n")); len(errs) != 0 {
+		t.Fatalf("references refused: %v", errs)
 	}
 }

@@ -265,11 +265,15 @@ func (fw *Follower) writeCopy(doc cluster.ConfigDoc) error {
 	}
 	defer os.Remove(tmp.Name())
 	head := copyHeader + strconv.FormatUint(doc.Version, 10) + " " + doc.Digest + "\n"
-	if _, err := tmp.WriteString(head); err == nil {
+	_, err = tmp.WriteString(head)
+	if err == nil {
 		_, err = tmp.Write(doc.Text)
 	}
-	if err := tmp.Close(); err != nil {
-		return err
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err // a short copy never replaces the last good one
 	}
 	return os.Rename(tmp.Name(), path)
 }
