@@ -134,6 +134,11 @@ func (l *FieldList) Get(name string) []byte {
 // nameIs compares a field name with a known one ignoring ASCII case and
 // treating '_' as '-': CGI, WSGI, PHP and Rack fold both to the same
 // variable, so "X_Consumer" reaches such a backend as X-Consumer.
+// FieldNameIs reports whether header name b is s as backends read names:
+// case folded, '_' read as '-' (CGI, PHP and WSGI turn both into one
+// variable).
+func FieldNameIs(b []byte, s string) bool { return nameIs(b, s) }
+
 func nameIs(b []byte, s string) bool {
 	return len(b) == len(s) && nameHasPrefix(b, s)
 }

@@ -1,13 +1,13 @@
 package record
 
 import (
-	"bytes"
 	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
 )
 
 // entry is one exchange being recorded. The recording step fills it from
@@ -48,9 +48,10 @@ const (
 	streamed            // never in memory (larger than stream_body_bytes)
 	encoded             // a Content-Encoding not decoded, or larger than max_body decoded
 	unreadable          // declared JSON but invalid: a masked value could hide past the error
+	multipart           // multipart parts are not masked one by one
 )
 
-var omissionNames = [...]string{"", "streamed", "encoded", "unreadable json"}
+var omissionNames = [...]string{"", "streamed", "encoded", "unreadable json", "multipart"}
 
 // bodyKind is how a body is masked.
 type bodyKind uint8
@@ -59,6 +60,7 @@ const (
 	plainBody bodyKind = iota
 	formBody
 	jsonBody
+	multipartBody // left out: its parts carry fields a mask names (password=…)
 )
 
 // takeRequest fills e from c's request as the client sent it: the routed
@@ -147,7 +149,12 @@ func (e *entry) appendField(dst, k, v []byte, m *masks) []byte {
 // then cut at maxBody.
 func (e *entry) keepBody(dst, body []byte, kind bodyKind, m *masks, formNames []string, maxBody int) ([]byte, bodyState) {
 	var st bodyState
+	if kind == plainBody && looksJSON(body) {
+		kind = jsonBody
+	}
 	switch {
+	case kind == multipartBody:
+		return dst, bodyState{omitted: multipart}
 	case kind == formBody && formNames != nil:
 		if len(body) > maxBody {
 			// Cutting first is safe: a masked parameter cut short keeps its
@@ -192,21 +199,35 @@ func (e *entry) keepDecoded(dst, body []byte, err error, kind bodyKind, m *masks
 	return dst, st
 }
 
-// kindOf classifies a Content-Type: urlencoded form, JSON (application/json
-// or any +json type), or anything else.
+// kindOf classifies a Content-Type: urlencoded form, JSON, multipart, or
+// anything else.
 func kindOf(ct []byte) bodyKind {
-	if i := bytes.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	ct = ascii.TrimOWS(ct)
-	switch {
-	case ascii.EqualFold(ct, "application/x-www-form-urlencoded"):
+	switch source.MediaOf(ct) {
+	case source.MediaForm:
 		return formBody
-	case ascii.EqualFold(ct, "application/json"),
-		len(ct) > len("+json") && ascii.EqualFold(ct[len(ct)-len("+json"):], "+json"):
+	case source.MediaJSON:
 		return jsonBody
 	}
+	if len(ct) >= len("multipart/") && ascii.EqualFold(ct[:len("multipart/")], "multipart/") {
+		return multipartBody
+	}
 	return plainBody
+}
+
+// looksJSON reports a body that starts like a JSON object or array: many
+// backends parse JSON whatever the Content-Type says, so such a body is
+// masked as JSON (or left out when it does not read whole).
+func looksJSON(body []byte) bool {
+	for _, c := range body {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{', '[':
+			return true
+		}
+		return false
+	}
+	return false
 }
 
 // release returns e to the pool.

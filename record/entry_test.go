@@ -116,6 +116,31 @@ func TestRecordMasksSecrets(t *testing.T) {
 	}
 }
 
+// TestRecordMasksWhatBackendsRead: header names spelt with '_' (which
+// CGI-style backends read as '-'), a multipart form, and JSON sent under
+// another Content-Type keep their secrets out of the record too.
+func TestRecordMasksWhatBackendsRead(t *testing.T) {
+	r, w := testRecorder(t, Rule{Mask: []string{"header.X-Card"}})
+	ok := func(resp *fasthttp.Response) { resp.SetBodyString("done") }
+	for name, tc := range map[string]struct{ head, body, secret string }{
+		"underscore names": {"X_Sign: sign-secret-0123456789\r\nProxy_Authorization: Basic cHJveHktc2VjcmV0\r\nx_card: 5500000000000004\r\n", "", "5500000000000004"},
+		"multipart": {"Content-Type: multipart/form-data; boundary=b\r\n",
+			"--b\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\nhunter2-multipart\r\n--b--\r\n", "hunter2-multipart"},
+		"json as text":      {"Content-Type: text/plain\r\n", `{"password":"hunter2-plain-json","n":1}`, "hunter2-plain-json"},
+		"json without type": {"", ` [{"token":"tok-untyped-123456"}]`, "tok-untyped-123456"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			raw := "POST /t HTTP/1.1\r\nHost: h\r\n" + tc.head + "Content-Length: " + itoa(len(tc.body)) + "\r\n\r\n" + tc.body
+			line := exchange(t, r, w, raw, "", ok)
+			for _, s := range []string{tc.secret, "sign-secret-0123456789", "cHJveHktc2VjcmV0"} {
+				if bytes.Contains(line, []byte(s)) {
+					t.Fatalf("the record holds %q:\n%s", s, line)
+				}
+			}
+		})
+	}
+}
+
 func TestRecordFormAndBodies(t *testing.T) {
 	r, w := testRecorder(t, Rule{MaxBody: 64, Mask: []string{"form.card_no"}})
 	ok := func(body string) func(*fasthttp.Response) {

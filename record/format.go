@@ -29,7 +29,7 @@ type Entry struct {
 	ReqBody    string      `json:"req_body,omitempty"`
 	ReqBodyB64 []byte      `json:"req_body_b64,omitempty"`
 	// ReqBodyCut: longer than max_body, only the start was kept;
-	// ReqBodyOmitted: not kept ("streamed", "encoded", "unreadable json");
+	// ReqBodyOmitted: not kept ("streamed", "encoded", "unreadable json", "multipart");
 	// ReqBodyDecoded: kept decoded from its Content-Encoding.
 	ReqBodyCut     bool   `json:"req_body_cut,omitempty"`
 	ReqBodyOmitted string `json:"req_body_omitted,omitempty"`

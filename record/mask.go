@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/source"
 )
@@ -72,7 +73,7 @@ func compileMasks(list []string) (masks, error) {
 
 func (m *masks) header(name []byte) bool {
 	for _, h := range m.headers {
-		if len(h) == len(name) && ascii.EqualFold(name, h) {
+		if codec.FieldNameIs(name, h) {
 			return true
 		}
 	}
@@ -151,7 +152,7 @@ func (s *secrets) scrub(b []byte) []byte {
 func appendHeaderValue(dst []byte, name, v []byte, sec *secrets) []byte {
 	sec.add(v)
 	switch {
-	case ascii.EqualFold(name, "Cookie") || ascii.EqualFold(name, "Set-Cookie"):
+	case codec.FieldNameIs(name, "Cookie") || codec.FieldNameIs(name, "Set-Cookie"):
 		for rest := v; len(rest) > 0; {
 			part := rest
 			if i := bytes.IndexByte(rest, ';'); i >= 0 {

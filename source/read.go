@@ -196,19 +196,39 @@ func AppendDecoded(dst, enc []byte) []byte { return appendUnescaped(dst, enc) }
 // mediaKind classifies a Content-Type value: application/x-www-form-urlencoded,
 // application/json or anything ending in +json; parameters ignored.
 func mediaKind(ct []byte) bodyKind {
+	switch MediaOf(ct) {
+	case MediaForm:
+		return bodyForm
+	case MediaJSON:
+		return bodyJSON
+	}
+	return bodyNone
+}
+
+// Media is what a Content-Type says a body is, for reading its values.
+type Media uint8
+
+const (
+	MediaOther Media = iota
+	MediaForm        // application/x-www-form-urlencoded
+	MediaJSON        // application/json or any +json type
+)
+
+// MediaOf classifies a Content-Type (parameters ignored).
+func MediaOf(ct []byte) Media {
 	if i := bytes.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
 	ct = ascii.TrimOWS(ct)
 	switch {
 	case ascii.EqualFold(ct, "application/x-www-form-urlencoded"):
-		return bodyForm
+		return MediaForm
 	case ascii.EqualFold(ct, "application/json"):
-		return bodyJSON
+		return MediaJSON
 	case len(ct) > len("+json") && ascii.EqualFold(ct[len(ct)-len("+json"):], "+json"):
-		return bodyJSON
+		return MediaJSON
 	}
-	return bodyNone
+	return MediaOther
 }
 
 // form finds the first parameter named name in the urlencoded body and
