@@ -147,7 +147,8 @@ func (e *entry) nextSlot(gap, grace, now int64) (at int64, ok bool) {
 	return at, true
 }
 
-// lapse drops the slots more than one interval old. e.mu is held.
+// lapse drops the slots older than grace; the pool is the caller's to
+// update. e.mu is held.
 func (e *entry) lapse(gap, grace, now int64) {
 	for e.runs[0].n > 0 {
 		r := &e.runs[0]
@@ -162,7 +163,6 @@ func (e *entry) lapse(gap, grace, now int64) {
 			e.runs[0], e.runs[1] = e.runs[1], slotRun{}
 		}
 	}
-	e.pool.Store(e.runs[0].n + e.runs[1].n)
 }
 
 // slotGrace is how late a leased slot may still be used. A run has the
@@ -189,13 +189,17 @@ func (e *entry) addRun(at, n int64) {
 	e.pool.Store(e.runs[0].n + e.runs[1].n)
 }
 
-// giveSlot puts back the slot at `at` if it is the last one taken.
+// giveSlot puts back the slot at `at` if it is the last one taken: at the
+// head of its run, or as a run of its own when it was its run's last.
 func (e *entry) giveSlot(at, gap int64) {
 	e.mu.Lock()
-	if r := &e.runs[0]; r.n > 0 && r.at == at+gap {
+	switch r := &e.runs[0]; {
+	case r.n > 0 && r.at == at+gap:
 		r.at, r.n = at, r.n+1
-		e.pool.Store(e.runs[0].n + e.runs[1].n)
+	case e.runs[1].n == 0 && (r.n == 0 || r.at > at):
+		e.runs[1], e.runs[0] = e.runs[0], slotRun{at, 1}
 	}
+	e.pool.Store(e.runs[0].n + e.runs[1].n)
 	e.mu.Unlock()
 }
 
@@ -780,6 +784,7 @@ func (m *manager) sweep(now int64) {
 			fbIdle := split.Idle(&e.fb, now)
 			if lim.Alg == LeakyBucket {
 				e.lapse(lim.Interval, slotGrace, now)
+				e.pool.Store(e.runs[0].n + e.runs[1].n)
 			}
 			e.mu.Unlock()
 			count := e.uses.Load() + e.misses.Load()

@@ -379,3 +379,28 @@ func BenchmarkLeaseFastPath(b *testing.B) {
 		}
 	}
 }
+
+// TestLeakySlotGivenBack: a slot taken for a request that a later rule
+// refused goes back, also when it was its run's last.
+func TestLeakySlotGivenBack(t *testing.T) {
+	const gap = 10
+	e := &entry{}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.addRun(100, 2)
+	e.addRun(500, 3)
+	a, _ := e.nextSlot(gap, 50, 100)
+	e.mu.Unlock()
+	e.giveSlot(a, gap)
+	e.mu.Lock()
+	if b, _ := e.nextSlot(gap, 50, 100); b != a || e.pool.Load() != 4 {
+		t.Fatalf("head of the run: took %d after giving back %d, pool %d", b, a, e.pool.Load())
+	}
+	last, _ := e.nextSlot(gap, 50, 100) // the run's last slot: runs shift
+	e.mu.Unlock()
+	e.giveSlot(last, gap)
+	e.mu.Lock()
+	if b, _ := e.nextSlot(gap, 50, 100); b != last || e.pool.Load() != 3 {
+		t.Fatalf("run's last slot: took %d after giving back %d, pool %d", b, last, e.pool.Load())
+	}
+}

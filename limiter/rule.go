@@ -232,6 +232,8 @@ func (r *rule) takeSlot(e *entry, lim *Limit, now int64, o *outcome) bool {
 	if left <= e.want.Load()/2 && now >= e.noneUntil.Load() {
 		r.mgr.enqueue(e)
 	}
+	// Redis grants no slot beyond max_delay of its own now; the bound only
+	// absorbs the estimate of that now (half a round trip).
 	delay := min(release-now, lim.MaxDelay)
 	o.ok, o.delay, o.tk = true, delay, taken{how: tookSlot, e: e, k: uint64(at)}
 	o.remaining = (lim.MaxDelay - delay) / lim.Interval
