@@ -56,12 +56,11 @@ func BenchmarkLocalJSONField(b *testing.B) {
 
 func BenchmarkLeaseFastPathParallel(b *testing.B) {
 	s := newSim(b, 1, "[{by: route, rate: 1e9, per: 1s, burst: 1e9, scope: cluster}]")
-	nd := s.nodes[0]
-	nd.f.Handle(nd.ctx)
-	nd.mgr.step()
+	nd := warmLease(b, s, 1e6)
 	go func() {
 		for range 1 << 30 {
 			if nd.f.rules[0].lease.stats().Held < 1e6 {
+				s.clock.Set(s.clock.ns.Load() + int64(time.Millisecond))
 				nd.mgr.step()
 			}
 			select {
