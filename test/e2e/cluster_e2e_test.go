@@ -18,9 +18,8 @@ func TestMembershipCountsLiveNodes(t *testing.T) {
 	up := testutil.StartUpstream(t, "ok")
 	cfg := writeConfig(t, "services:\n  up: {instances: [{addr: \""+up.Addr+"\"}]}\nroutes:\n  - {name: all, match: {prefix: /}, service: up}\n")
 	env := []string{"TOLLGATE_REDIS=" + rd.Addr}
-	adminA := freePort(t)
-	startProc(t, freePort(t), adminA, env, "run", "-c", cfg)
-	b := startProc(t, freePort(t), "off", env, "run", "-c", cfg)
+	adminA := startProc(t, "", "", env, "run", "-c", cfg).admin
+	b := startProc(t, "", "off", env, "run", "-c", cfg)
 	waitStats := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(8 * time.Second)

@@ -65,9 +65,10 @@ type follower struct {
 func startFollower(t *testing.T, redis, copyPath string) *follower {
 	t.Helper()
 	boot := writeConfig(t, followerBoot)
-	g := &follower{admin: freePort(t), copy: copyPath}
+	g := &follower{copy: copyPath}
 	g.env = []string{"TOLLGATE_REDIS=" + redis, "TOLLGATE_ADMIN_TOKEN=" + limitsToken, "TOLLGATE_CONFIG_COPY=" + copyPath}
-	g.proc = startProc(t, freePort(t), g.admin, g.env, "run", "-c", boot)
+	g.proc = startProc(t, "", "", g.env, "run", "-c", boot)
+	g.admin = g.proc.admin
 	return g
 }
 

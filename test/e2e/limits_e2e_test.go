@@ -263,10 +263,9 @@ func startGateways(t *testing.T, n int, cfg, redis string, extra ...string) []*g
 	t.Helper()
 	var out []*gateway
 	for range n {
-		admin := freePort(t)
 		env := append([]string{"TOLLGATE_REDIS=" + redis, "TOLLGATE_ADMIN_TOKEN=" + limitsToken}, extra...)
-		p := startProc(t, freePort(t), admin, env, "run", "-c", cfg)
-		out = append(out, &gateway{proc: p, admin: admin})
+		p := startProc(t, "", "", env, "run", "-c", cfg)
+		out = append(out, &gateway{proc: p, admin: p.admin})
 	}
 	for _, g := range out {
 		waitUntil(t, 10*time.Second, "membership of "+strconv.Itoa(n), func() bool {

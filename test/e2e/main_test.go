@@ -11,6 +11,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -80,7 +81,32 @@ func (s *syncBuffer) String() string {
 func freePort(t *testing.T) string { return testutil.FreeAddr(t) }
 
 // startProc runs the binary with args and env until it answers on addr.
+// An empty addr or admin is a fresh loopback port: a port found free can be
+// taken before the gateway binds it (by a connection another process, or
+// the gateway itself, opens meanwhile), so then the start is tried again
+// with fresh ones.
 func startProc(t *testing.T, addr, admin string, env []string, args ...string) *proc {
+	t.Helper()
+	for try := 1; ; try++ {
+		a, m := addr, admin
+		if a == "" {
+			a = freePort(t)
+		}
+		if m == "" {
+			m = freePort(t)
+		}
+		p, err := tryProc(t, a, m, env, args)
+		if err == nil {
+			return p
+		}
+		if try < 3 && (addr == "" || admin == "") && strings.Contains(p.stderr.String(), "address already in use") {
+			continue
+		}
+		t.Fatalf("%v\n%s", err, p.stderr.String())
+	}
+}
+
+func tryProc(t *testing.T, addr, admin string, env, args []string) (*proc, error) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -106,17 +132,16 @@ func startProc(t *testing.T, addr, admin string, env []string, args ...string) *
 	for time.Now().Before(deadline) {
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			return p
+			return p, nil
 		}
 		select {
 		case err := <-p.done:
 			p.done <- err // for the cleanup, which waits for the exit too
-			t.Fatalf("gateway exited: %v\n%s", err, p.stderr.String())
+			return p, fmt.Errorf("gateway exited: %v", err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("gateway did not start\n%s", p.stderr.String())
-	return nil
+	return p, errors.New("gateway did not start")
 }
 
 func get(t *testing.T, url string) (int, string) {
