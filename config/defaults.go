@@ -155,7 +155,7 @@ func (f *File) Validate(name string) error {
 		return bad(0, "listen %q: %v", f.Listen, err)
 	}
 	switch f.Transport {
-	case "netpoll", "fasthttp":
+	case "netpoll", "fasthttp", "eventloop":
 	default:
 		return bad(0, "transport %q: want netpoll or fasthttp", f.Transport)
 	}

@@ -19,7 +19,7 @@ type File struct {
 	Listen    string `yaml:"listen"`    // default ":8080"
 	Workers   int    `yaml:"workers"`   // GOMAXPROCS; 0 = one per core
 	NodeID    string `yaml:"node_id"`   // default hostname:port
-	Transport string `yaml:"transport"` // netpoll (default) | fasthttp
+	Transport string `yaml:"transport"` // netpoll (default) | netpoll-dispatch | fasthttp
 	LogLevel  string `yaml:"log_level"` // debug | info (default) | warn | error
 	// ShutdownTimeout bounds the drain on SIGTERM; default 15s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`

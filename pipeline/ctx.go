@@ -4,6 +4,7 @@
 package pipeline
 
 import (
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -99,6 +100,11 @@ type Ctx struct {
 	Scratch  []byte
 	Scratch2 []byte
 
+	// Loop is the event loop the request runs on, nil on a transport that
+	// serves requests on goroutines: upstream connections are then taken
+	// from that loop's own pools and waited for by it.
+	Loop Loop
+
 	// waiter, when set by the transport, runs the request's waits.
 	waiter Waiter
 
@@ -184,6 +190,19 @@ type Waiter interface {
 	// Blocking(c, true) comes before, and Blocking(c, false) after, a
 	// bounded blocking call (a Redis round trip with a deadline).
 	Blocking(c *Ctx, start bool)
+}
+
+// Loop is an event loop of a transport that runs requests on it: it runs
+// their waits (Waiter), and it dials upstream connections that it watches
+// itself, so a request waiting for its backend holds no thread.
+type Loop interface {
+	Waiter
+	// ID is the loop's index among the transport's loops: small and dense,
+	// for pools kept per loop.
+	ID() int
+	// Dial connects to addr (host:port) within timeout; the connection
+	// may be used only by requests running on this loop.
+	Dial(addr string, timeout time.Duration) (net.Conn, error)
 }
 
 // SetWaiter is for transports: w runs c's waits until Release.

@@ -63,8 +63,18 @@ func (g *Gateway) DetachLog() *observe.AccessLog { return g.log.Swap(nil) }
 // global filters, the route's chain (or the no-route answer), and finish
 // (trace headers, access log, counters, observers).
 func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) (closeConn bool) {
+	return g.ServeOn(req, resp, peer, nil)
+}
+
+// ServeOn is Serve for a request running on an event loop (nil for none):
+// its waits and its upstream connections are the loop's.
+func (g *Gateway) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) (closeConn bool) {
 	snap := g.snap.Load()
 	c := g.begin(req, resp, peer)
+	if loop != nil {
+		c.Loop = loop
+		c.SetWaiter(loop)
+	}
 	c.ConfigVersion = snap.Version
 	if err := g.admit(snap, c); err != nil {
 		cannedFor(err).WriteTo(c)

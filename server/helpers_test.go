@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 )
 
-var transports = []string{"netpoll", "fasthttp"}
+var transports = []string{"netpoll", "netpoll-dispatch", "fasthttp"}
 
 // testGateway is a gateway on a real loopback socket.
 type testGateway struct {

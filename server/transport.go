@@ -33,13 +33,20 @@ func OptionsFor(f *config.File) Options {
 	}
 }
 
-// NewTransport returns the transport named kind ("netpoll" or "fasthttp").
+// NewTransport returns the transport named kind: "netpoll" (the epoll
+// reactor running requests on its event loops), "netpoll-dispatch" (the
+// same reactor handing each ready connection to a goroutine) or
+// "fasthttp" (fasthttp.Server, a goroutine per connection).
 func NewTransport(kind string, h Handler, o Options) (Transport, error) {
 	switch kind {
 	case "fasthttp":
 		return newFastHTTPTransport(h, o), nil
 	case "netpoll":
+		o.EventLoop = true
+		return netpoll.New(h, o)
+	case "netpoll-dispatch":
+		o.EventLoop = false
 		return netpoll.New(h, o)
 	}
-	return nil, fmt.Errorf("unknown transport %q (want netpoll or fasthttp)", kind)
+	return nil, fmt.Errorf("unknown transport %q (want netpoll, netpoll-dispatch or fasthttp)", kind)
 }

@@ -80,6 +80,10 @@ func (s *npStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Respo
 	resp.SetBodyString(codec.Message(err))
 }
 
+// npDispatch runs the reactor's tests in dispatch mode (connections handed
+// to goroutines) instead of event-loop mode; see TestNetpollDispatchMode.
+var npDispatch bool
+
 func npOptions() Options {
 	return Options{
 		MaxHeaderBytes:  4096,
@@ -90,6 +94,7 @@ func npOptions() Options {
 		IdleTimeout:     5 * time.Second,
 		WriteTimeout:    2 * time.Second,
 		MaxConns:        1000,
+		EventLoop:       !npDispatch,
 	}
 }
 
@@ -903,6 +908,31 @@ func TestNetpollConcurrentClients(t *testing.T) {
 		t.Fatalf("calls = %d, want %d", got, clients*each)
 	}
 	npWaitFor(t, "Conns() to drop to 0", 2*time.Second, func() bool { return tr.Conns() == 0 })
+}
+
+// TestNetpollDispatchMode runs the reactor's tests again in dispatch mode
+// ("transport: netpoll-dispatch"); the others run in event-loop mode.
+func TestNetpollDispatchMode(t *testing.T) {
+	npDispatch = true
+	defer func() { npDispatch = false }()
+	for name, test := range map[string]func(*testing.T){
+		"KeepAlive": TestNetpollKeepAlive, "Pipelining": TestNetpollPipelining,
+		"PipeliningMany": TestNetpollPipeliningMany, "SplitRequest": TestNetpollSplitRequest,
+		"PartialRequest": TestNetpollPipelinedAnswerNotHeldByPartialRequest,
+		"LargeBody": TestNetpollLargeBodyStreamed, "Chunked": TestNetpollChunkedBody,
+		"UnreadBody": TestNetpollUnreadBodyDrained, "MalformedChunked": TestNetpollMalformedChunkedRefused,
+		"BrokenChunk": TestNetpollBrokenStreamedChunkCloses, "BodyLimit": TestNetpollBodyLimit,
+		"ExpectContinue": TestNetpollExpectContinue, "HTTP10": TestNetpollHTTP10,
+		"HandlerAsksClose": TestNetpollHandlerAsksClose, "HeaderTooLarge": TestNetpollHeaderTooLarge,
+		"Malformed": TestNetpollMalformedRequest, "Slowloris": TestNetpollSlowlorisCutAtHeaderTimeout,
+		"IdleTimeout": TestNetpollIdleTimeout, "MaxConns": TestNetpollMaxConns,
+		"ShutdownInFlight": TestNetpollShutdownLetsInFlightFinish, "ShutdownDeadline": TestNetpollShutdownDeadline,
+		"IdleNoGoroutine": TestNetpollIdleConnsHoldNoGoroutine, "Concurrent": TestNetpollConcurrentClients,
+		"StreamingBounded": TestStreamingWhileBusyIsBounded, "ClaimedBody": TestClaimedBodySizeIsNotAllocated,
+		"BareLF": TestBareLFHeaderSectionAnsweredAtOnce,
+	} {
+		t.Run(name, test)
+	}
 }
 
 func TestNetpollNewTransport(t *testing.T) {

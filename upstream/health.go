@@ -197,7 +197,7 @@ type InstanceStatus struct {
 func (in *Instance) Status() InstanceStatus {
 	h := in.health
 	s := InstanceStatus{Addr: in.Addr, Weight: in.Weight, State: "up", InFlight: in.inflight.Load(),
-		Conns: in.client.ConnsCount(), Requests: in.requests.Load(), Errors: in.errors.Load(), Failures: h.failures.Load(),
+		Conns: in.conns(), Requests: in.requests.Load(), Errors: in.errors.Load(), Failures: h.failures.Load(),
 		Ejections: h.ejections.Load(), Recovered: h.recovered.Load(), Kept: h.kept.Load()}
 	switch {
 	case in.disabled.Load():

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 )
@@ -67,7 +68,11 @@ type Instance struct {
 	Addr   string
 	Weight int
 
+	pool   Pool
 	client *fasthttp.HostClient
+	// loops are the pools of requests running on event loops, by loop ID,
+	// made on first use.
+	loops [maxLoopPools]atomic.Pointer[fasthttp.HostClient]
 
 	inflight atomic.Int64
 	// disabled is the operator's switch; a disabled instance gets nothing.
@@ -83,32 +88,77 @@ func newInstance(addr string, weight int, p Pool, h Health, log *zap.Logger) *In
 	p = p.withDefaults()
 	dialer := &fasthttp.TCPDialer{Concurrency: 0, DNSCacheDuration: time.Minute}
 	connect := p.Connect
-	return &Instance{
+	in := &Instance{
 		Addr:   addr,
 		Weight: weight,
+		pool:   p,
 		health: newHealth(h, log),
-		client: &fasthttp.HostClient{
-			Addr: addr,
-			Dial: func(a string) (net.Conn, error) {
-				return dialer.DialTimeout(a, connect)
-			},
-			MaxConns:                  p.MaxConns,
-			MaxConnWaitTimeout:        p.MaxConnWait,
-			MaxIdleConnDuration:       p.IdleConn,
-			ReadTimeout:               p.Read,
-			WriteTimeout:              p.Write,
-			MaxResponseBodySize:       p.MaxResponseBytes,
-			StreamResponseBody:        p.StreamResponse,
-			MaxIdemponentCallAttempts: 1, // retries are ours: once, elsewhere
-			// The target is already canonical (codec.AppendCanonicalPath)
-			// and is sent exactly as routed: normalizing it again would
-			// decode escapes a second time ("%252e" into "%2e").
-			DisablePathNormalizing:   true,
-			NoDefaultUserAgentHeader: true,
-			ReadBufferSize:           8 << 10,
-			WriteBufferSize:          8 << 10,
-		},
 	}
+	in.client = in.newClient(func(a string) (net.Conn, error) {
+		return dialer.DialTimeout(a, connect)
+	})
+	return in
+}
+
+// newClient returns a connection pool to the instance that dials with dial.
+func (in *Instance) newClient(dial fasthttp.DialFunc) *fasthttp.HostClient {
+	p := in.pool
+	return &fasthttp.HostClient{
+		Addr:                      in.Addr,
+		Dial:                      dial,
+		MaxConns:                  p.MaxConns,
+		MaxConnWaitTimeout:        p.MaxConnWait,
+		MaxIdleConnDuration:       p.IdleConn,
+		ReadTimeout:               p.Read,
+		WriteTimeout:              p.Write,
+		MaxResponseBodySize:       p.MaxResponseBytes,
+		StreamResponseBody:        p.StreamResponse,
+		MaxIdemponentCallAttempts: 1, // retries are ours: once, elsewhere
+		// The target is already canonical (codec.AppendCanonicalPath)
+		// and is sent exactly as routed: normalizing it again would
+		// decode escapes a second time ("%252e" into "%2e").
+		DisablePathNormalizing:   true,
+		NoDefaultUserAgentHeader: true,
+		ReadBufferSize:           8 << 10,
+		WriteBufferSize:          8 << 10,
+	}
+}
+
+// maxLoopPools is how many event loops get a pool of their own per
+// instance; requests on loops beyond it share the instance's common pool.
+const maxLoopPools = 64
+
+// clientFor returns the pool a request takes its connection from: on an
+// event loop, the loop's own (its connections are watched by that loop,
+// so waiting for the backend holds no thread); otherwise the common one.
+func (in *Instance) clientFor(loop pipeline.Loop) *fasthttp.HostClient {
+	if loop == nil {
+		return in.client
+	}
+	id := loop.ID()
+	if id < 0 || id >= maxLoopPools {
+		return in.client
+	}
+	if hc := in.loops[id].Load(); hc != nil {
+		return hc
+	}
+	connect := in.pool.Connect
+	hc := in.newClient(func(a string) (net.Conn, error) { return loop.Dial(a, connect) })
+	if !in.loops[id].CompareAndSwap(nil, hc) {
+		return in.loops[id].Load()
+	}
+	return hc
+}
+
+// conns reports the instance's open upstream connections, every pool's.
+func (in *Instance) conns() int {
+	n := in.client.ConnsCount()
+	for i := range in.loops {
+		if hc := in.loops[i].Load(); hc != nil {
+			n += hc.ConnsCount()
+		}
+	}
+	return n
 }
 
 // Available reports whether balancers should send new requests here: not
@@ -134,4 +184,9 @@ func (in *Instance) Stats() (requests, errors uint64) { return in.requests.Load(
 func (in *Instance) close() {
 	in.closed.Do(func() { close(in.health.stop) })
 	in.client.CloseIdleConnections()
+	for i := range in.loops {
+		if hc := in.loops[i].Load(); hc != nil {
+			hc.CloseIdleConnections()
+		}
+	}
 }

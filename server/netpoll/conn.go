@@ -52,7 +52,26 @@ type npConn struct {
 	linger   bool             // close gracefully: the client may still be sending
 	peekN    int              // what peek saw; guarded by mu
 	peekFn   func(fd uintptr) // c.peek, bound once
+
+	// Event-loop mode (see evloop_linux.go): the socket's readiness, the
+	// fiber serving the connection, and the current read and write
+	// deadlines on the transport clock (0 for none).
+	io       evIO
+	fiber    *fiber
+	rdl, wdl int64
 }
+
+// evIO is the readiness of one socket as the loop's edge-triggered events
+// report it, and the fiber waiting for it.
+type evIO struct {
+	rready atomic.Bool // bytes (or EOF) may be waiting: a read will not fail with EAGAIN
+	wready atomic.Bool // the send buffer had room at the last event
+	hup    atomic.Bool // the peer hung up, or the socket failed: every read is ready
+	waiter *fiber      // loop goroutine and that fiber only
+	write  bool        // the waiter waits to write
+}
+
+func (io *evIO) readable() bool { return io.rready.Load() || io.hup.Load() }
 
 // Read gives what the socket has, waiting for at least one byte under the
 // phase's deadline. Before it waits it sends answers still held for
@@ -79,7 +98,12 @@ func (c *npConn) Read(p []byte) (int, error) {
 	if !c.rarmed {
 		// The phase's deadline runs from its first read of the socket.
 		c.rarmed = true
-		if c.rtimeout > 0 {
+		if c.loop.ev != nil {
+			c.rdl = 0
+			if c.rtimeout > 0 {
+				c.rdl = c.loop.ev.clock + int64(c.rtimeout)
+			}
+		} else if c.rtimeout > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.rtimeout))
 			c.rset = true
 		} else if c.rset {
@@ -87,7 +111,13 @@ func (c *npConn) Read(p []byte) (int, error) {
 			c.rset = false
 		}
 	}
-	n, err := c.nc.Read(p)
+	var n int
+	var err error
+	if c.loop.ev != nil {
+		n, err = c.evRead(p)
+	} else {
+		n, err = c.nc.Read(p)
+	}
 	if c.inHeader && n > 0 {
 		c.hdr.Feed(p[:n])
 	}
@@ -105,11 +135,23 @@ func (c *npConn) Write(p []byte) (int, error) {
 	}
 	if !c.warmed {
 		c.warmed = true
-		if d := c.t.o.WriteTimeout; d > 0 {
+		switch d := c.t.o.WriteTimeout; {
+		case c.loop.ev != nil:
+			c.wdl = 0
+			if d > 0 {
+				c.wdl = c.loop.ev.clock + int64(d)
+			}
+		case d > 0:
 			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
 		}
 	}
-	n, err := c.nc.Write(p)
+	var n int
+	var err error
+	if c.loop.ev != nil {
+		n, err = c.evWrite(p)
+	} else {
+		n, err = c.nc.Write(p)
+	}
 	if err != nil {
 		c.werr = err
 	}
@@ -151,6 +193,11 @@ func (c *npConn) idle() bool {
 		}
 		c.closeIfIdle()
 		return false
+	}
+	if c.loop.ev != nil {
+		// Watched all along; input that came meanwhile is the loop's to
+		// serve once the fiber is done.
+		return true
 	}
 	c.mu.Lock()
 	ok := !c.closed && c.loop.rearm(c) == nil
@@ -203,8 +250,12 @@ const (
 func (c *npConn) finish() {
 	if tc, ok := c.nc.(interface{ CloseWrite() error }); ok && !isGone(c.rerr) && c.werr == nil &&
 		tc.CloseWrite() == nil && (c.linger || c.inputWaiting()) {
-		_ = c.nc.SetReadDeadline(time.Now().Add(npLingerTime))
-		_, _ = io.CopyN(io.Discard, c.nc, npLingerBytes)
+		if c.loop.ev != nil {
+			c.evLinger()
+		} else {
+			_ = c.nc.SetReadDeadline(time.Now().Add(npLingerTime))
+			_, _ = io.CopyN(io.Discard, c.nc, npLingerBytes)
+		}
 	}
 	c.close()
 }

@@ -37,11 +37,16 @@ type npLoop struct {
 
 	mu     sync.RWMutex      // writers: add, remove, closing; readers: events, rearm
 	conns  map[int32]*npConn // by fd; an event also carries the connection's generation
+	ups    map[int32]*upConn // upstream connections (event-loop mode), by fd
 	closed bool              // epfd and wake are closed
 	done   chan struct{}     // closed when run returns
+
+	// ev is the event-loop mode's state (nil in dispatch mode): the loop
+	// then runs requests itself, on fibers (see evloop_linux.go).
+	ev *evState
 }
 
-func newNpLoop() (*npLoop, error) {
+func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -53,6 +58,10 @@ func newNpLoop() (*npLoop, error) {
 	}
 	l := &npLoop{epfd: epfd, wake: int(r), conns: make(map[int32]*npConn), done: make(chan struct{}),
 		events: make([]syscall.EpollEvent, 256)}
+	if t.eventLoop {
+		l.ups = make(map[int32]*upConn)
+		l.ev = newEvState(t, l, id)
+	}
 	l.wait = l.poll
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(l.wake)}
 	err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wake, &ev)
@@ -79,7 +88,7 @@ func newNpLoop() (*npLoop, error) {
 // poll takes the events ready now, without blocking; false makes the
 // RawConn wait until the epoll fd is readable and call it again.
 func (l *npLoop) poll(fd uintptr) bool {
-	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, fd,
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd,
 		uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
 	l.n = int(r)
 	return errno != 0 || l.n > 0
@@ -87,6 +96,10 @@ func (l *npLoop) poll(fd uintptr) bool {
 
 // run waits for events until stop; it is the loop's only goroutine.
 func (l *npLoop) run() {
+	if l.ev != nil {
+		l.runEvents()
+		return
+	}
 	defer func() {
 		l.mu.Lock()
 		l.closed = true
@@ -119,9 +132,18 @@ func (l *npLoop) run() {
 
 // stop ends run and waits for it.
 func (l *npLoop) stop() {
+	if l.ev != nil {
+		l.ev.stopping.Store(true)
+	}
+	l.kick()
+	<-l.done
+}
+
+// kick wakes the loop: it stops in dispatch mode, and looks at what was
+// posted to it in event-loop mode.
+func (l *npLoop) kick() {
 	var one = [8]byte{7: 1}
 	_, _ = syscall.Write(l.wake, one[:])
-	<-l.done
 }
 
 // add starts watching a new idle connection.
@@ -132,7 +154,11 @@ func (l *npLoop) add(c *npConn) error {
 		return syscall.EBADF
 	}
 	l.conns[c.fd] = c
-	ev := syscall.EpollEvent{Events: npArm, Fd: c.fd, Pad: int32(c.gen)}
+	arm := npArm
+	if l.ev != nil {
+		arm = evArm
+	}
+	ev := syscall.EpollEvent{Events: arm, Fd: c.fd, Pad: int32(c.gen)}
 	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(c.fd), &ev); err != nil {
 		delete(l.conns, c.fd)
 		return err

@@ -2,17 +2,39 @@
 
 package netpoll
 
-import "errors"
+import (
+	"errors"
+	"net"
+	"time"
+
+	"github.com/tollgate/tollgate/pipeline"
+)
 
 // npLoop is the epoll reactor's loop; it exists on Linux only.
-type npLoop struct{}
+type npLoop struct{ ev *evState }
 
-func newNpLoop() (*npLoop, error) {
+// evState, evPost and fiber are the event-loop mode's (Linux only).
+type (
+	evState struct{ clock int64 }
+	evPost  struct{ c *npConn }
+	fiber   struct{}
+)
+
+func newNpLoop(*netpollTransport, int) (*npLoop, error) {
 	return nil, errors.New("the netpoll transport needs Linux (epoll); use fasthttp")
 }
 
-func (*npLoop) run()                {}
-func (*npLoop) stop()               {}
-func (*npLoop) add(*npConn) error   { return errors.ErrUnsupported }
-func (*npLoop) rearm(*npConn) error { return errors.ErrUnsupported }
-func (*npLoop) remove(*npConn)      {}
+func (*npLoop) run()                        {}
+func (*npLoop) stop()                       {}
+func (*npLoop) add(*npConn) error           { return errors.ErrUnsupported }
+func (*npLoop) rearm(*npConn) error         { return errors.ErrUnsupported }
+func (*npLoop) remove(*npConn)              {}
+func (*evState) post(evPost)                {}
+func (*npConn) evRead([]byte) (int, error)  { return 0, errors.ErrUnsupported }
+func (*npConn) evWrite([]byte) (int, error) { return 0, errors.ErrUnsupported }
+func (*npConn) evLinger()                   {}
+
+func (*fiber) Sleep(*pipeline.Ctx, time.Duration)           {}
+func (*fiber) Blocking(*pipeline.Ctx, bool)                 {}
+func (*fiber) ID() int                                      { return 0 }
+func (*fiber) Dial(string, time.Duration) (net.Conn, error) { return nil, errors.ErrUnsupported }

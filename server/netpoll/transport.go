@@ -45,8 +45,9 @@ import (
 // transport; the header, body and write timeouts by socket deadlines while
 // a request is being served.
 type netpollTransport struct {
-	h transport.Handler
-	o transport.Options
+	h  transport.Handler
+	lh transport.LoopHandler // h, when it can serve on a loop
+	o  transport.Options
 
 	readBufSize  int   // bufio.Reader size: request line + header limit
 	maxBody      int64 // body limit, 0 for none
@@ -73,6 +74,10 @@ type netpollTransport struct {
 	lns     []net.Listener
 	loops   []*npLoop
 	started bool
+
+	// eventLoop runs requests on the loops themselves (evloop_linux.go)
+	// instead of dispatching them to goroutines.
+	eventLoop bool
 
 	stopOnce  sync.Once
 	stopSweep chan struct{}
@@ -144,7 +149,9 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		stopSweep:    make(chan struct{}),
 		sweepDone:    make(chan struct{}),
 		workers:      newNpWorkers(),
+		eventLoop:    o.EventLoop,
 	}
+	t.lh, _ = h.(transport.LoopHandler)
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
@@ -175,16 +182,20 @@ func (t *netpollTransport) startLocked() error {
 	if t.started {
 		return nil
 	}
-	// The loops only wait and dispatch; reading and parsing happen on the
-	// goroutines they start, so one loop serves 20 cores.
+	// In dispatch mode the loops only wait and dispatch; reading and
+	// parsing happen on the goroutines they start, so one loop serves 20
+	// cores. In event-loop mode each loop runs its requests: one per core.
 	cores := t.o.Workers
 	if cores <= 0 {
 		cores = runtime.GOMAXPROCS(0)
 	}
 	n := cores/20 + 1
+	if t.eventLoop {
+		n = cores
+	}
 	loops := make([]*npLoop, 0, n)
-	for range n {
-		l, err := newNpLoop()
+	for i := range n {
+		l, err := newNpLoop(t, i)
 		if err != nil {
 			for _, l := range loops {
 				go l.run()
@@ -285,6 +296,10 @@ func (t *netpollTransport) accept(nc net.Conn) {
 func (t *netpollTransport) dispatch(c *npConn) {
 	if c.state.CompareAndSwap(npIdle, npBusy) {
 		t.inflight.Add(1)
+		if c.loop.ev != nil {
+			c.loop.ev.post(evPost{c: c})
+			return
+		}
 		t.serveOnWorker(c)
 	}
 }
@@ -400,6 +415,14 @@ func (t *netpollTransport) Conns() int { return int(t.conns.Load()) }
 // activity off the coarse copy in clock.
 func (t *netpollTransport) now() int64 { return int64(time.Since(t.epoch)) }
 
+// clockAt converts a deadline to the transport's clock; 0 is none.
+func (t *netpollTransport) clockAt(d time.Time) int64 {
+	if d.IsZero() {
+		return 0
+	}
+	return max(int64(d.Sub(t.epoch)), 1)
+}
+
 // admit counts a new connection unless MaxConns are already open.
 func (t *netpollTransport) admit() bool {
 	limit := int64(t.o.MaxConns)
@@ -509,7 +532,7 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 		}
 	}
 
-	if t.h.Serve(req, resp, c.peer) {
+	if t.serveRequest(c, req, resp) {
 		closeConn = true
 	}
 	if streamed {
@@ -546,6 +569,15 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 	}
 	c.pending = true
 	return true
+}
+
+// serveRequest hands a parsed request to the handler: on the fiber's
+// loop in event-loop mode.
+func (t *netpollTransport) serveRequest(c *npConn, req *fasthttp.Request, resp *fasthttp.Response) bool {
+	if c.fiber != nil && t.lh != nil {
+		return t.lh.ServeOn(req, resp, c.peer, c.fiber)
+	}
+	return t.h.Serve(req, resp, c.peer)
 }
 
 // readBody reads the request body, whole up to streamBytes, or sets up a

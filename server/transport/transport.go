@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
 
@@ -39,6 +40,14 @@ type Handler interface {
 	ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort)
 }
 
+// LoopHandler is a Handler that can serve a request on an event loop: a
+// transport that runs requests on loops of its own calls ServeOn, so the
+// request's waits and upstream connections are the loop's (pipeline.Loop).
+type LoopHandler interface {
+	Handler
+	ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) (closeConn bool)
+}
+
 // Options are the transport settings, fixed for the life of the process
 // (a reload cannot change them; a restart can).
 type Options struct {
@@ -52,6 +61,10 @@ type Options struct {
 	WriteTimeout    time.Duration // writing one answer
 	MaxConns        int           // open client connections
 	Workers         int           // cores the gateway uses (GOMAXPROCS), 0 for all; the reactor runs one epoll loop per 20
+	// EventLoop makes the netpoll reactor run requests on its loops (one
+	// per core), with upstream sockets in the same epoll sets, instead of
+	// handing each ready connection to a goroutine.
+	EventLoop bool
 }
 
 // ReadBufferSize is the largest request line + header section a transport

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
+)
+
+// loopStub serves requests on the reactor's event loop: /sleep parks the
+// request on the loop's timers, /block leaves the loop for a blocking call,
+// /up/ADDR proxies a GET to ADDR over a connection the loop dialed; the
+// rest is answered at once.
+type loopStub struct {
+	wait     time.Duration
+	blocking atomic.Int64 // requests inside their blocking call
+	loops    atomic.Int64 // requests that were given a loop
+}
+
+func (s *loopStub) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
+	return s.ServeOn(req, resp, peer, nil)
+}
+
+func (s *loopStub) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort, loop pipeline.Loop) bool {
+	target := req.Header.RequestURI()
+	if loop != nil {
+		s.loops.Add(1)
+	}
+	switch {
+	case bytes.Equal(target, []byte("/sleep")) && loop != nil:
+		loop.Sleep(nil, s.wait)
+	case bytes.Equal(target, []byte("/block")) && loop != nil:
+		loop.Blocking(nil, true)
+		s.blocking.Add(1)
+		time.Sleep(s.wait) // a bounded call that blocks its thread
+		s.blocking.Add(-1)
+		loop.Blocking(nil, false)
+	case bytes.HasPrefix(target, []byte("/up/")) && loop != nil:
+		conn, err := loop.Dial(string(target[4:]), time.Second)
+		if err != nil {
+			resp.SetStatusCode(fasthttp.StatusBadGateway)
+			resp.SetBodyString(err.Error())
+			return false
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(time.Second))
+		if _, err := io.WriteString(conn, "GET /x HTTP/1.1\r\nHost: up\r\n\r\n"); err != nil {
+			resp.SetStatusCode(fasthttp.StatusBadGateway)
+			return false
+		}
+		var up fasthttp.Response
+		if err := up.Read(bufio.NewReader(conn)); err != nil {
+			resp.SetStatusCode(fasthttp.StatusGatewayTimeout)
+			resp.SetBodyString(err.Error())
+			return false
+		}
+		resp.SetBody(up.Body())
+		return false
+	}
+	resp.SetBodyString("ok " + string(target))
+	return false
+}
+
+func (s *loopStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) {
+	resp.SetStatusCode(codec.Status(err))
+}
+
+// TestEventLoopWaitsHoldNoLoop: with one loop, requests parked on a timer
+// and requests in a blocking call leave the loop free for the others: the
+// quick requests sent after them are all answered before any of them.
+func TestEventLoopWaitsHoldNoLoop(t *testing.T) {
+	h := &loopStub{wait: 3 * time.Second}
+	o := npOptions()
+	o.Workers = 1
+	_, addr := npServe(t, h, o)
+
+	type answer struct {
+		path string
+		at   time.Time
+		err  error
+	}
+	slow := make(chan answer, 4)
+	for _, path := range []string{"/sleep", "/block", "/sleep", "/block"} {
+		conn := npDial(t, addr)
+		npWrite(t, conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		go func() {
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var resp fasthttp.Response
+			err := resp.Read(bufio.NewReader(conn))
+			if err == nil && resp.StatusCode() != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode())
+			}
+			slow <- answer{path, time.Now(), err}
+		}()
+	}
+	npWaitFor(t, "both blocking calls to start", 5*time.Second, func() bool { return h.blocking.Load() == 2 })
+
+	conn := npDial(t, addr)
+	br := bufio.NewReader(conn)
+	for i := range 50 {
+		npWrite(t, conn, fmt.Sprintf("GET /quick/%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
+		npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("ok /quick/%d", i))
+	}
+	quickDone := time.Now()
+	if h.blocking.Load() != 2 {
+		t.Fatalf("the quick requests waited for the blocking ones")
+	}
+	for range 4 {
+		a := <-slow
+		if a.err != nil {
+			t.Fatalf("%s: %v", a.path, a.err)
+		}
+		if a.at.Before(quickDone) {
+			t.Fatalf("%s answered before the quick requests were done", a.path)
+		}
+	}
+	if got := h.loops.Load(); got != 54 {
+		t.Fatalf("requests served on a loop: %d, want 54", got)
+	}
+}
+
+// TestEventLoopUpstreamOnTheLoop: a connection the loop dials reaches its
+// backend, fails fast when nothing listens, and times out by the loop's
+// timers when the backend never answers.
+func TestEventLoopUpstreamOnTheLoop(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var req fasthttp.Request
+				if req.Read(bufio.NewReader(c)) == nil {
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nfrom-up!")
+				}
+			}()
+		}
+	}()
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hang.Close() // accepted by the kernel, never answered
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+
+	h := &loopStub{}
+	o := npOptions()
+	o.Workers = 1
+	_, addr := npServe(t, h, o)
+	conn := npDial(t, addr)
+	br := bufio.NewReader(conn)
+
+	npWrite(t, conn, "GET /up/"+up.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	npCheck(t, npRead(t, conn, br, false), 200, "from-up!")
+
+	npWrite(t, conn, "GET /up/"+closedAddr+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp := npRead(t, conn, br, false); resp.StatusCode() != 502 || !bytes.Contains(resp.Body(), []byte("refused")) {
+		t.Fatalf("dial to a closed port: %d %s", resp.StatusCode(), resp.Body())
+	}
+
+	start := time.Now()
+	npWrite(t, conn, "GET /up/"+hang.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp := npRead(t, conn, br, false)
+	if resp.StatusCode() != 504 || !bytes.Contains(resp.Body(), []byte("timeout")) {
+		t.Fatalf("hanging backend: %d %s", resp.StatusCode(), resp.Body())
+	}
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Fatalf("hanging backend answered after %v, before its 1s deadline", took)
+	}
+}

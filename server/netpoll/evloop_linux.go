@@ -1,0 +1,592 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"iter"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/pipeline"
+	"golang.org/x/sys/unix"
+)
+
+// Event-loop mode: each loop runs the requests of its connections itself
+// instead of handing them to goroutines. A request runs on a fiber (a
+// coroutine, iter.Pull) that the loop resumes directly, without the Go
+// scheduler: when the request must wait for its client or its backend,
+// the fiber yields back to the loop, which watches the socket in its own
+// epoll set and resumes the fiber when the socket is ready or its
+// deadline passes. Client and upstream sockets are registered once,
+// edge-triggered, so a request costs no epoll_ctl, and no read is tried
+// before epoll said there are bytes. The serving code (parsing, limits,
+// streaming bodies, pipelining) is the dispatch mode's, unchanged: only
+// where it waits differs.
+//
+// A filter's bounded blocking call (BeginBlocking) moves its fiber off
+// the loop to a goroutine for the call's duration and back through the
+// loop's post queue; Ctx.Sleep parks the fiber on the loop's timers.
+
+// evArm is how event-loop mode watches a socket, once for its life:
+// readable, writable and hung up, edge-triggered.
+const evArm = uint32(syscall.EPOLLIN|syscall.EPOLLOUT|syscall.EPOLLRDHUP) | 1<<31 // EPOLLET
+
+// fiberEvent is what a fiber tells its loop when it yields.
+type fiberEvent uint8
+
+const (
+	fiberDone   fiberEvent = iota // the connection was served; the fiber is free
+	fiberWait                     // waiting for a socket or a deadline
+	fiberDetach                   // about to block: run me on a goroutine
+	fiberAttach                   // done blocking: run me on the loop again
+)
+
+// fiberIdle is how long a free fiber is kept before it is retired.
+const fiberIdle = time.Second
+
+// note records what an event reports.
+func (io *evIO) note(events uint32) {
+	if events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+		io.hup.Store(true)
+	}
+	if events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+		io.rready.Store(true)
+	}
+	if events&(syscall.EPOLLOUT|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+		io.wready.Store(true)
+	}
+}
+
+// evState is a loop's event-loop mode state.
+type evState struct {
+	t  *netpollTransport
+	l  *npLoop
+	id int
+
+	cur  *fiber   // the fiber the loop is running now
+	free []*fiber // free fibers, most recently used last
+
+	// clock is the transport clock when the loop last woke: deadlines the
+	// loop's requests set run from it, one clock read per batch of events.
+	clock int64
+
+	timers   fiberHeap   // fibers waiting with a deadline
+	timer    *time.Timer // wakes the loop at the earliest deadline or retirement
+	timerAt  int64       // when timer fires (transport clock), 0 when stopped
+	stopping atomic.Bool
+
+	mu     sync.Mutex // guards posted
+	posted []evPost   // work handed in from other goroutines
+	spare  []evPost
+}
+
+// evPost is a connection to serve, or a fiber coming back from a
+// goroutine with what it yielded there.
+type evPost struct {
+	c  *npConn
+	f  *fiber
+	ev fiberEvent
+}
+
+func newEvState(t *netpollTransport, l *npLoop, id int) *evState {
+	s := &evState{t: t, l: l, id: id}
+	s.timer = time.AfterFunc(time.Hour, l.kick)
+	s.timer.Stop()
+	return s
+}
+
+// fiber runs requests on its loop; see the top of this file.
+type fiber struct {
+	s     *evState
+	next  func() (fiberEvent, bool)
+	stop  func()
+	yield func(fiberEvent) bool
+	conn  *npConn // the connection being served
+
+	waitIO   *evIO // what the fiber waits for, nil for a deadline only
+	deadline int64 // transport clock; 0 for none
+	heapAt   int   // index in the loop's timers, -1 when not there
+	timedOut bool
+	detached bool  // running on a goroutine, off the loop
+	freeAt   int64 // when it was freed (transport clock)
+}
+
+func (s *evState) newFiber() *fiber {
+	f := &fiber{s: s, heapAt: -1}
+	f.next, f.stop = iter.Pull(f.body)
+	return f
+}
+
+// body serves the connection the loop gives the fiber, then the next.
+func (f *fiber) body(yield func(fiberEvent) bool) {
+	f.yield = yield
+	for {
+		f.conn.serve()
+		if !yield(fiberDone) {
+			return
+		}
+	}
+}
+
+// runEvents is run in event-loop mode.
+func (l *npLoop) runEvents() {
+	s := l.ev
+	defer func() {
+		s.timer.Stop()
+		for _, f := range s.free {
+			f.stop()
+		}
+		s.free = nil
+		l.mu.Lock()
+		l.closed = true
+		_ = syscall.Close(l.wake)
+		_ = l.ep.Close()
+		l.mu.Unlock()
+		close(l.done)
+	}()
+	var drain [8]byte
+	for {
+		l.n = 0
+		if err := l.rc.Read(l.wait); err != nil {
+			return
+		}
+		s.clock = s.t.now()
+		for i := range l.events[:max(l.n, 0)] {
+			ev := &l.events[i]
+			if ev.Fd == int32(l.wake) {
+				_, _ = syscall.Read(l.wake, drain[:])
+				continue
+			}
+			l.mu.RLock()
+			c := l.conns[ev.Fd]
+			var u *upConn
+			if c == nil {
+				u = l.ups[ev.Fd]
+			}
+			l.mu.RUnlock()
+			switch {
+			case c != nil && c.gen == uint32(ev.Pad):
+				c.io.note(ev.Events)
+				if c.io.waiter != nil {
+					s.wake(&c.io)
+				} else if c.io.readable() {
+					s.dispatch(c)
+				}
+			case u != nil && u.gen == uint32(ev.Pad):
+				u.io.note(ev.Events)
+				if u.io.waiter != nil {
+					s.wake(&u.io)
+				}
+			}
+		}
+		s.takePosted()
+		s.expire(s.clock)
+		if s.stopping.Load() {
+			if s.abort() {
+				return
+			}
+			continue
+		}
+		s.retire(s.clock)
+		s.armTimer(s.clock)
+		if l.n > 0 {
+			// A busy loop never parks, and the runtime would let the
+			// other goroutines of its P (timers, the access log's writer,
+			// Redis clients) wait for a forced preemption: they run
+			// between batches instead.
+			runtime.Gosched()
+		}
+	}
+}
+
+// dispatch starts serving an idle connection with input (loop only).
+func (s *evState) dispatch(c *npConn) {
+	if c.state.CompareAndSwap(npIdle, npBusy) {
+		s.t.inflight.Add(1)
+		s.start(c)
+	}
+}
+
+// start serves c, already marked busy, on a free fiber.
+func (s *evState) start(c *npConn) {
+	if s.stopping.Load() {
+		c.close()
+		s.t.inflight.Add(-1)
+		return
+	}
+	var f *fiber
+	if n := len(s.free); n > 0 {
+		f = s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+	} else {
+		f = s.newFiber()
+	}
+	f.conn = c
+	c.fiber = f
+	s.run(f)
+}
+
+// run resumes f on the loop until it yields.
+func (s *evState) run(f *fiber) {
+	s.cur = f
+	ev, ok := f.next()
+	s.cur = nil
+	if !ok {
+		return
+	}
+	s.after(f, ev)
+}
+
+// after handles what f yielded.
+func (s *evState) after(f *fiber, ev fiberEvent) {
+	switch ev {
+	case fiberDone:
+		f.detached = false
+		c := f.conn
+		f.conn = nil
+		c.fiber = nil
+		f.freeAt = s.clock
+		s.free = append(s.free, f)
+		// Bytes that arrived while it was busy gave their edge already.
+		if c.state.Load() == npIdle && c.io.readable() {
+			s.dispatch(c)
+		}
+	case fiberDetach:
+		go s.carry(f)
+	case fiberAttach:
+		f.detached = false
+		s.run(f)
+	case fiberWait:
+		// Registered in its socket's evIO or the timers; woken from there.
+	}
+}
+
+// carry runs a detached fiber on this goroutine until it yields, then
+// hands it back to the loop.
+func (s *evState) carry(f *fiber) {
+	ev, ok := f.next()
+	if !ok {
+		return
+	}
+	s.post(evPost{f: f, ev: ev})
+}
+
+// post hands work to the loop from another goroutine.
+func (s *evState) post(p evPost) {
+	s.mu.Lock()
+	s.posted = append(s.posted, p)
+	first := len(s.posted) == 1
+	s.mu.Unlock()
+	if first {
+		s.l.kick()
+	}
+}
+
+// takePosted runs what other goroutines posted.
+func (s *evState) takePosted() {
+	s.mu.Lock()
+	work := s.posted
+	s.posted = s.spare[:0]
+	s.mu.Unlock()
+	for i, p := range work {
+		if p.c != nil {
+			s.start(p.c)
+		} else {
+			s.after(p.f, p.ev)
+		}
+		work[i] = evPost{}
+	}
+	s.spare = work[:0]
+}
+
+// wake resumes the fiber waiting on io if io is ready for it.
+func (s *evState) wake(io *evIO) {
+	f := io.waiter
+	if io.write && !io.wready.Load() || !io.write && !io.readable() {
+		return
+	}
+	io.waiter = nil
+	f.waitIO = nil
+	s.timers.remove(f)
+	s.run(f)
+}
+
+// expire resumes the fibers whose deadline has passed.
+func (s *evState) expire(now int64) {
+	for len(s.timers) > 0 && s.timers[0].deadline <= now {
+		f := s.timers.pop()
+		if f.waitIO != nil {
+			f.waitIO.waiter = nil
+			f.waitIO = nil
+			f.timedOut = true
+		}
+		s.run(f)
+	}
+}
+
+// abort ends a stopping loop's requests: every waiting fiber is woken
+// and its waits fail from now on. It reports whether none is left.
+func (s *evState) abort() bool {
+	for len(s.timers) > 0 {
+		f := s.timers.pop()
+		if f.waitIO != nil {
+			f.waitIO.waiter = nil
+			f.waitIO = nil
+		}
+		f.timedOut = true
+		s.run(f)
+	}
+	// Fibers waiting without a deadline wait on a socket: close their
+	// connections' sockets so they wake.
+	l := s.l
+	l.mu.RLock()
+	var waiting []*evIO
+	for _, c := range l.conns {
+		if c.io.waiter != nil {
+			waiting = append(waiting, &c.io)
+		}
+	}
+	for _, u := range l.ups {
+		if u.io.waiter != nil {
+			waiting = append(waiting, &u.io)
+		}
+	}
+	l.mu.RUnlock()
+	for _, io := range waiting {
+		if f := io.waiter; f != nil {
+			io.waiter = nil
+			f.waitIO = nil
+			f.timedOut = true
+			s.run(f)
+		}
+	}
+	return len(waiting) == 0 && len(s.timers) == 0 && s.busy() == 0
+}
+
+// busy counts fibers that are neither free nor done: detached ones.
+func (s *evState) busy() int {
+	n := 0
+	s.l.mu.RLock()
+	for _, c := range s.l.conns {
+		if c.fiber != nil {
+			n++
+		}
+	}
+	s.l.mu.RUnlock()
+	return n
+}
+
+// retire stops fibers free for longer than fiberIdle.
+func (s *evState) retire(now int64) {
+	n := 0
+	for n < len(s.free) && now-s.free[n].freeAt >= int64(fiberIdle) {
+		s.free[n].stop()
+		s.free[n] = nil
+		n++
+	}
+	if n > 0 {
+		rest := copy(s.free, s.free[n:])
+		clear(s.free[rest:])
+		s.free = s.free[:rest]
+	}
+}
+
+// armTimer makes sure the loop wakes for its earliest deadline and its
+// next retirement.
+func (s *evState) armTimer(now int64) {
+	at := int64(0)
+	if len(s.timers) > 0 {
+		at = s.timers[0].deadline
+	}
+	if len(s.free) > 0 {
+		if r := s.free[0].freeAt + int64(fiberIdle); at == 0 || r < at {
+			at = r
+		}
+	}
+	if at == 0 {
+		return // a stale timer firing wakes the loop once, harmlessly
+	}
+	if s.timerAt != 0 && s.timerAt <= at && s.timerAt > now {
+		return
+	}
+	s.timerAt = at
+	s.timer.Reset(time.Duration(max(at-now, 0)))
+}
+
+// await parks the running fiber until io is ready (to write when write)
+// or the deadline (transport clock, 0 for none) passes; it reports
+// whether the deadline passed. Off the loop (a detached fiber, or a
+// goroutine), it waits with poll(2) instead.
+//
+// An upstream connection does not know which request uses it: the
+// running fiber does. That is why a filter between BeginBlocking and
+// EndBlocking (its fiber off the loop) makes its one bounded call and no
+// upstream exchange.
+func (s *evState) await(io *evIO, fd int32, write bool, deadline int64) error {
+	return s.awaitFor(s.cur, io, fd, write, deadline)
+}
+
+// awaitFor is await for a wait known to be fiber f's (a client socket's).
+func (s *evState) awaitFor(f *fiber, io *evIO, fd int32, write bool, deadline int64) error {
+	if f == nil || f.detached || s.cur != f {
+		return s.block(fd, write, deadline)
+	}
+	if s.stopping.Load() {
+		return net.ErrClosed
+	}
+	io.waiter, io.write = f, write
+	f.waitIO = io
+	f.timedOut = false
+	f.deadline = deadline
+	if deadline > 0 {
+		s.timers.push(f)
+	}
+	f.yield(fiberWait)
+	if f.timedOut {
+		f.timedOut = false
+		if s.stopping.Load() {
+			return net.ErrClosed
+		}
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
+// block waits for fd with poll(2), for code running off the loop.
+func (s *evState) block(fd int32, write bool, deadline int64) error {
+	events := int16(unix.POLLIN)
+	if write {
+		events = unix.POLLOUT
+	}
+	for {
+		ms := -1
+		if deadline > 0 {
+			left := deadline - s.t.now()
+			if left <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			ms = int((left + int64(time.Millisecond) - 1) / int64(time.Millisecond))
+		}
+		fds := [1]unix.PollFd{{Fd: fd, Events: events}}
+		n, err := unix.Poll(fds[:], ms)
+		if err == syscall.EINTR || err == nil && n == 0 {
+			continue
+		}
+		return err
+	}
+}
+
+// sleep parks the running fiber until d has passed.
+func (f *fiber) sleep(d time.Duration) {
+	s := f.s
+	if s.cur != f || f.detached {
+		time.Sleep(d)
+		return
+	}
+	f.waitIO = nil
+	f.deadline = s.t.now() + int64(d)
+	s.timers.push(f)
+	f.yield(fiberWait)
+	f.timedOut = false
+}
+
+// Sleep implements pipeline.Waiter.
+func (f *fiber) Sleep(_ *pipeline.Ctx, d time.Duration) { f.sleep(d) }
+
+// Blocking implements pipeline.Waiter: the fiber leaves the loop for the
+// blocking call and comes back after it.
+func (f *fiber) Blocking(_ *pipeline.Ctx, start bool) {
+	switch {
+	case start && !f.detached && f.s.cur == f:
+		f.detached = true
+		f.yield(fiberDetach)
+	case !start && f.detached:
+		f.yield(fiberAttach)
+	}
+}
+
+// ID implements pipeline.Loop.
+func (f *fiber) ID() int { return f.s.id }
+
+// Dial implements pipeline.Loop: a connection watched by the fiber's loop.
+func (f *fiber) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+	return f.s.dial(f, addr, timeout)
+}
+
+// fiberHeap is a min-heap of fibers by deadline.
+type fiberHeap []*fiber
+
+func (h *fiberHeap) push(f *fiber) {
+	*h = append(*h, f)
+	f.heapAt = len(*h) - 1
+	h.up(f.heapAt)
+}
+
+func (h *fiberHeap) pop() *fiber {
+	f := (*h)[0]
+	h.removeAt(0)
+	return f
+}
+
+func (h *fiberHeap) remove(f *fiber) {
+	if f.heapAt >= 0 {
+		h.removeAt(f.heapAt)
+	}
+}
+
+func (h *fiberHeap) removeAt(i int) {
+	a := *h
+	f := a[i]
+	last := len(a) - 1
+	if i != last {
+		a[i] = a[last]
+		a[i].heapAt = i
+	}
+	a[last] = nil
+	*h = a[:last]
+	if i != last {
+		h.down(i)
+		h.up(i)
+	}
+	f.heapAt = -1
+}
+
+func (h fiberHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].deadline <= h[i].deadline {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h fiberHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].deadline < h[l].deadline {
+			m = r
+		}
+		if h[i].deadline <= h[m].deadline {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+func (h fiberHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapAt, h[j].heapAt = i, j
+}

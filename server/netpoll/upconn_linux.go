@@ -1,0 +1,249 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// upConn is an upstream connection of an event loop: a non-blocking
+// socket the loop watches (edge-triggered, registered once), read and
+// written by the fibers running on that loop. It is a net.Conn, so the
+// upstream package's pools (fasthttp.HostClient) use it as they would any
+// connection; its deadlines are the loop's timers, not the runtime's.
+type upConn struct {
+	s   *evState
+	fd  int32
+	gen uint32
+	io  evIO
+
+	local, remote *net.TCPAddr
+
+	// Deadlines on the transport clock, 0 for none: set and read by the
+	// request using the connection.
+	rdl, wdl int64
+
+	mu     sync.Mutex // orders Close against the loop's registration
+	closed bool
+}
+
+// dial connects to addr on the loop; f is the fiber asking.
+func (s *evState) dial(f *fiber, addr string, timeout time.Duration) (net.Conn, error) {
+	deadline := s.t.now() + int64(timeout)
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		if ap, err = resolve(f, addr, timeout); err != nil {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: err}
+		}
+	}
+	remote := net.TCPAddrFromAddrPort(ap)
+	fail := func(err error) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: remote, Err: err}
+	}
+	family, sa := syscall.AF_INET, syscall.Sockaddr(nil)
+	if a := ap.Addr().Unmap(); a.Is4() {
+		sa = &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
+	} else {
+		family = syscall.AF_INET6
+		sa = &syscall.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	}
+	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail(os.NewSyscallError("socket", err))
+	}
+	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+	u := &upConn{s: s, fd: int32(fd), gen: s.t.gen.Add(1), remote: remote}
+	if err := s.l.addUp(u); err != nil {
+		_ = syscall.Close(fd)
+		return fail(err)
+	}
+	err = syscall.Connect(fd, sa)
+	if err == syscall.EINPROGRESS || err == syscall.EINTR {
+		for err = syscall.EINPROGRESS; err == syscall.EINPROGRESS; {
+			if !u.io.wready.Load() {
+				if werr := s.await(&u.io, u.fd, true, deadline); werr != nil {
+					_ = u.Close()
+					return fail(werr)
+				}
+			}
+			var soerr int
+			if soerr, err = syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_ERROR); err == nil && soerr != 0 {
+				err = syscall.Errno(soerr)
+			}
+			if err == syscall.EINPROGRESS || err == syscall.EALREADY {
+				u.io.wready.Store(false)
+				err = syscall.EINPROGRESS
+			}
+		}
+	}
+	if err != nil {
+		_ = u.Close()
+		return fail(os.NewSyscallError("connect", err))
+	}
+	if lsa, err := syscall.Getsockname(fd); err == nil {
+		u.local = sockaddrTCP(lsa)
+	}
+	return u, nil
+}
+
+// resolve looks a host name up off the loop (the lookup blocks).
+func resolve(f *fiber, addr string, timeout time.Duration) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	pn, err := net.LookupPort("tcp", port)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	f.Blocking(nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	cancel()
+	f.Blocking(nil, false)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	for _, ip := range ips {
+		if ip.Unmap().Is4() {
+			return netip.AddrPortFrom(ip.Unmap(), uint16(pn)), nil
+		}
+	}
+	if len(ips) == 0 {
+		return netip.AddrPort{}, errors.New("no address for " + host)
+	}
+	return netip.AddrPortFrom(ips[0], uint16(pn)), nil
+}
+
+func sockaddrTCP(sa syscall.Sockaddr) *net.TCPAddr {
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]).To16(), Port: a.Port}
+	case *syscall.SockaddrInet6:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	}
+	return nil
+}
+
+// Read implements net.Conn: it reads once epoll has said there are bytes.
+func (u *upConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if !u.io.readable() {
+			if err := u.s.await(&u.io, u.fd, false, u.rdl); err != nil {
+				return 0, u.opError("read", err)
+			}
+		}
+		n, err := syscall.Read(int(u.fd), p)
+		switch {
+		case err == syscall.EAGAIN:
+			u.io.rready.Store(false)
+			continue
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return 0, u.opError("read", os.NewSyscallError("read", err))
+		case n == 0:
+			return 0, io.EOF
+		}
+		if n < len(p) {
+			u.io.rready.Store(false)
+		}
+		return n, nil
+	}
+}
+
+// Write implements net.Conn.
+func (u *upConn) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, err := syscall.Write(int(u.fd), p[done:])
+		if n > 0 {
+			done += n
+		}
+		switch {
+		case err == syscall.EAGAIN:
+			u.io.wready.Store(false)
+			if err := u.s.await(&u.io, u.fd, true, u.wdl); err != nil {
+				return done, u.opError("write", err)
+			}
+		case err == syscall.EINTR:
+		case err != nil:
+			return done, u.opError("write", os.NewSyscallError("write", err))
+		}
+	}
+	return done, nil
+}
+
+func (u *upConn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: u.local, Addr: u.remote, Err: err}
+}
+
+// Close implements net.Conn. The pool may close an idle connection from
+// its own goroutine; the loop then forgets the socket before it is closed.
+func (u *upConn) Close() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return net.ErrClosed
+	}
+	u.closed = true
+	u.s.l.removeUp(u)
+	return syscall.Close(int(u.fd))
+}
+
+func (u *upConn) LocalAddr() net.Addr  { return u.local }
+func (u *upConn) RemoteAddr() net.Addr { return u.remote }
+
+func (u *upConn) SetDeadline(t time.Time) error {
+	_ = u.SetReadDeadline(t)
+	return u.SetWriteDeadline(t)
+}
+
+func (u *upConn) SetReadDeadline(t time.Time) error {
+	u.rdl = u.s.t.clockAt(t)
+	return nil
+}
+
+func (u *upConn) SetWriteDeadline(t time.Time) error {
+	u.wdl = u.s.t.clockAt(t)
+	return nil
+}
+
+// addUp starts watching an upstream connection.
+func (l *npLoop) addUp(u *upConn) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return net.ErrClosed
+	}
+	l.ups[u.fd] = u
+	ev := syscall.EpollEvent{Events: evArm, Fd: u.fd, Pad: int32(u.gen)}
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(u.fd), &ev); err != nil {
+		delete(l.ups, u.fd)
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}
+
+// removeUp stops watching an upstream connection about to be closed.
+func (l *npLoop) removeUp(u *upConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ups[u.fd] == u {
+		delete(l.ups, u.fd)
+	}
+	if !l.closed {
+		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, int(u.fd), nil)
+	}
+}
