@@ -919,7 +919,7 @@ func TestNetpollDispatchMode(t *testing.T) {
 		"KeepAlive": TestNetpollKeepAlive, "Pipelining": TestNetpollPipelining,
 		"PipeliningMany": TestNetpollPipeliningMany, "SplitRequest": TestNetpollSplitRequest,
 		"PartialRequest": TestNetpollPipelinedAnswerNotHeldByPartialRequest,
-		"LargeBody": TestNetpollLargeBodyStreamed, "Chunked": TestNetpollChunkedBody,
+		"LargeBody":      TestNetpollLargeBodyStreamed, "Chunked": TestNetpollChunkedBody,
 		"UnreadBody": TestNetpollUnreadBodyDrained, "MalformedChunked": TestNetpollMalformedChunkedRefused,
 		"BrokenChunk": TestNetpollBrokenStreamedChunkCloses, "BodyLimit": TestNetpollBodyLimit,
 		"ExpectContinue": TestNetpollExpectContinue, "HTTP10": TestNetpollHTTP10,
