@@ -155,9 +155,9 @@ func (f *File) Validate(name string) error {
 		return bad(0, "listen %q: %v", f.Listen, err)
 	}
 	switch f.Transport {
-	case "netpoll", "fasthttp", "eventloop":
+	case "netpoll", "netpoll-dispatch", "fasthttp":
 	default:
-		return bad(0, "transport %q: want netpoll or fasthttp", f.Transport)
+		return bad(0, "transport %q: want netpoll, netpoll-dispatch or fasthttp", f.Transport)
 	}
 	if f.Admin.Metrics != "on" && f.Admin.Metrics != "off" {
 		return bad(0, "admin.metrics %q: want on or off", f.Admin.Metrics)

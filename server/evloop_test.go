@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
@@ -187,5 +188,23 @@ func TestEventLoopUpstreamOnTheLoop(t *testing.T) {
 	}
 	if took := time.Since(start); took < 900*time.Millisecond {
 		t.Fatalf("hanging backend answered after %v, before its 1s deadline", took)
+	}
+}
+
+// TestTransportNamesAgree: every transport a config may name starts, and
+// a name the transports do not know is refused when the config is read.
+func TestTransportNamesAgree(t *testing.T) {
+	for _, kind := range []string{"netpoll", "netpoll-dispatch", "fasthttp", "eventloop"} {
+		f, err := config.Parse("t.yaml", []byte("transport: "+kind+"\n"+oneService), func(k string) (string, bool) {
+			return "127.0.0.1:1", k == "UP"
+		})
+		if err == nil {
+			f.Defaults()
+			err = f.Validate("t.yaml")
+		}
+		_, terr := NewTransport(kind, &loopStub{}, npOptions())
+		if (err == nil) != (terr == nil) || kind == "eventloop" && err == nil {
+			t.Fatalf("%s: config says %v, transports say %v", kind, err, terr)
+		}
 	}
 }
