@@ -13,49 +13,73 @@ import (
 // said there are bytes, waiting on the loop (under the phase's deadline)
 // otherwise.
 func (c *npConn) evRead(p []byte) (int, error) {
-	for {
-		if !c.io.readable() {
-			if err := c.loop.ev.awaitFor(c.fiber, &c.io, c.fd, false, c.rdl); err != nil {
-				return 0, &net.OpError{Op: "read", Net: "tcp", Err: err}
-			}
-		}
-		n, err := syscall.Read(int(c.fd), p)
-		switch {
-		case err == syscall.EAGAIN:
-			c.io.rready.Store(false)
-			continue
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", err)}
-		case n == 0:
-			return 0, io.EOF
-		}
-		if n < len(p) {
-			c.io.rready.Store(false)
-		}
-		return n, nil
+	n, err := c.loop.ev.readFD(c.fiber, &c.io, c.fd, p, c.rdl)
+	if err != nil && err != io.EOF {
+		err = &net.OpError{Op: "read", Net: "tcp", Err: err}
 	}
+	return n, err
 }
 
 // evWrite writes all of p to the client's socket in event-loop mode,
 // waiting on the loop (under the answer's deadline) while it is full.
 func (c *npConn) evWrite(p []byte) (int, error) {
+	n, err := c.loop.ev.writeFD(c.fiber, &c.io, c.fd, p, c.wdl)
+	if err != nil {
+		err = &net.OpError{Op: "write", Net: "tcp", Err: err}
+	}
+	return n, err
+}
+
+// readFD reads fd, a socket of the loop, once epoll has said there are
+// bytes (or EOF), parking fiber f until then or the deadline.
+func (s *evState) readFD(f *fiber, r *evIO, fd int32, p []byte, deadline int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if !r.readable() {
+			if err := s.awaitFor(f, r, fd, false, deadline); err != nil {
+				return 0, err
+			}
+		}
+		n, err := syscall.Read(int(fd), p)
+		switch {
+		case err == syscall.EAGAIN:
+			r.rready.Store(false)
+			continue
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return 0, os.NewSyscallError("read", err)
+		case n == 0:
+			return 0, io.EOF
+		}
+		if n < len(p) {
+			// Drained: the next bytes come with a new edge.
+			r.rready.Store(false)
+		}
+		return n, nil
+	}
+}
+
+// writeFD writes all of p to fd, a socket of the loop, parking fiber f
+// while the send buffer is full, until the deadline.
+func (s *evState) writeFD(f *fiber, r *evIO, fd int32, p []byte, deadline int64) (int, error) {
 	done := 0
 	for done < len(p) {
-		n, err := syscall.Write(int(c.fd), p[done:])
+		n, err := syscall.Write(int(fd), p[done:])
 		if n > 0 {
 			done += n
 		}
 		switch {
 		case err == syscall.EAGAIN:
-			c.io.wready.Store(false)
-			if err := c.loop.ev.awaitFor(c.fiber, &c.io, c.fd, true, c.wdl); err != nil {
-				return done, &net.OpError{Op: "write", Net: "tcp", Err: err}
+			r.wready.Store(false)
+			if err := s.awaitFor(f, r, fd, true, deadline); err != nil {
+				return done, err
 			}
 		case err == syscall.EINTR:
 		case err != nil:
-			return done, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)}
+			return done, os.NewSyscallError("write", err)
 		}
 	}
 	return done, nil

@@ -142,12 +142,7 @@ func (l *npLoop) runEvents() {
 			f.stop()
 		}
 		s.free = nil
-		l.mu.Lock()
-		l.closed = true
-		_ = syscall.Close(l.wake)
-		_ = l.ep.Close()
-		l.mu.Unlock()
-		close(l.done)
+		l.closeFDs()
 	}()
 	var drain [8]byte
 	for {
@@ -320,27 +315,27 @@ func (s *evState) wake(io *evIO) {
 // expire resumes the fibers whose deadline has passed.
 func (s *evState) expire(now int64) {
 	for len(s.timers) > 0 && s.timers[0].deadline <= now {
-		f := s.timers.pop()
-		if f.waitIO != nil {
-			f.waitIO.waiter = nil
-			f.waitIO = nil
-			f.timedOut = true
-		}
-		s.run(f)
+		s.timeOut(s.timers.pop(), false)
 	}
+}
+
+// timeOut resumes f, taken off the timers, as its deadline passed: its
+// socket wait (or, when all is set, any wait) fails.
+func (s *evState) timeOut(f *fiber, all bool) {
+	if f.waitIO != nil {
+		f.waitIO.waiter = nil
+		f.waitIO = nil
+		all = true
+	}
+	f.timedOut = all
+	s.run(f)
 }
 
 // abort ends a stopping loop's requests: every waiting fiber is woken
 // and its waits fail from now on. It reports whether none is left.
 func (s *evState) abort() bool {
 	for len(s.timers) > 0 {
-		f := s.timers.pop()
-		if f.waitIO != nil {
-			f.waitIO.waiter = nil
-			f.waitIO = nil
-		}
-		f.timedOut = true
-		s.run(f)
+		s.timeOut(s.timers.pop(), true)
 	}
 	// Fibers waiting without a deadline wait on a socket: close their
 	// connections' sockets so they wake.
@@ -360,10 +355,7 @@ func (s *evState) abort() bool {
 	l.mu.RUnlock()
 	for _, io := range waiting {
 		if f := io.waiter; f != nil {
-			io.waiter = nil
-			f.waitIO = nil
-			f.timedOut = true
-			s.run(f)
+			s.timeOut(f, true)
 		}
 	}
 	return len(waiting) == 0 && len(s.timers) == 0 && s.busy() == 0

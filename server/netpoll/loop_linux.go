@@ -100,14 +100,7 @@ func (l *npLoop) run() {
 		l.runEvents()
 		return
 	}
-	defer func() {
-		l.mu.Lock()
-		l.closed = true
-		_ = syscall.Close(l.wake)
-		_ = l.ep.Close()
-		l.mu.Unlock()
-		close(l.done)
-	}()
+	defer l.closeFDs()
 	for {
 		l.n = 0
 		if err := l.rc.Read(l.wait); err != nil {
@@ -128,6 +121,16 @@ func (l *npLoop) run() {
 			}
 		}
 	}
+}
+
+// closeFDs releases the loop's epoll set and wake-up fd as run returns.
+func (l *npLoop) closeFDs() {
+	l.mu.Lock()
+	l.closed = true
+	_ = syscall.Close(l.wake)
+	_ = l.ep.Close()
+	l.mu.Unlock()
+	close(l.done)
 }
 
 // stop ends run and waits for it.

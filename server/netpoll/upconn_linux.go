@@ -135,54 +135,20 @@ func sockaddrTCP(sa syscall.Sockaddr) *net.TCPAddr {
 
 // Read implements net.Conn: it reads once epoll has said there are bytes.
 func (u *upConn) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+	n, err := u.s.readFD(u.s.cur, &u.io, u.fd, p, u.rdl)
+	if err != nil && err != io.EOF {
+		err = u.opError("read", err)
 	}
-	for {
-		if !u.io.readable() {
-			if err := u.s.await(&u.io, u.fd, false, u.rdl); err != nil {
-				return 0, u.opError("read", err)
-			}
-		}
-		n, err := syscall.Read(int(u.fd), p)
-		switch {
-		case err == syscall.EAGAIN:
-			u.io.rready.Store(false)
-			continue
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return 0, u.opError("read", os.NewSyscallError("read", err))
-		case n == 0:
-			return 0, io.EOF
-		}
-		if n < len(p) {
-			u.io.rready.Store(false)
-		}
-		return n, nil
-	}
+	return n, err
 }
 
 // Write implements net.Conn.
 func (u *upConn) Write(p []byte) (int, error) {
-	done := 0
-	for done < len(p) {
-		n, err := syscall.Write(int(u.fd), p[done:])
-		if n > 0 {
-			done += n
-		}
-		switch {
-		case err == syscall.EAGAIN:
-			u.io.wready.Store(false)
-			if err := u.s.await(&u.io, u.fd, true, u.wdl); err != nil {
-				return done, u.opError("write", err)
-			}
-		case err == syscall.EINTR:
-		case err != nil:
-			return done, u.opError("write", os.NewSyscallError("write", err))
-		}
+	n, err := u.s.writeFD(u.s.cur, &u.io, u.fd, p, u.wdl)
+	if err != nil {
+		err = u.opError("write", err)
 	}
-	return done, nil
+	return n, err
 }
 
 func (u *upConn) opError(op string, err error) error {
