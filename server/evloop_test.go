@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/server/netpoll"
 	"github.com/valyala/fasthttp"
 )
 
@@ -23,7 +25,8 @@ import (
 // rest is answered at once.
 type loopStub struct {
 	wait     time.Duration
-	blocking atomic.Int64 // requests inside their blocking call
+	upWait   time.Duration // deadline of the /up/ exchange
+	blocking atomic.Int64  // requests inside their blocking call
 	loops    atomic.Int64 // requests that were given a loop
 }
 
@@ -53,7 +56,7 @@ func (s *loopStub) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 			return false
 		}
 		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(time.Second))
+		_ = conn.SetDeadline(time.Now().Add(s.upWait))
 		if _, err := io.WriteString(conn, "GET /x HTTP/1.1\r\nHost: up\r\n\r\n"); err != nil {
 			resp.SetStatusCode(fasthttp.StatusBadGateway)
 			return false
@@ -165,7 +168,7 @@ func TestEventLoopUpstreamOnTheLoop(t *testing.T) {
 	closedAddr := closed.Addr().String()
 	closed.Close()
 
-	h := &loopStub{}
+	h := &loopStub{upWait: time.Second}
 	o := npOptions()
 	o.Workers = 1
 	_, addr := npServe(t, h, o)
@@ -206,5 +209,52 @@ func TestTransportNamesAgree(t *testing.T) {
 		if (err == nil) != (terr == nil) || kind == "eventloop" && err == nil {
 			t.Fatalf("%s: config says %v, transports say %v", kind, err, terr)
 		}
+	}
+}
+
+// TestEventLoopStopEndsWaitingRequests: when a drain runs out of time, the
+// loops stop and a request still waiting for its backend is ended then,
+// not when its own (much later) deadline passes.
+func TestEventLoopStopEndsWaitingRequests(t *testing.T) {
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hang.Close()
+	h := &loopStub{upWait: 30 * time.Second}
+	o := npOptions()
+	o.Workers = 1
+	tr, err := netpoll.New(h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- tr.Serve(ln) }()
+	conn := npDial(t, ln.Addr().String())
+	npWrite(t, conn, "GET /up/"+hang.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	npWaitFor(t, "the request to reach its backend", 5*time.Second, func() bool { return h.loops.Load() == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := tr.Shutdown(ctx); err == nil {
+		t.Fatal("Shutdown reported every request done while one waited for its backend")
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.Copy(io.Discard, conn) // the answer, if any, then EOF
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the waiting request ended %v after the drain gave up", took)
+	}
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if tr.Conns() != 0 {
+		t.Fatalf("%d connections left open", tr.Conns())
 	}
 }
