@@ -203,7 +203,59 @@ type Loop interface {
 	// Dial connects to addr (host:port) within timeout; the connection
 	// may be used only by requests running on this loop.
 	Dial(addr string, timeout time.Duration) (net.Conn, error)
+	// Park parks the request in q until a request on the same loop wakes
+	// it (q.WakeOne) or d has passed; it reports whether it was woken.
+	Park(q *ParkQueue, d time.Duration) bool
 }
+
+// Parked is a request parked in a ParkQueue; the loop implements it.
+type Parked interface {
+	// Unpark makes the loop resume the request once the running one
+	// yields.
+	Unpark()
+}
+
+// ParkQueue is a first-in, first-out line of requests parked on one event
+// loop (Loop.Park) until a resource they wait for frees up. It belongs to
+// that loop: only requests running on it use it, so it needs no lock.
+type ParkQueue struct {
+	waiters []Parked
+}
+
+// Push adds p at the end of the line (for Loop implementations).
+func (q *ParkQueue) Push(p Parked) { q.waiters = append(q.waiters, p) }
+
+// Remove takes p out of the line (a wait that timed out).
+func (q *ParkQueue) Remove(p Parked) {
+	for i, w := range q.waiters {
+		if w == p {
+			last := len(q.waiters) - 1
+			copy(q.waiters[i:], q.waiters[i+1:])
+			q.waiters[last] = nil
+			q.waiters = q.waiters[:last]
+			return
+		}
+	}
+}
+
+// WakeOne wakes the request first in line; it reports false when nobody
+// waits.
+func (q *ParkQueue) WakeOne() bool {
+	if len(q.waiters) == 0 {
+		return false
+	}
+	p := q.waiters[0]
+	q.waiters[0] = nil
+	q.waiters = q.waiters[1:]
+	if len(q.waiters) == 0 {
+		q.waiters = nil // the line's front was sliced away: start afresh
+	}
+	p.Unpark()
+	return true
+}
+
+// Len reports how many requests wait.
+func (q *ParkQueue) Len() int { return len(q.waiters) }
 
 // SetWaiter is for transports: w runs c's waits until Release.
 func (c *Ctx) SetWaiter(w Waiter) { c.waiter = w }

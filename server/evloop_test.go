@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server/netpoll"
 	"github.com/valyala/fasthttp"
@@ -256,5 +257,71 @@ func TestEventLoopStopEndsWaitingRequests(t *testing.T) {
 	}
 	if tr.Conns() != 0 {
 		t.Fatalf("%d connections left open", tr.Conns())
+	}
+}
+
+// TestEventLoopUpstreamPoolFullParks: with more requests in flight on a
+// loop than the service allows connections, the extra ones wait on the
+// loop for a connection to be handed over, without holding the loop (were
+// they to block it, nobody could hand one back and they would fail after
+// the 20 ms wait). The backend never sees more connections than allowed.
+func TestEventLoopUpstreamPoolFullParks(t *testing.T) {
+	var inflight, peak atomic.Int64
+	upAddr, stop := testutil.StartHandler(t, func(ctx *fasthttp.RequestCtx) {
+		n := inflight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(2 * time.Millisecond)
+		inflight.Add(-1)
+		ctx.SetBodyString("ok")
+	})
+	defer stop()
+	cfg := `
+services:
+  up:
+    instances: [{addr: "${UP}"}]
+    max_conns: 3
+routes:
+  - name: all
+    match: {prefix: /}
+    service: up
+`
+	g := startGateway(t, "netpoll", cfg, map[string]string{"UP": upAddr}, func(o *Options) { o.Workers = 1 })
+	const clients, each = 12, 20
+	errs := make(chan error, clients)
+	for range clients {
+		go func() {
+			conn, err := net.Dial("tcp", g.Addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			for i := range each {
+				if _, err := fmt.Fprintf(conn, "GET /p/%d HTTP/1.1\r\nHost: x\r\n\r\n", i); err != nil {
+					errs <- err
+					return
+				}
+				var resp fasthttp.Response
+				if err := resp.Read(br); err != nil {
+					errs <- err
+					return
+				}
+				if resp.StatusCode() != 200 {
+					errs <- fmt.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := peak.Load(); p > 3 {
+		t.Fatalf("the backend saw %d requests at once, the service allows 3 connections", p)
 	}
 }

@@ -24,7 +24,9 @@ type Pool struct {
 	// below the backend's own keep-alive timeout or the gateway reuses
 	// connections the backend is closing. Default 4s.
 	IdleConn time.Duration
-	// MaxConns bounds connections per instance; default 1024.
+	// MaxConns bounds connections per instance (per instance and event
+	// loop for requests served on the netpoll transport's loops); default
+	// 1024.
 	MaxConns int
 	// MaxConnWait is how long a request waits for a free connection when
 	// MaxConns is reached before it fails; default 20ms.
@@ -72,7 +74,7 @@ type Instance struct {
 	client *fasthttp.HostClient
 	// loops are the pools of requests running on event loops, by loop ID,
 	// made on first use.
-	loops [maxLoopPools]atomic.Pointer[fasthttp.HostClient]
+	loops [maxLoopPools]atomic.Pointer[loopPool]
 
 	inflight atomic.Int64
 	// disabled is the operator's switch; a disabled instance gets nothing.
@@ -128,34 +130,83 @@ func (in *Instance) newClient(dial fasthttp.DialFunc) *fasthttp.HostClient {
 // instance; requests on loops beyond it share the instance's common pool.
 const maxLoopPools = 64
 
-// clientFor returns the pool a request takes its connection from: on an
-// event loop, the loop's own (its connections are watched by that loop,
-// so waiting for the backend holds no thread); otherwise the common one.
-func (in *Instance) clientFor(loop pipeline.Loop) *fasthttp.HostClient {
+// loopPool is an instance's connection pool for the requests of one event
+// loop. Only that loop's requests use it, one at a time, so its counts need
+// no lock. A request that finds MaxConns connections busy parks on the loop
+// (never blocks it) until one is handed over or MaxConnWait passes.
+type loopPool struct {
+	hc    *fasthttp.HostClient
+	busy  int
+	limit int
+	wait  pipeline.ParkQueue
+}
+
+// acquire takes one of the pool's connections for c, waiting on c's loop
+// for up to maxWait; false when none was free in time.
+func (lp *loopPool) acquire(c *pipeline.Ctx, maxWait time.Duration) bool {
+	if lp.busy < lp.limit {
+		lp.busy++
+		return true
+	}
+	// Woken, the request inherits the waker's connection slot.
+	return c.Loop.Park(&lp.wait, maxWait)
+}
+
+// release gives the slot back, to the first request waiting if any.
+func (lp *loopPool) release() {
+	if !lp.wait.WakeOne() {
+		lp.busy--
+	}
+}
+
+// exchange is one upstream exchange through the pool c's loop (or the
+// common pool) provides.
+func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
+	lp := in.loopPoolFor(c.Loop)
+	if lp == nil {
+		return in.client.DoDeadline(c.Req, c.Resp, deadline)
+	}
+	if !lp.acquire(c, in.pool.MaxConnWait) {
+		return fasthttp.ErrNoFreeConns
+	}
+	err := lp.hc.DoDeadline(c.Req, c.Resp, deadline)
+	lp.release()
+	return err
+}
+
+// loopPoolFor returns the pool of a request running on loop (its
+// connections are watched by that loop, so waiting for the backend holds
+// no thread), nil for the common one.
+func (in *Instance) loopPoolFor(loop pipeline.Loop) *loopPool {
 	if loop == nil {
-		return in.client
+		return nil
 	}
 	id := loop.ID()
 	if id < 0 || id >= maxLoopPools {
-		return in.client
+		return nil
 	}
-	if hc := in.loops[id].Load(); hc != nil {
-		return hc
+	if lp := in.loops[id].Load(); lp != nil {
+		return lp
 	}
 	connect := in.pool.Connect
-	hc := in.newClient(func(a string) (net.Conn, error) { return loop.Dial(a, connect) })
-	if !in.loops[id].CompareAndSwap(nil, hc) {
+	lp := &loopPool{limit: in.pool.MaxConns}
+	lp.hc = in.newClient(func(a string) (net.Conn, error) { return loop.Dial(a, connect) })
+	// The pool's own limit is the loop's to enforce (acquire): the client
+	// must never wait for a connection itself, which would block the loop.
+	// Connections still closing count in its total a moment, hence room.
+	lp.hc.MaxConns = 2 * lp.limit
+	if !in.loops[id].CompareAndSwap(nil, lp) {
 		return in.loops[id].Load()
 	}
-	return hc
+	return lp
 }
 
 // conns reports the instance's open upstream connections, every pool's.
 func (in *Instance) conns() int {
 	n := in.client.ConnsCount()
 	for i := range in.loops {
-		if hc := in.loops[i].Load(); hc != nil {
-			n += hc.ConnsCount()
+		if lp := in.loops[i].Load(); lp != nil {
+			n += lp.hc.ConnsCount()
 		}
 	}
 	return n
@@ -185,8 +236,8 @@ func (in *Instance) close() {
 	in.closed.Do(func() { close(in.health.stop) })
 	in.client.CloseIdleConnections()
 	for i := range in.loops {
-		if hc := in.loops[i].Load(); hc != nil {
-			hc.CloseIdleConnections()
+		if lp := in.loops[i].Load(); lp != nil {
+			lp.hc.CloseIdleConnections()
 		}
 	}
 }

@@ -214,7 +214,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		c.Outcome.Attempts++
 		in.requests.Add(1)
 		in.inflight.Add(1)
-		err := in.clientFor(c.Loop).DoDeadline(c.Req, c.Resp, deadline)
+		err := in.exchange(c, deadline)
 		in.inflight.Add(-1)
 		if err == nil {
 			StripResponse(c.Resp)

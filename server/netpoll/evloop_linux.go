@@ -80,6 +80,8 @@ type evState struct {
 	timerAt  int64       // when timer fires (transport clock), 0 when stopped
 	stopping atomic.Bool
 
+	ready []*fiber // unparked fibers, resumed once the running one yields
+
 	mu     sync.Mutex // guards posted
 	posted []evPost   // work handed in from other goroutines
 	spare  []evPost
@@ -113,6 +115,7 @@ type fiber struct {
 	heapAt   int   // index in the loop's timers, -1 when not there
 	timedOut bool
 	detached bool  // running on a goroutine, off the loop
+	woken    bool  // unparked from a ParkQueue
 	freeAt   int64 // when it was freed (transport clock)
 }
 
@@ -180,7 +183,9 @@ func (l *npLoop) runEvents() {
 			}
 		}
 		s.takePosted()
+		s.runReady()
 		s.expire(s.clock)
+		s.runReady()
 		if s.stopping.Load() {
 			if s.abort() {
 				return
@@ -312,6 +317,17 @@ func (s *evState) wake(io *evIO) {
 	s.run(f)
 }
 
+// runReady resumes the fibers unparked meanwhile, and those they unpark.
+func (s *evState) runReady() {
+	for len(s.ready) > 0 {
+		f := s.ready[0]
+		copy(s.ready, s.ready[1:])
+		s.ready[len(s.ready)-1] = nil
+		s.ready = s.ready[:len(s.ready)-1]
+		s.run(f)
+	}
+}
+
 // expire resumes the fibers whose deadline has passed.
 func (s *evState) expire(now int64) {
 	for len(s.timers) > 0 && s.timers[0].deadline <= now {
@@ -358,6 +374,7 @@ func (s *evState) abort() bool {
 			s.timeOut(f, true)
 		}
 	}
+	s.runReady()
 	return len(waiting) == 0 && len(s.timers) == 0 && s.busy() == 0
 }
 
@@ -486,6 +503,33 @@ func (f *fiber) sleep(d time.Duration) {
 	s.timers.push(f)
 	f.yield(fiberWait)
 	f.timedOut = false
+}
+
+// Park implements pipeline.Loop: the fiber waits in q, on the loop's
+// timers, until a request of the same loop unparks it or d passes.
+func (f *fiber) Park(q *pipeline.ParkQueue, d time.Duration) bool {
+	s := f.s
+	if s.cur != f || f.detached {
+		return false // off the loop nothing can wake it: as if timed out
+	}
+	f.woken = false
+	f.waitIO = nil
+	f.deadline = s.t.now() + int64(d)
+	q.Push(f)
+	s.timers.push(f)
+	f.yield(fiberWait)
+	if !f.woken {
+		q.Remove(f)
+	}
+	return f.woken
+}
+
+// Unpark implements pipeline.Parked; it runs on the loop, in the request
+// that wakes f.
+func (f *fiber) Unpark() {
+	f.woken = true
+	f.s.timers.remove(f)
+	f.s.ready = append(f.s.ready, f)
 }
 
 // Sleep implements pipeline.Waiter.

@@ -38,3 +38,5 @@ func (*fiber) Sleep(*pipeline.Ctx, time.Duration)           {}
 func (*fiber) Blocking(*pipeline.Ctx, bool)                 {}
 func (*fiber) ID() int                                      { return 0 }
 func (*fiber) Dial(string, time.Duration) (net.Conn, error) { return nil, errors.ErrUnsupported }
+
+func (*fiber) Park(*pipeline.ParkQueue, time.Duration) bool { return false }
