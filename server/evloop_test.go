@@ -28,7 +28,7 @@ type loopStub struct {
 	wait     time.Duration
 	upWait   time.Duration // deadline of the /up/ exchange
 	blocking atomic.Int64  // requests inside their blocking call
-	loops    atomic.Int64 // requests that were given a loop
+	loops    atomic.Int64  // requests that were given a loop
 }
 
 func (s *loopStub) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
