@@ -197,8 +197,11 @@ type Outgoing struct {
 	// fields are carried on.
 	Peer, Client netip.Addr
 	PeerTrusted  bool
-	Internal     *Internal
-	Policy       *HeaderPolicy
+	// TLS says the client's connection to the gateway is TLS: the scheme
+	// upstream is https unless a trusted proxy said what the client used.
+	TLS      bool
+	Internal *Internal
+	Policy   *HeaderPolicy
 }
 
 var (
@@ -267,7 +270,7 @@ func CollectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
 		l.AddString("X-Real-IP", l.chain[mark:])
 	}
 	switch {
-	case bytes.EqualFold(proto, strHTTPS):
+	case bytes.EqualFold(proto, strHTTPS), proto == nil && o.TLS:
 		l.AddString("X-Forwarded-Proto", strHTTPS)
 	default:
 		l.AddString("X-Forwarded-Proto", strHTTP)

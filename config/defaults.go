@@ -13,6 +13,9 @@ func (f *File) Defaults() {
 	if f.Listen == "" {
 		f.Listen = ":8080"
 	}
+	if f.TLS != nil {
+		f.TLS.defaults()
+	}
 	if f.Transport == "" {
 		f.Transport = "netpoll"
 	}
@@ -172,6 +175,11 @@ func (f *File) Validate(name string) error {
 	}
 	if f.Cluster.Nodes != "auto" && f.Cluster.FixedNodes() == 0 {
 		return bad(0, "cluster.nodes %q: want auto or a positive number", f.Cluster.Nodes)
+	}
+	if f.TLS != nil {
+		if err := f.TLS.validate(); err != nil {
+			return bad(f.TLS.line, "tls: %v", err)
+		}
 	}
 	if _, err := f.Cluster.TLS.Config(); err != nil {
 		return bad(f.Cluster.TLS.line, "cluster.tls: %v", err)

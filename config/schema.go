@@ -16,11 +16,13 @@ import (
 // File is the configuration as written. Zero values mean "use the default"
 // noted beside each field; Defaults fills them in.
 type File struct {
-	Listen    string `yaml:"listen"`    // default ":8080"
-	Workers   int    `yaml:"workers"`   // GOMAXPROCS; 0 = one per core
-	NodeID    string `yaml:"node_id"`   // default hostname:port
-	Transport string `yaml:"transport"` // netpoll (default) | netpoll-dispatch | fasthttp
-	LogLevel  string `yaml:"log_level"` // debug | info (default) | warn | error
+	Listen  string `yaml:"listen"`  // default ":8080"
+	Workers int    `yaml:"workers"` // GOMAXPROCS; 0 = one per core
+	NodeID  string `yaml:"node_id"` // default hostname:port
+	// TLS, when set, adds a TLS listener for clients (see ServerTLS).
+	TLS       *ServerTLS `yaml:"tls"`
+	Transport string     `yaml:"transport"` // netpoll (default) | netpoll-dispatch | fasthttp
+	LogLevel  string     `yaml:"log_level"` // debug | info (default) | warn | error
 	// ShutdownTimeout bounds the drain on SIGTERM; default 15s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// DrainDelay is how long, after SIGTERM, the gateway goes on accepting

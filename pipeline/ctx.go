@@ -30,6 +30,9 @@ type Ctx struct {
 	Peer     netip.AddrPort
 	ClientIP netip.Addr
 
+	// TLS says the request came over a TLS connection to the gateway.
+	TLS bool
+
 	// Start is when the request's headers were parsed.
 	Start time.Time
 

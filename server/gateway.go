@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/server/transport"
 	"github.com/valyala/fasthttp"
 )
 
@@ -69,8 +70,13 @@ func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 // ServeOn is Serve for a request running on an event loop (nil for none):
 // its waits and its upstream connections are the loop's.
 func (g *Gateway) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) (closeConn bool) {
+	return g.serve(req, resp, peer, loop, false)
+}
+
+func (g *Gateway) serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop, secure bool) (closeConn bool) {
 	snap := g.snap.Load()
 	c := g.begin(req, resp, peer)
+	c.TLS = secure
 	if loop != nil {
 		c.Loop = loop
 		c.SetWaiter(loop)
@@ -112,6 +118,24 @@ func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
 	closeConn = c.CloseConn || g.draining.Load()
 	pipeline.Release(c)
 	return closeConn
+}
+
+// Secure is the gateway as the handler of a TLS listener: its requests
+// are marked as such (X-Forwarded-Proto: https upstream).
+func (g *Gateway) Secure() transport.LoopHandler { return secureGateway{g} }
+
+type secureGateway struct{ g *Gateway }
+
+func (s secureGateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
+	return s.g.serve(req, resp, peer, nil, true)
+}
+
+func (s secureGateway) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) bool {
+	return s.g.serve(req, resp, peer, loop, true)
+}
+
+func (s secureGateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
+	s.g.ServeError(err, req, resp, peer)
 }
 
 // AddObserver makes o see every request finished from now on (metrics,

@@ -48,7 +48,11 @@ func startGateway(t testing.TB, kind, yaml string, vars map[string]string, tweak
 	if tweak != nil {
 		tweak(&o)
 	}
-	tr, err := NewTransport(kind, gw, o)
+	var h Handler = gw
+	if o.TLS != nil {
+		h = gw.Secure()
+	}
+	tr, err := NewTransport(kind, h, o)
 	if err != nil {
 		t.Fatal(err)
 	}

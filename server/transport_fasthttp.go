@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"slices"
@@ -31,6 +32,7 @@ import (
 //     until the header timeout, is refused at once (see fhConn).
 type fastHTTPTransport struct {
 	srv         *fasthttp.Server
+	tlsConf     *tls.Config // nil for cleartext
 	conns       atomic.Int64
 	h           Handler
 	maxBody     int64
@@ -47,7 +49,7 @@ type fastHTTPTransport struct {
 }
 
 func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
-	t := &fastHTTPTransport{h: h, maxBody: max(o.MaxBodyBytes, 0), streamBytes: o.StreamBodyBytes}
+	t := &fastHTTPTransport{h: h, maxBody: max(o.MaxBodyBytes, 0), streamBytes: o.StreamBodyBytes, tlsConf: o.TLS}
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
@@ -120,6 +122,10 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 }
 
 func (t *fastHTTPTransport) Serve(ln net.Listener) error {
+	if t.tlsConf != nil {
+		// Under TLS the bare-LF check (fhConn) reads the plaintext.
+		ln = tls.NewListener(ln, t.tlsConf)
+	}
 	return t.srv.Serve(fhListener{Listener: ln, limit: t.hdrLimit})
 }
 

@@ -103,6 +103,7 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 		Host: host, ClientHost: c.Target.Host,
 		Peer: peer, Client: client,
 		PeerTrusted: e.Trusted != nil && peer.IsValid() && e.Trusted.Contains(peer),
+		TLS:         c.TLS,
 		Internal:    &e.Internal, Policy: policy,
 	})
 	if c.Consumer != "" {

@@ -124,6 +124,14 @@ func serve(path string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", f.Listen, err)
 	}
+	secure, err := startTLS(f, gw, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if secure != nil {
+		defer secure.certs.Close()
+	}
 
 	var reloadMu sync.Mutex
 	reload := func(reason string) (*config.Snapshot, error) {
@@ -207,8 +215,11 @@ func serve(path string, stderr io.Writer) error {
 			func() { _, _ = reload("file changed") })
 	}
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- transport.Serve(ln) }()
+	if secure != nil {
+		go func() { serveErr <- secure.transport.Serve(secure.ln) }()
+	}
 	op.ready.Store(true)
 	log.Info("tollgate listening", zap.String("addr", ln.Addr().String()), zap.String("transport", f.Transport),
 		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)), zap.Uint64("config_version", snap.Version),
@@ -238,10 +249,13 @@ func serve(path string, stderr io.Writer) error {
 			}
 			if sig == syscall.SIGHUP {
 				if path == "" {
-					log.Warn("SIGHUP ignored: the built-in demo configuration has no file to re-read")
+					log.Warn("SIGHUP: the built-in demo configuration has no file to re-read")
 					continue
 				}
 				_, _ = reload("SIGHUP")
+				if secure != nil {
+					secure.reloadCerts("SIGHUP")
+				}
 				continue
 			}
 			drainStart := time.Now()
@@ -252,6 +266,11 @@ func serve(path string, stderr io.Writer) error {
 			waitDrainDelay(f.DrainDelay.D(), sigs)
 			ctx, cancel := context.WithTimeout(context.Background(), f.ShutdownTimeout.D())
 			err := transport.Shutdown(ctx)
+			if secure != nil {
+				if serr := secure.transport.Shutdown(ctx); err == nil {
+					err = serr
+				}
+			}
 			if adminSrv != nil {
 				_ = adminSrv.Shutdown(ctx)
 			}

@@ -2,6 +2,7 @@ package netpoll
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -59,6 +60,13 @@ type npConn struct {
 	io       evIO
 	fiber    *fiber
 	rdl, wdl int64
+
+	// TLS (tls.go): the session, and a first byte of plaintext a probe
+	// took before the connection would have gone idle.
+	tls     *tls.Conn
+	probing bool
+	probed  bool
+	probe   [1]byte
 }
 
 // evIO is the readiness of one socket as the loop's edge-triggered events
@@ -111,13 +119,7 @@ func (c *npConn) Read(p []byte) (int, error) {
 			c.rset = false
 		}
 	}
-	var n int
-	var err error
-	if c.loop.ev != nil {
-		n, err = c.evRead(p)
-	} else {
-		n, err = c.nc.Read(p)
-	}
+	n, err := c.readPlain(p)
 	if c.inHeader && n > 0 {
 		c.hdr.Feed(p[:n])
 	}
@@ -145,13 +147,7 @@ func (c *npConn) Write(p []byte) (int, error) {
 			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
 		}
 	}
-	var n int
-	var err error
-	if c.loop.ev != nil {
-		n, err = c.evWrite(p)
-	} else {
-		n, err = c.nc.Write(p)
-	}
+	n, err := c.writePlain(p)
 	if err != nil {
 		c.werr = err
 	}

@@ -269,6 +269,9 @@ func (t *netpollTransport) accept(nc net.Conn) {
 	}
 	c := &npConn{t: t, nc: nc, peer: transport.PeerOf(nc.RemoteAddr()), gen: t.gen.Add(1), fd: -1}
 	c.peekFn = c.peek
+	if t.o.TLS != nil {
+		c.startTLS(t.o.TLS)
+	}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.rc = rc
@@ -477,9 +480,9 @@ func (t *netpollTransport) serveInput(c *npConn, w *npWork) bool {
 		if !t.serveOne(c, w) {
 			return false
 		}
-		// The reader may already hold the next pipelined request; what is
-		// still in the socket wakes the loop again once re-armed.
-		if w.br.Buffered() > 0 {
+		// The reader (or TLS) may already hold the next pipelined
+		// request; what is still in the socket wakes the loop again.
+		if w.br.Buffered() > 0 || c.tlsPending() {
 			continue
 		}
 		return c.flushOut() == nil
@@ -668,7 +671,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 // closes. A client that went away gets no answer.
 func (t *netpollTransport) fail(c *npConn, w *npWork, err error) bool {
 	var nothing fasthttp.ErrNothingRead
-	if errors.Is(err, io.EOF) || errors.As(err, &nothing) || isGone(c.rerr) {
+	if errors.Is(err, io.EOF) || errors.As(err, &nothing) || isGone(c.rerr) || c.tlsHandshakeFailed() {
 		return t.drop(c, w)
 	}
 	c.body = codec.Body{}

@@ -5,6 +5,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/netip"
 	"time"
@@ -65,6 +66,8 @@ type Options struct {
 	// per core), with upstream sockets in the same epoll sets, instead of
 	// handing each ready connection to a goroutine.
 	EventLoop bool
+	// TLS, when set, makes every connection TLS, served with this config.
+	TLS *tls.Config
 }
 
 // ReadBufferSize is the largest request line + header section a transport

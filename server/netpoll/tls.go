@@ -1,0 +1,112 @@
+package netpoll
+
+import (
+	"crypto/tls"
+	"net"
+	"time"
+)
+
+// TLS on the reactor. A TLS connection's npConn reads and writes through
+// a tls.Conn whose transport is the connection's own socket (npSocket), so
+// waiting for bytes is the reactor's, in either mode, and the parser still
+// reads only what it asks for (plus, inside crypto/tls, the rest of the
+// record it is in). What crypto/tls may hold that the socket no longer
+// shows is a whole record already read: before the connection goes idle,
+// probe decrypts such a record without touching the socket, and the
+// connection is served again at once.
+
+// npSocket is the socket under a TLS connection.
+type npSocket struct{ c *npConn }
+
+// errWouldBlock is what npSocket returns while probing: temporary, so
+// crypto/tls does not make it the connection's error.
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "tls probe: no input" }
+func (wouldBlock) Timeout() bool   { return true }
+func (wouldBlock) Temporary() bool { return true }
+
+func (s npSocket) Read(p []byte) (int, error) {
+	c := s.c
+	if c.probing {
+		return 0, wouldBlock{}
+	}
+	return c.socketRead(p)
+}
+
+func (s npSocket) Write(p []byte) (int, error) { return s.c.socketWrite(p) }
+
+// Close is a no-op: the npConn closes its socket itself (without a
+// close_notify: HTTP/1.1 frames every answer, so a truncation shows).
+func (s npSocket) Close() error                     { return nil }
+func (s npSocket) LocalAddr() net.Addr              { return s.c.nc.LocalAddr() }
+func (s npSocket) RemoteAddr() net.Addr             { return s.c.nc.RemoteAddr() }
+func (s npSocket) SetDeadline(time.Time) error      { return nil }
+func (s npSocket) SetReadDeadline(time.Time) error  { return nil }
+func (s npSocket) SetWriteDeadline(time.Time) error { return nil }
+
+var _ net.Conn = npSocket{}
+
+// startTLS makes c a TLS connection; the handshake runs within the first
+// read, under the header timeout.
+func (c *npConn) startTLS(cfg *tls.Config) {
+	c.tls = tls.Server(npSocket{c}, cfg)
+}
+
+// socketRead reads the socket itself (under TLS: for crypto/tls).
+func (c *npConn) socketRead(p []byte) (int, error) {
+	if c.loop.ev != nil {
+		return c.evRead(p)
+	}
+	return c.nc.Read(p)
+}
+
+// socketWrite writes the socket itself.
+func (c *npConn) socketWrite(p []byte) (int, error) {
+	if c.loop.ev != nil {
+		return c.evWrite(p)
+	}
+	return c.nc.Write(p)
+}
+
+// readPlain reads what the parser gets: the socket's bytes, or TLS's
+// plaintext (a byte a probe took first).
+func (c *npConn) readPlain(p []byte) (int, error) {
+	if c.tls == nil {
+		return c.socketRead(p)
+	}
+	if c.probed {
+		c.probed = false
+		p[0] = c.probe[0]
+		return 1, nil
+	}
+	return c.tls.Read(p)
+}
+
+// writePlain writes an answer's bytes, through TLS when the client uses it.
+func (c *npConn) writePlain(p []byte) (int, error) {
+	if c.tls == nil {
+		return c.socketWrite(p)
+	}
+	return c.tls.Write(p)
+}
+
+// tlsPending reports whether crypto/tls holds a request's bytes the socket
+// no longer shows; it decrypts them without reading the socket and keeps
+// their first byte for the next read.
+func (c *npConn) tlsPending() bool {
+	if c.tls == nil || c.probed || c.rerr != nil {
+		return c.probed
+	}
+	c.probing = true
+	n, _ := c.tls.Read(c.probe[:])
+	c.probing = false
+	c.probed = n > 0
+	return c.probed
+}
+
+// tlsHandshakeFailed reports whether a read error came from a TLS
+// handshake that did not complete: nothing can be answered then.
+func (c *npConn) tlsHandshakeFailed() bool {
+	return c.tls != nil && !c.tls.ConnectionState().HandshakeComplete
+}

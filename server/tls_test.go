@@ -1,0 +1,276 @@
+package server
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/edgetls"
+	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/valyala/fasthttp"
+)
+
+// tlsEdge is a gateway serving TLS with a test CA's certificates: a.test,
+// *.wild.test, and b.test (the default, listed first).
+type tlsEdge struct {
+	g     *testGateway
+	ca    *testutil.TestCA
+	store *edgetls.Store
+	dir   string
+	up    *testutil.RecordingUpstream
+}
+
+func startTLSEdge(t *testing.T, kind string) *tlsEdge {
+	t.Helper()
+	dir := t.TempDir()
+	ca := testutil.NewTestCA(t)
+	bc, bk := ca.Issue(t, dir, "b", "B", "b.test")
+	ac, ak := ca.Issue(t, dir, "a", "A", "a.test")
+	wc, wk := ca.Issue(t, dir, "wild", "W", "*.wild.test")
+	store, err := edgetls.NewStore([]edgetls.Pair{{Cert: bc, Key: bk}, {Cert: ac, Key: ak}, {Cert: wc, Key: wk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := testutil.StartRecordingUpstream(t)
+	g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) {
+		o.TLS = store.Config(tls.VersionTLS12, []string{"http/1.1"})
+	})
+	return &tlsEdge{g: g, ca: ca, store: store, dir: dir, up: up}
+}
+
+// dial opens a TLS connection naming sni.
+func (e *tlsEdge) dial(t *testing.T, sni string, maxVersion uint16) (*tls.Conn, error) {
+	t.Helper()
+	conn, err := tls.Dial("tcp", e.g.Addr, &tls.Config{ServerName: sni, RootCAs: e.ca.Pool(), MaxVersion: maxVersion})
+	if err == nil {
+		t.Cleanup(func() { conn.Close() })
+	}
+	return conn, err
+}
+
+func servedOrg(c *tls.Conn) string {
+	return c.ConnectionState().PeerCertificates[0].Subject.Organization[0]
+}
+
+func tlsGet(t *testing.T, c *tls.Conn, br *bufio.Reader, path string) *fasthttp.Response {
+	t.Helper()
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: a.test\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp := &fasthttp.Response{}
+	if err := resp.Read(br); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return resp
+}
+
+// TestTLSCertificateBySNI: exact names, a wildcard one label deep, and the
+// first certificate for any other name; TLS 1.1 and older refused; the
+// request goes upstream marked https.
+func TestTLSCertificateBySNI(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			e := startTLSEdge(t, kind)
+			for sni, org := range map[string]string{"a.test": "A", "b.test": "B", "x.wild.test": "W", "A.TEST": "A"} {
+				c, err := e.dial(t, sni, 0)
+				if err != nil {
+					t.Fatalf("%s: %v", sni, err)
+				}
+				if got := servedOrg(c); got != org {
+					t.Fatalf("SNI %s got certificate %s, want %s", sni, got, org)
+				}
+			}
+			// Names no certificate carries get the first one, which the
+			// client then refuses for that name.
+			if _, err := e.dial(t, "deep.x.wild.test", 0); err == nil || !strings.Contains(err.Error(), "certificate") {
+				t.Fatalf("two labels under a wildcard: %v", err)
+			}
+			if _, err := e.dial(t, "a.test", tls.VersionTLS11); err == nil {
+				t.Fatal("a TLS 1.1 client got a session")
+			}
+
+			c, err := e.dial(t, "a.test", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			if resp := tlsGet(t, c, br, "/x"); resp.StatusCode() != 200 {
+				t.Fatalf("status %d", resp.StatusCode())
+			}
+			last, _ := e.up.Last()
+			if !strings.Contains(last.Head, "\r\nX-Forwarded-Proto: https\r\n") {
+				t.Fatalf("upstream head lacks X-Forwarded-Proto: https:\n%s", last.Head)
+			}
+		})
+	}
+}
+
+// TestTLSKeepAliveAndPipelining: requests on one TLS connection, one at a
+// time with pauses (the connection goes idle between them) and several in
+// one write (the later ones are decrypted before the connection would go
+// idle, so none is left waiting).
+func TestTLSKeepAliveAndPipelining(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			e := startTLSEdge(t, kind)
+			c, err := e.dial(t, "a.test", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			for i := range 3 {
+				if resp := tlsGet(t, c, br, fmt.Sprintf("/k/%d", i)); resp.StatusCode() != 200 {
+					t.Fatalf("status %d", resp.StatusCode())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			var batch strings.Builder
+			for i := range 5 {
+				fmt.Fprintf(&batch, "GET /p/%d HTTP/1.1\r\nHost: a.test\r\n\r\n", i)
+			}
+			if _, err := c.Write([]byte(batch.String())); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 5 {
+				_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				var resp fasthttp.Response
+				if err := resp.Read(br); err != nil {
+					t.Fatalf("pipelined answer %d: %v", i, err)
+				}
+			}
+
+			// Five requests in five TLS records, all in one TCP write: the
+			// server's TLS layer reads them together and hands out one
+			// record at a time.
+			raw := npDial(t, e.g.Addr)
+			held := &heldWrites{Conn: raw}
+			rc := tls.Client(held, &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool()})
+			if err := rc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			held.hold = true
+			for i := range 5 {
+				fmt.Fprintf(rc, "GET /r/%d HTTP/1.1\r\nHost: a.test\r\n\r\n", i)
+			}
+			held.flush(t)
+			rbr := bufio.NewReader(rc)
+			for i := range 5 {
+				_ = raw.SetReadDeadline(time.Now().Add(3 * time.Second))
+				var resp fasthttp.Response
+				if err := resp.Read(rbr); err != nil {
+					t.Fatalf("answer %d to requests sent in separate records: %v", i, err)
+				}
+			}
+			if got := e.up.Count(); got != 13 {
+				t.Fatalf("upstream saw %d requests, want 13", got)
+			}
+		})
+	}
+}
+
+// TestTLSCertificateReload: a certificate replaced on disk is served to new
+// connections after a reload, while a connection made before keeps working.
+func TestTLSCertificateReload(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			e := startTLSEdge(t, kind)
+			old, err := e.dial(t, "a.test", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oldBR := bufio.NewReader(old)
+			tlsGet(t, old, oldBR, "/before")
+
+			e.ca.Issue(t, e.dir, "a", "A2", "a.test")
+			if changed, err := e.store.Reload(); err != nil || !changed {
+				t.Fatalf("reload: changed %v, %v", changed, err)
+			}
+			fresh, err := e.dial(t, "a.test", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := servedOrg(fresh); got != "A2" {
+				t.Fatalf("a new connection got certificate %s, want the new A2", got)
+			}
+			if resp := tlsGet(t, old, oldBR, "/after"); resp.StatusCode() != 200 {
+				t.Fatalf("the old connection after the reload: %d", resp.StatusCode())
+			}
+			if servedOrg(old) != "A" {
+				t.Fatal("the old connection's certificate changed")
+			}
+		})
+	}
+}
+
+// TestTLSWatchPicksUpNewFiles: the store's watcher reloads on its own.
+func TestTLSWatchPicksUpNewFiles(t *testing.T) {
+	e := startTLSEdge(t, "netpoll")
+	reloaded := make(chan error, 4)
+	e.store.Watch(50*time.Millisecond, func(err error) { reloaded <- err })
+	defer e.store.Close()
+	time.Sleep(20 * time.Millisecond) // a different modification time
+	e.ca.Issue(t, e.dir, "a", "A3", "a.test")
+	deadline := time.After(5 * time.Second)
+	for {
+		c, err := e.dial(t, "a.test", 0)
+		if err == nil && servedOrg(c) == "A3" {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatal("the new certificate was not served within 5s")
+		case <-reloaded:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestTLSPlaintextOnTLSPortDropped: a client speaking cleartext HTTP to the
+// TLS listener gets no HTTP answer and the connection closes.
+func TestTLSPlaintextOnTLSPortDropped(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			e := startTLSEdge(t, kind)
+			conn := npDial(t, e.g.Addr)
+			npWrite(t, conn, "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			buf := make([]byte, 512)
+			n, _ := conn.Read(buf)
+			if strings.HasPrefix(string(buf[:n]), "HTTP/") {
+				t.Fatalf("cleartext answered on the TLS port: %q", buf[:n])
+			}
+			if e.up.Count() != 0 {
+				t.Fatal("a cleartext request reached the upstream through the TLS port")
+			}
+		})
+	}
+}
+
+// heldWrites holds what is written while hold is set, for flush to send
+// in one write.
+type heldWrites struct {
+	net.Conn
+	hold bool
+	buf  []byte
+}
+
+func (h *heldWrites) Write(p []byte) (int, error) {
+	if h.hold {
+		h.buf = append(h.buf, p...)
+		return len(p), nil
+	}
+	return h.Conn.Write(p)
+}
+
+func (h *heldWrites) flush(t *testing.T) {
+	t.Helper()
+	h.hold = false
+	if _, err := h.Conn.Write(h.buf); err != nil {
+		t.Fatal(err)
+	}
+}
