@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/edgetls"
+
 	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/breaker"
@@ -203,6 +205,9 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		s.Services[name] = svc
 	}
 	s.env.Shared[upstream.ServicesKey{}] = s.Services
+	if f.TLS != nil {
+		s.env.Shared[edgetls.ListenerKey{}] = edgetls.PortOf(f.TLS.Listen)
+	}
 	cl, err := c.clusterClient(f)
 	if err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}

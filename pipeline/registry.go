@@ -17,6 +17,9 @@ const (
 	// StageMark: response filters that must see every answer, refusals
 	// included (deprecation headers).
 	StageMark Stage = 100
+	// StageChannel: how the client must connect (the https redirect),
+	// before anything is asked of it.
+	StageChannel Stage = 150
 	// StageScreen: who may call at all (IP lists, WAF).
 	StageScreen Stage = 200
 	// StageAuth: who is calling (signatures, tokens).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/edgetls"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/server/netpoll"
 	"github.com/valyala/fasthttp"
 )
 
@@ -272,5 +273,105 @@ func (h *heldWrites) flush(t *testing.T) {
 	h.hold = false
 	if _, err := h.Conn.Write(h.buf); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTLSSessionResumption: a client that kept its session ticket resumes
+// without a full handshake.
+func TestTLSSessionResumption(t *testing.T) {
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		e := startTLSEdge(t, "netpoll")
+		cfg := &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool(), MaxVersion: version,
+			ClientSessionCache: tls.NewLRUClientSessionCache(4)}
+		for i, want := range []bool{false, true} {
+			c, err := tls.Dial("tcp", e.g.Addr, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// TLS 1.3 tickets arrive after the handshake: read an answer.
+			br := bufio.NewReader(c)
+			tlsGet(t, c, br, "/r")
+			if got := c.ConnectionState().DidResume; got != want {
+				t.Fatalf("version %x, connection %d: resumed %v, want %v", version, i, got, want)
+			}
+			c.Close()
+		}
+	}
+}
+
+// TestRedirectHTTPS: a route with redirect_https answers a cleartext
+// request 308 to the same URL on the TLS listener's port, without running
+// the rest of its chain or reaching the backend; over TLS it is served.
+func TestRedirectHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewTestCA(t)
+	cert, key := ca.Issue(t, dir, "api", "A", "api.test")
+	up := testutil.StartRecordingUpstream(t)
+	cfg := `
+tls:
+  listen: "127.0.0.1:8443"
+  certs: [{cert: "` + cert + `", key: "` + key + `"}]
+consumers:
+  - {app_key: app, secret: a-secret-of-some-length}
+services:
+  up:
+    instances: [{addr: "${UP}"}]
+routes:
+  - name: secure
+    match: {prefix: /secure}
+    redirect_https: true
+    auth: signature
+    service: up
+  - name: open
+    match: {prefix: /}
+    service: up
+`
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, cfg, map[string]string{"UP": up.Addr}, nil)
+			before := up.Count()
+			conn := npDial(t, g.Addr)
+			br := bufio.NewReader(conn)
+			npWrite(t, conn, "GET /secure/a%2Fb?x=1&y=%20 HTTP/1.1\r\nHost: api.test:8080\r\n\r\n")
+			resp := npRead(t, conn, br, false)
+			if resp.StatusCode() != 308 || string(resp.Header.Peek("Location")) != "https://api.test:8443/secure/a%2Fb?x=1&y=%20" {
+				t.Fatalf("cleartext: %d Location %q", resp.StatusCode(), resp.Header.Peek("Location"))
+			}
+			npWrite(t, conn, "GET /open HTTP/1.1\r\nHost: api.test\r\n\r\n")
+			if resp := npRead(t, conn, br, false); resp.StatusCode() != 200 {
+				t.Fatalf("a route without redirect_https: %d", resp.StatusCode())
+			}
+			if up.Count() != before+1 {
+				t.Fatal("the redirected request reached the backend")
+			}
+
+			store, err := edgetls.NewStore([]edgetls.Pair{{Cert: cert, Key: key}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := npOptions()
+			o.EventLoop = kind == "netpoll"
+			o.TLS = store.Config(tls.VersionTLS12, nil)
+			var tr Transport
+			if kind == "fasthttp" {
+				tr, err = NewTransport(kind, g.GW.Secure(), o)
+			} else {
+				tr, err = netpoll.New(g.GW.Secure(), o)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := npListen(t, tr)
+			tc, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "api.test", RootCAs: ca.Pool()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tc.Close()
+			// Over TLS the route runs: its signature check refuses an
+			// unsigned request (401), where cleartext never got that far.
+			if resp := tlsGet(t, tc, bufio.NewReader(tc), "/secure/a"); resp.StatusCode() != 401 {
+				t.Fatalf("over TLS: %d %s", resp.StatusCode(), resp.Body())
+			}
+		})
 	}
 }
