@@ -44,6 +44,7 @@ test-allocs:
 bench:
 	bash bench/run.sh
 	bash bench/chain.sh
+	bash bench/tls.sh
 
 ## chaos: reloads, a killed instance and a hanging upstream under wrk load.
 chaos:
