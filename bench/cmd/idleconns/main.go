@@ -17,6 +17,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,6 +57,7 @@ type config struct {
 	openTO    time.Duration
 	label     string
 	quietHold bool
+	tls       bool
 }
 
 func main() {
@@ -76,6 +78,7 @@ func main() {
 	flag.DurationVar(&c.openTO, "open-timeout", 2*time.Minute, "give up opening connections after this long")
 	flag.StringVar(&c.label, "label", "", "label echoed in the output")
 	flag.BoolVar(&c.quietHold, "quiet", false, "do not print a line per sample while holding")
+	flag.BoolVar(&c.tls, "tls", false, "speak TLS (any certificate accepted: the server is the one measured)")
 	flag.Parse()
 
 	for _, f := range strings.Split(pidList, ",") {
@@ -234,6 +237,14 @@ func openOne(ctx context.Context, c config, src net.IP, req []byte) (net.Conn, i
 		return nil, 0, err
 	}
 	_ = conn.SetDeadline(time.Now().Add(c.dialTO))
+	if c.tls {
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: strings.Split(c.host, ":")[0]}) // #nosec G402 -- measuring our own server
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, 0, err
+		}
+		conn = tc
+	}
 	if _, err := conn.Write(req); err != nil {
 		_ = conn.Close()
 		return nil, 0, err
