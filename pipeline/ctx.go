@@ -103,6 +103,11 @@ type Ctx struct {
 	Scratch  []byte
 	Scratch2 []byte
 
+	// Upgrade, when set, is a protocol switch the route allows and the
+	// client asked for (WebSocket); after the backend's 101 it carries
+	// the backend's connection, for the transport to relay.
+	Upgrade *Upgrade
+
 	// Loop is the event loop the request runs on, nil on a transport that
 	// serves requests on goroutines: upstream connections are then taken
 	// from that loop's own pools and waited for by it.
@@ -209,6 +214,22 @@ type Loop interface {
 	// Park parks the request in q until a request on the same loop wakes
 	// it (q.WakeOne) or d has passed; it reports whether it was woken.
 	Park(q *ParkQueue, d time.Duration) bool
+}
+
+// Upgrade is a protocol switch (RFC 9110 §7.8) passed through to the
+// backend: the route's limits for the relay, then the backend's side.
+type Upgrade struct {
+	// Protocol is the Upgrade value asked for ("websocket").
+	Protocol string
+	// Idle ends the relay when neither side sent anything for this long.
+	Idle time.Duration
+	// MaxBytes ends it once both directions together carried this many
+	// bytes; 0 for no cap.
+	MaxBytes int64
+	// Conn is the backend's connection once it answered 101, and
+	// Buffered what it sent after its answer's header section.
+	Conn     net.Conn
+	Buffered []byte
 }
 
 // Parked is a request parked in a ParkQueue; the loop implements it.

@@ -6,6 +6,7 @@ package server
 
 import (
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,9 @@ type Gateway struct {
 	observers atomic.Pointer[[]pipeline.Observer]
 	// draining makes every answer close its connection (see Drain).
 	draining atomic.Bool
+	// upgrades holds the backend connections of 101 answers until their
+	// transport takes them (TakeUpgrade), by the answer they belong to.
+	upgrades sync.Map
 }
 
 // Drain makes every answer from now on carry Connection: close, so
@@ -89,7 +93,22 @@ func (g *Gateway) serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	} else {
 		g.route(snap, c)
 	}
+	if up := c.Upgrade; up != nil && up.Conn != nil {
+		if c.Resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
+			g.upgrades.Store(c.Resp, up)
+		} else { // a later step replaced the 101
+			_ = up.Conn.Close()
+		}
+	}
 	return g.finish(c)
+}
+
+// TakeUpgrade implements transport.Upgrader.
+func (g *Gateway) TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade {
+	if up, ok := g.upgrades.LoadAndDelete(resp); ok {
+		return up.(*pipeline.Upgrade)
+	}
+	return nil
 }
 
 func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) *pipeline.Ctx {
@@ -132,6 +151,10 @@ func (s secureGateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, pee
 
 func (s secureGateway) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) bool {
 	return s.g.serve(req, resp, peer, loop, true)
+}
+
+func (s secureGateway) TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade {
+	return s.g.TakeUpgrade(resp)
 }
 
 func (s secureGateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {

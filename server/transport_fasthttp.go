@@ -172,6 +172,21 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 	} else if t.h.Serve(req, resp, peer) {
 		ctx.SetConnectionClose()
 	}
+	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
+		if u, ok := t.h.(transport.Upgrader); ok {
+			if up := u.TakeUpgrade(resp); up != nil {
+				// fasthttp writes the 101, then hands over the connection
+				// (with what its reader holds still readable first).
+				ctx.Hijack(func(client net.Conn) {
+					transport.Relay(client, up.Conn, nil, up, transport.Spawn, func() {
+						transport.Shutdown(client)
+						transport.Shutdown(up.Conn)
+					})
+					_ = up.Conn.Close()
+				})
+			}
+		}
+	}
 	if b != nil {
 		// The request lets go of the buffer before it goes back.
 		req.ResetBody()

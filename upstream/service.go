@@ -197,6 +197,13 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 			return
 		}
 	}
+	if c.Upgrade != nil {
+		s.switchProtocols(c, deadline)
+		if s.breaker != nil {
+			s.breaker.Release(gen)
+		}
+		return
+	}
 	began := time.Now()
 	var tried *Instance
 	for attempt := 0; ; attempt++ {

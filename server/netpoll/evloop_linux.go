@@ -109,6 +109,7 @@ type fiber struct {
 	stop  func()
 	yield func(fiberEvent) bool
 	conn  *npConn // the connection being served
+	job   func()  // or the function it runs (spawn)
 
 	waitIO   *evIO // what the fiber waits for, nil for a deadline only
 	deadline int64 // transport clock; 0 for none
@@ -129,7 +130,11 @@ func (s *evState) newFiber() *fiber {
 func (f *fiber) body(yield func(fiberEvent) bool) {
 	f.yield = yield
 	for {
-		f.conn.serve()
+		if f.job != nil {
+			f.job()
+		} else {
+			f.conn.serve()
+		}
 		if !yield(fiberDone) {
 			return
 		}
@@ -219,17 +224,41 @@ func (s *evState) start(c *npConn) {
 		s.t.inflight.Add(-1)
 		return
 	}
-	var f *fiber
-	if n := len(s.free); n > 0 {
-		f = s.free[n-1]
-		s.free[n-1] = nil
-		s.free = s.free[:n-1]
-	} else {
-		f = s.newFiber()
-	}
+	f := s.takeFiber()
 	f.conn = c
 	c.fiber = f
 	s.run(f)
+}
+
+// takeFiber returns a free fiber, or a new one.
+func (s *evState) takeFiber() *fiber {
+	if n := len(s.free); n > 0 {
+		f := s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+		return f
+	}
+	return s.newFiber()
+}
+
+// spawn runs fn on another fiber of f's loop, started once f yields; the
+// returned wait parks f until fn is done.
+func (f *fiber) spawn(fn func()) (wait func()) {
+	s := f.s
+	var done bool
+	var q pipeline.ParkQueue
+	g := s.takeFiber()
+	g.job = func() {
+		fn()
+		done = true
+		q.WakeOne()
+	}
+	s.ready = append(s.ready, g)
+	return func() {
+		for !done {
+			f.Park(&q, time.Hour)
+		}
+	}
 }
 
 // run resumes f on the loop until it yields.
@@ -248,6 +277,12 @@ func (s *evState) after(f *fiber, ev fiberEvent) {
 	switch ev {
 	case fiberDone:
 		f.detached = false
+		if f.job != nil {
+			f.job = nil
+			f.freeAt = s.clock
+			s.free = append(s.free, f)
+			return
+		}
 		c := f.conn
 		f.conn = nil
 		c.fiber = nil

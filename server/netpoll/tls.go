@@ -42,8 +42,18 @@ func (s npSocket) Close() error                     { return nil }
 func (s npSocket) LocalAddr() net.Addr              { return s.c.nc.LocalAddr() }
 func (s npSocket) RemoteAddr() net.Addr             { return s.c.nc.RemoteAddr() }
 func (s npSocket) SetDeadline(time.Time) error      { return nil }
-func (s npSocket) SetReadDeadline(time.Time) error  { return nil }
 func (s npSocket) SetWriteDeadline(time.Time) error { return nil }
+
+// SetReadDeadline is for a relay (crypto/tls sets none itself): the
+// npConn's own reads arm theirs per phase.
+func (s npSocket) SetReadDeadline(d time.Time) error {
+	c := s.c
+	if c.loop.ev != nil {
+		c.rdl = c.t.clockAt(d)
+		return nil
+	}
+	return c.nc.SetReadDeadline(d)
+}
 
 var _ net.Conn = npSocket{}
 

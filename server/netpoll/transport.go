@@ -47,6 +47,7 @@ import (
 type netpollTransport struct {
 	h  transport.Handler
 	lh transport.LoopHandler // h, when it can serve on a loop
+	up transport.Upgrader    // h, when its answers may switch protocols
 	o  transport.Options
 
 	readBufSize  int   // bufio.Reader size: request line + header limit
@@ -152,6 +153,7 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		eventLoop:    o.EventLoop,
 	}
 	t.lh, _ = h.(transport.LoopHandler)
+	t.up, _ = h.(transport.Upgrader)
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
@@ -418,6 +420,9 @@ func (t *netpollTransport) Conns() int { return int(t.conns.Load()) }
 // activity off the coarse copy in clock.
 func (t *netpollTransport) now() int64 { return int64(time.Since(t.epoch)) }
 
+// noDeadline clears a socket deadline.
+var noDeadline time.Time
+
 // clockAt converts a deadline to the transport's clock; 0 is none.
 func (t *netpollTransport) clockAt(d time.Time) int64 {
 	if d.IsZero() {
@@ -537,6 +542,14 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 
 	if t.serveRequest(c, req, resp) {
 		closeConn = true
+	}
+	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols && t.up != nil {
+		if up := t.up.TakeUpgrade(resp); up != nil {
+			if !streamed {
+				return t.switchProtocols(c, w, up)
+			}
+			_ = up.Conn.Close() // a handshake has no body to stream
+		}
 	}
 	if streamed {
 		// What the handler left of the body is read and dropped, so that

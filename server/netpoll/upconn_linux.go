@@ -168,6 +168,16 @@ func (u *upConn) Close() error {
 	return syscall.Close(int(u.fd))
 }
 
+// Shutdown ends the connection's pending reads and writes (a relay's end:
+// the fiber waiting on it wakes) and leaves the socket to Close.
+func (u *upConn) Shutdown() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.closed {
+		_ = syscall.Shutdown(int(u.fd), syscall.SHUT_RDWR)
+	}
+}
+
 func (u *upConn) LocalAddr() net.Addr  { return u.local }
 func (u *upConn) RemoteAddr() net.Addr { return u.remote }
 

@@ -49,6 +49,14 @@ type LoopHandler interface {
 	ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) (closeConn bool)
 }
 
+// Upgrader is a Handler whose answers may switch protocols: after it
+// answered 101, TakeUpgrade hands the transport the backend's connection
+// to relay both ways (nil when the handler made no switch). The gateway
+// implements it.
+type Upgrader interface {
+	TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade
+}
+
 // Options are the transport settings, fixed for the life of the process
 // (a reload cannot change them; a restart can).
 type Options struct {

@@ -1,0 +1,187 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/edgetls"
+	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/valyala/fasthttp"
+)
+
+// wsUpstream answers a WebSocket handshake with 101 and "hello", then
+// echoes every byte; anything else gets 400 naming what was missing.
+func wsUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				var req fasthttp.RequestHeader
+				if req.Read(br) != nil {
+					return
+				}
+				if !bytes.EqualFold(req.Peek("Upgrade"), []byte("websocket")) || !bytes.Contains(bytes.ToLower(req.Peek("Connection")), []byte("upgrade")) {
+					_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 10\r\nConnection: close\r\n\r\nno upgrade")
+					return
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\nhello")
+				_, _ = io.Copy(c, br)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+const wsConfig = `
+consumers:
+  - {app_key: app, secret: a-secret-of-some-length}
+services:
+  ws:
+    instances: [{addr: "${UP}"}]
+routes:
+  - name: ws
+    match: {prefix: /ws}
+    websocket: {idle_timeout: 400ms}
+    service: ws
+  - name: signed
+    match: {prefix: /signed}
+    websocket: {}
+    auth: signature
+    service: ws
+  - name: plain
+    match: {prefix: /}
+    service: ws
+`
+
+const wsHandshake = "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+
+// TestWebSocketRelay: a handshake on a websocket route is switched, the
+// bytes sent right behind it and the backend's right behind its 101 are
+// not lost, the relay echoes both ways, and it ends after the idle time.
+func TestWebSocketRelay(t *testing.T) {
+	up := wsUpstream(t)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
+			conn := npDial(t, g.Addr)
+			br := bufio.NewReader(conn)
+			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/chat", 1)+"early;")
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			var resp fasthttp.ResponseHeader
+			if err := resp.Read(br); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode() != 101 || !bytes.EqualFold(resp.Peek("Upgrade"), []byte("websocket")) ||
+				!bytes.Contains(bytes.ToLower(resp.Peek("Connection")), []byte("upgrade")) {
+				t.Fatalf("handshake answer:\n%s", resp.Header())
+			}
+			want := "helloearly;"
+			got := make([]byte, len(want))
+			if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
+				t.Fatalf("first bytes %q, %v; want %q", got, err, want)
+			}
+			for _, msg := range []string{"one", "two, longer", strings.Repeat("x", 40000)} {
+				npWrite(t, conn, msg)
+				got := make([]byte, len(msg))
+				if _, err := io.ReadFull(br, got); err != nil || string(got) != msg {
+					t.Fatalf("echo of %d bytes: %v", len(msg), err)
+				}
+			}
+			start := time.Now()
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := br.ReadByte(); err == nil {
+				t.Fatal("bytes after the echo")
+			}
+			if took := time.Since(start); took < 300*time.Millisecond || took > 3*time.Second {
+				t.Fatalf("an idle relay ended after %v, want about its 400ms idle timeout", took)
+			}
+		})
+	}
+}
+
+// TestWebSocketOnlyWhereAllowed: the handshake goes through the route's
+// filters (an unsigned one is refused), and on a route without websocket
+// the Upgrade field never reaches the backend.
+func TestWebSocketOnlyWhereAllowed(t *testing.T) {
+	up := wsUpstream(t)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
+			for path, status := range map[string]int{"/signed/x": 401, "/plain": 400} {
+				conn := npDial(t, g.Addr)
+				npWrite(t, conn, strings.Replace(wsHandshake, "%s", path, 1))
+				resp := npRead(t, conn, bufio.NewReader(conn), false)
+				if resp.StatusCode() != status {
+					t.Fatalf("%s: %d %s, want %d", path, resp.StatusCode(), resp.Body(), status)
+				}
+			}
+		})
+	}
+}
+
+// TestWebSocketOverTLSAndCap: the relay runs over TLS too, and ends once
+// max_bytes have passed.
+func TestWebSocketOverTLSAndCap(t *testing.T) {
+	up := wsUpstream(t)
+	dir := t.TempDir()
+	ca := testutil.NewTestCA(t)
+	cert, key := ca.Issue(t, dir, "a", "A", "a.test")
+	store, err := edgetls.NewStore([]edgetls.Pair{{Cert: cert, Key: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {max_bytes: 1000}", 1)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, cfg, map[string]string{"UP": up}, func(o *Options) {
+				o.TLS = store.Config(tls.VersionTLS12, nil)
+			})
+			conn, err := tls.Dial("tcp", g.Addr, &tls.Config{ServerName: "a.test", RootCAs: ca.Pool()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			if _, err := io.WriteString(conn, strings.Replace(wsHandshake, "%s", "/ws", 1)); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			var resp fasthttp.ResponseHeader
+			if err := resp.Read(br); err != nil || resp.StatusCode() != 101 {
+				t.Fatalf("handshake over TLS: %v %d", err, resp.StatusCode())
+			}
+			hello := make([]byte, 5)
+			if _, err := io.ReadFull(br, hello); err != nil || string(hello) != "hello" {
+				t.Fatalf("%q %v", hello, err)
+			}
+			// 600 bytes out and 600 back pass the 1000-byte cap.
+			msg := strings.Repeat("y", 600)
+			_, _ = io.WriteString(conn, msg)
+			got := make([]byte, len(msg))
+			_, _ = io.ReadFull(br, got)
+			_, _ = io.WriteString(conn, msg)
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			n, err := io.Copy(io.Discard, br)
+			if err != nil || n >= int64(len(msg)) {
+				t.Fatalf("after the cap: %d more bytes, %v (want the relay closed)", n, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,162 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/ascii"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
+)
+
+// WebSocketConfig is a route's `websocket` setting: the route passes
+// WebSocket handshakes through (after its filters: auth, limits, ACLs) and
+// relays the connection both ways once the backend switches protocols.
+//
+//	websocket: {idle_timeout: 60s, max_bytes: 0}
+type WebSocketConfig struct {
+	// IdleTimeout ends a relay in which neither side sent anything for
+	// this long; default 60s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxBytes ends a relay once both directions together carried this
+	// many bytes; 0 (default) for no cap.
+	MaxBytes int64 `yaml:"max_bytes"`
+}
+
+// webSocket marks a WebSocket handshake on a route that allows them.
+type webSocket struct {
+	idle     time.Duration
+	maxBytes int64
+}
+
+func init() {
+	pipeline.Register(pipeline.Feature{
+		Key: "websocket", Stage: pipeline.StageRewrite + 50, Scope: pipeline.ScopeRoute,
+		Config: func() any { return new(WebSocketConfig) },
+		Build: func(b *pipeline.Build, cfg any) (pipeline.Filter, error) {
+			w := cfg.(*WebSocketConfig)
+			switch {
+			case !b.Route.Forwards:
+				return nil, errors.New("websocket applies only to routes that forward")
+			case w.IdleTimeout < 0 || w.MaxBytes < 0:
+				return nil, errors.New("websocket: idle_timeout and max_bytes cannot be negative")
+			}
+			if w.IdleTimeout == 0 {
+				w.IdleTimeout = 60 * time.Second
+			}
+			return &webSocket{idle: w.IdleTimeout, maxBytes: w.MaxBytes}, nil
+		},
+	})
+}
+
+var (
+	strUpgrade    = []byte("Upgrade")
+	strConnection = []byte("Connection")
+	strWebSocket  = []byte("websocket")
+)
+
+// Handle implements pipeline.Filter: a GET asking to upgrade to websocket
+// (Upgrade: websocket, Connection naming upgrade) is marked for the
+// switch; anything else goes on as an ordinary request (its Upgrade field
+// is dropped on the way up, as for every route).
+func (w *webSocket) Handle(c *pipeline.Ctx) pipeline.Verdict {
+	h := &c.Req.Header
+	if !h.IsGet() || !ascii.EqualFold(bytes.TrimSpace(h.PeekBytes(strUpgrade)), "websocket") || !connectionHasUpgrade(h.PeekAll("Connection")) {
+		return pipeline.Continue
+	}
+	c.Upgrade = &pipeline.Upgrade{Protocol: "websocket", Idle: w.idle, MaxBytes: w.maxBytes}
+	return pipeline.Continue
+}
+
+func connectionHasUpgrade(values [][]byte) bool {
+	for _, v := range values {
+		for tok := range bytes.SplitSeq(v, []byte(",")) {
+			if ascii.EqualFold(bytes.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var errUpgradeFailed = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream did not complete the protocol switch")
+
+// switchProtocols sends a WebSocket handshake to one instance over a
+// connection of its own and, when the backend answers 101, leaves that
+// connection in c.Upgrade for the transport to relay; any other answer
+// is passed on as it is.
+func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
+	in := s.balancer.Pick(c, nil)
+	if in == nil {
+		errNoInstance.WriteTo(c)
+		c.Outcome.Result = pipeline.ResultNoInstance
+		return
+	}
+	c.Outcome.Instance = in.Addr
+	c.Outcome.Attempts++
+	in.requests.Add(1)
+	began := time.Now()
+	defer func() { c.Outcome.Latency = time.Since(began) }()
+	var conn net.Conn
+	var err error
+	if c.Loop != nil {
+		conn, err = c.Loop.Dial(in.Addr, s.Connect)
+	} else {
+		conn, err = net.DialTimeout("tcp", in.Addr, s.Connect)
+	}
+	if err != nil {
+		f := classify(err)
+		c.Outcome.Result = f.result()
+		in.errors.Add(1)
+		writeFailure(c, f)
+		return
+	}
+	_ = conn.SetDeadline(deadline)
+	h := &c.Req.Header
+	h.SetBytesKV(strConnection, strUpgrade)
+	h.SetBytesKV(strUpgrade, strWebSocket)
+	bw := bufio.NewWriter(conn)
+	br := bufio.NewReader(conn)
+	if err = c.Req.Write(bw); err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = c.Resp.Header.Read(br)
+	}
+	if err != nil {
+		_ = conn.Close()
+		f := classify(err)
+		c.Outcome.Result = f.result()
+		in.errors.Add(1)
+		if f == failReset || f == failRefused {
+			errUpgradeFailed.WriteTo(c)
+		} else {
+			writeFailure(c, f)
+		}
+		return
+	}
+	c.Outcome.Result, c.Outcome.Status = pipeline.ResultOK, c.Resp.StatusCode()
+	if c.Resp.StatusCode() != fasthttp.StatusSwitchingProtocols {
+		// Refused by the backend: its answer, whole, and no switch.
+		err = c.Resp.ReadBody(br, in.pool.MaxResponseBytes)
+		_ = conn.Close()
+		if err != nil {
+			c.Outcome.Result = pipeline.ResultReset
+			errUpgradeFailed.WriteTo(c)
+			return
+		}
+		StripResponse(c.Resp)
+		c.Upgrade = nil
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	c.Resp.SkipBody = true
+	c.Upgrade.Conn = conn
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		c.Upgrade.Buffered = append([]byte(nil), b...)
+	}
+}
