@@ -6,12 +6,14 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/edgetls"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/sign"
 	"github.com/valyala/fasthttp"
 )
 
@@ -181,6 +183,40 @@ func TestWebSocketOverTLSAndCap(t *testing.T) {
 			n, err := io.Copy(io.Discard, br)
 			if err != nil || n >= int64(len(msg)) {
 				t.Fatalf("after the cap: %d more bytes, %v (want the relay closed)", n, err)
+			}
+		})
+	}
+}
+
+// TestWebSocketThroughSignedRoute: a signed handshake passes the route's
+// signature check and the connection echoes.
+func TestWebSocketThroughSignedRoute(t *testing.T) {
+	up := wsUpstream(t)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
+			r, _ := http.NewRequest(http.MethodGet, "http://x/signed/chat", nil)
+			if err := sign.SignRequest(r, "app", "a-secret-of-some-length", time.Time{}, ""); err != nil {
+				t.Fatal(err)
+			}
+			var head strings.Builder
+			head.WriteString(strings.TrimSuffix(strings.Replace(wsHandshake, "%s", "/signed/chat", 1), "\r\n"))
+			for k, vs := range r.Header {
+				head.WriteString(k + ": " + vs[0] + "\r\n")
+			}
+			head.WriteString("\r\n")
+			conn := npDial(t, g.Addr)
+			br := bufio.NewReader(conn)
+			npWrite(t, conn, head.String())
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			var resp fasthttp.ResponseHeader
+			if err := resp.Read(br); err != nil || resp.StatusCode() != 101 {
+				t.Fatalf("signed handshake: %v %d", err, resp.StatusCode())
+			}
+			npWrite(t, conn, "ping")
+			got := make([]byte, 9)
+			if _, err := io.ReadFull(br, got); err != nil || string(got) != "helloping" {
+				t.Fatalf("%q %v", got, err)
 			}
 		})
 	}
