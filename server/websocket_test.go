@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -217,6 +218,36 @@ func TestWebSocketThroughSignedRoute(t *testing.T) {
 			got := make([]byte, 9)
 			if _, err := io.ReadFull(br, got); err != nil || string(got) != "helloping" {
 				t.Fatalf("%q %v", got, err)
+			}
+		})
+	}
+}
+
+// TestWebSocketRelayEndsWhenTheDrainGivesUp: a relay still open when a
+// drain runs out of time is ended with the transport (on the event loops,
+// both of its fibers), not left to its idle timeout.
+func TestWebSocketRelayEndsWhenTheDrainGivesUp(t *testing.T) {
+	up := wsUpstream(t)
+	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {idle_timeout: 60s}", 1)
+	for _, kind := range []string{"netpoll", "netpoll-dispatch"} {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, cfg, map[string]string{"UP": up}, nil)
+			conn := npDial(t, g.Addr)
+			br := bufio.NewReader(conn)
+			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			var resp fasthttp.ResponseHeader
+			if err := resp.Read(br); err != nil || resp.StatusCode() != 101 {
+				t.Fatalf("%v %d", err, resp.StatusCode())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_ = g.Transport.Shutdown(ctx)
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, _ = io.Copy(io.Discard, br)
+			if took := time.Since(start); took > 5*time.Second {
+				t.Fatalf("the relay ended %v after the drain began", took)
 			}
 		})
 	}

@@ -29,9 +29,10 @@ type npConn struct {
 	gen  uint32 // tells this connection's events from those of an fd's earlier owner
 	peer netip.AddrPort
 
-	state atomic.Int32 // npIdle, npBusy, npClosed
-	last  atomic.Int64 // transport clock at the last activity
-	used  atomic.Bool  // a request has been read
+	state    atomic.Int32 // npIdle, npBusy, npClosed
+	relaying atomic.Bool  // relaying a switched protocol (upgrade.go)
+	last     atomic.Int64 // transport clock at the last activity
+	used     atomic.Bool  // a request has been read
 
 	// mu orders going back to idle (re-arming the fd) against closing it,
 	// so that a re-arm never reaches an fd that was closed and reused.

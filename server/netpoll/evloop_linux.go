@@ -117,6 +117,7 @@ type fiber struct {
 	timedOut bool
 	detached bool  // running on a goroutine, off the loop
 	woken    bool  // unparked from a ParkQueue
+	queued   bool  // in the loop's ready list
 	freeAt   int64 // when it was freed (transport clock)
 }
 
@@ -195,6 +196,8 @@ func (l *npLoop) runEvents() {
 			if s.abort() {
 				return
 			}
+			// Another round soon, whether or not an event comes.
+			s.timer.Reset(10 * time.Millisecond)
 			continue
 		}
 		s.retire(s.clock)
@@ -248,6 +251,7 @@ func (f *fiber) spawn(fn func()) (wait func()) {
 	var done bool
 	var q pipeline.ParkQueue
 	g := s.takeFiber()
+	g.queued = true
 	g.job = func() {
 		fn()
 		done = true
@@ -359,6 +363,7 @@ func (s *evState) runReady() {
 		copy(s.ready, s.ready[1:])
 		s.ready[len(s.ready)-1] = nil
 		s.ready = s.ready[:len(s.ready)-1]
+		f.queued = false
 		s.run(f)
 	}
 }
@@ -385,8 +390,17 @@ func (s *evState) timeOut(f *fiber, all bool) {
 // abort ends a stopping loop's requests: every waiting fiber is woken
 // and its waits fail from now on. It reports whether none is left.
 func (s *evState) abort() bool {
+	// The fibers waiting now, once each: one may wait again (a relay
+	// waiting for its other half), and is woken on a later round.
+	due := make([]*fiber, 0, len(s.timers))
 	for len(s.timers) > 0 {
-		s.timeOut(s.timers.pop(), true)
+		due = append(due, s.timers.pop())
+	}
+	for _, f := range due {
+		if f.queued || f.heapAt >= 0 {
+			continue // woken (or parked again) by one resumed before it
+		}
+		s.timeOut(f, true)
 	}
 	// Fibers waiting without a deadline wait on a socket: close their
 	// connections' sockets so they wake.
@@ -410,7 +424,7 @@ func (s *evState) abort() bool {
 		}
 	}
 	s.runReady()
-	return len(waiting) == 0 && len(s.timers) == 0 && s.busy() == 0
+	return len(waiting) == 0 && len(s.timers) == 0 && len(s.ready) == 0 && s.busy() == 0
 }
 
 // busy counts fibers that are neither free nor done: detached ones.
@@ -564,6 +578,7 @@ func (f *fiber) Park(q *pipeline.ParkQueue, d time.Duration) bool {
 func (f *fiber) Unpark() {
 	f.woken = true
 	f.s.timers.remove(f)
+	f.queued = true
 	f.s.ready = append(f.s.ready, f)
 }
 

@@ -406,6 +406,15 @@ func (t *netpollTransport) stop() {
 		}
 		close(t.stopSweep)
 		<-t.sweepDone
+		// Relays have no end of their own but their idle time: they end
+		// with the transport (on the loops, stopping ends them anyway).
+		t.mu.Lock()
+		for c := range t.live {
+			if c.relaying.Load() {
+				c.shutdownSocket()
+			}
+		}
+		t.mu.Unlock()
 		for _, l := range loops {
 			l.stop()
 		}

@@ -48,10 +48,12 @@ func (t *netpollTransport) switchProtocols(c *npConn, w *npWork, up *pipeline.Up
 	if c.fiber != nil {
 		spawn = c.fiber.spawn
 	}
+	c.relaying.Store(true)
 	transport.Relay(client, up.Conn, early, up, spawn, func() {
 		c.shutdownSocket()
 		transport.Shutdown(up.Conn)
 	})
+	c.relaying.Store(false)
 	_ = up.Conn.Close()
 	c.linger = false
 	return false
