@@ -33,6 +33,7 @@ import (
 type fastHTTPTransport struct {
 	srv         *fasthttp.Server
 	tlsConf     *tls.Config // nil for cleartext
+	relays      sync.Map    // client connections being relayed (hijacked)
 	conns       atomic.Int64
 	h           Handler
 	maxBody     int64
@@ -130,7 +131,14 @@ func (t *fastHTTPTransport) Serve(ln net.Listener) error {
 }
 
 func (t *fastHTTPTransport) Shutdown(ctx context.Context) error {
-	return t.srv.ShutdownWithContext(ctx)
+	err := t.srv.ShutdownWithContext(ctx)
+	// Relays (hijacked connections) are fasthttp's no longer: they end
+	// with the transport, whether the drain finished or gave up.
+	t.relays.Range(func(k, _ any) bool {
+		k.(*relayConn).stop()
+		return true
+	})
+	return err
 }
 
 func (t *fastHTTPTransport) Conns() int { return int(t.conns.Load()) }
@@ -177,11 +185,14 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 			if up := u.TakeUpgrade(resp); up != nil {
 				// fasthttp writes the 101, then hands over the connection
 				// (with what its reader holds still readable first).
-				ctx.Hijack(func(client net.Conn) {
+				ctx.Hijack(func(hijacked net.Conn) {
+					client := &relayConn{Conn: hijacked}
+					t.relays.Store(client, struct{}{})
 					transport.Relay(client, up.Conn, nil, up, transport.Spawn, func() {
-						transport.Shutdown(client)
+						client.stop()
 						transport.Shutdown(up.Conn)
 					})
+					t.relays.Delete(client)
 					_ = up.Conn.Close()
 				})
 			}
@@ -376,3 +387,31 @@ func (c *fhConn) nextRequest() {
 type discardLogger struct{}
 
 func (discardLogger) Printf(string, ...any) {}
+
+// relayConn is a hijacked client connection being relayed. fasthttp's
+// hijacked connection cannot be closed by its handler (fasthttp closes it
+// when the handler returns), so a relay ends it by stopping: reads then
+// end, and a read already waiting is cut by a deadline in the past.
+type relayConn struct {
+	net.Conn
+	stopped atomic.Bool
+}
+
+func (r *relayConn) Read(p []byte) (int, error) {
+	if r.stopped.Load() {
+		return 0, io.EOF
+	}
+	return r.Conn.Read(p)
+}
+
+func (r *relayConn) Write(p []byte) (int, error) {
+	if r.stopped.Load() {
+		return 0, net.ErrClosed
+	}
+	return r.Conn.Write(p)
+}
+
+func (r *relayConn) stop() {
+	r.stopped.Store(true)
+	_ = r.Conn.SetDeadline(time.Unix(1, 0))
+}

@@ -45,6 +45,9 @@ func wsUpstream(t *testing.T) string {
 					return
 				}
 				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\nhello")
+				if bytes.HasSuffix(req.RequestURI(), []byte("/bye")) {
+					return // the backend ends the session
+				}
 				_, _ = io.Copy(c, br)
 			}()
 		}
@@ -229,7 +232,7 @@ func TestWebSocketThroughSignedRoute(t *testing.T) {
 func TestWebSocketRelayEndsWhenTheDrainGivesUp(t *testing.T) {
 	up := wsUpstream(t)
 	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {idle_timeout: 60s}", 1)
-	for _, kind := range []string{"netpoll", "netpoll-dispatch"} {
+	for _, kind := range transports {
 		t.Run(kind, func(t *testing.T) {
 			g := startGateway(t, kind, cfg, map[string]string{"UP": up}, nil)
 			conn := npDial(t, g.Addr)
@@ -248,6 +251,34 @@ func TestWebSocketRelayEndsWhenTheDrainGivesUp(t *testing.T) {
 			_, _ = io.Copy(io.Discard, br)
 			if took := time.Since(start); took > 5*time.Second {
 				t.Fatalf("the relay ended %v after the drain began", took)
+			}
+		})
+	}
+}
+
+// TestWebSocketBackendEndsRelay: when the backend closes, the client's side
+// closes at once, not at the idle timeout.
+func TestWebSocketBackendEndsRelay(t *testing.T) {
+	up := wsUpstream(t)
+	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {idle_timeout: 60s}", 1)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, cfg, map[string]string{"UP": up}, nil)
+			conn := npDial(t, g.Addr)
+			br := bufio.NewReader(conn)
+			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/bye", 1))
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			var resp fasthttp.ResponseHeader
+			if err := resp.Read(br); err != nil || resp.StatusCode() != 101 {
+				t.Fatalf("%v %d", err, resp.StatusCode())
+			}
+			start := time.Now()
+			rest, err := io.ReadAll(br)
+			if err != nil || string(rest) != "hello" {
+				t.Fatalf("after the switch: %q, %v", rest, err)
+			}
+			if took := time.Since(start); took > 3*time.Second {
+				t.Fatalf("the client's side closed %v after the backend's", took)
 			}
 		})
 	}
