@@ -63,17 +63,28 @@ func NewStore(pairs []Pair) (*Store, error) {
 	return s, nil
 }
 
-func load(pairs []Pair) (*certSet, []fileStamp, error) {
-	set := &certSet{exact: map[string]*tls.Certificate{}, wildcard: map[string]*tls.Certificate{}}
-	var stamp []fileStamp
+// stampsOf stats every file of pairs, certificate then key.
+func stampsOf(pairs []Pair) ([]fileStamp, error) {
+	stamp := make([]fileStamp, 0, 2*len(pairs))
 	for _, p := range pairs {
 		for _, name := range []string{p.Cert, p.Key} {
 			st, err := os.Stat(name)
 			if err != nil {
-				return nil, nil, fmt.Errorf("certificate files: %w", err)
+				return nil, fmt.Errorf("certificate files: %w", err)
 			}
 			stamp = append(stamp, fileStamp{st.ModTime(), st.Size()})
 		}
+	}
+	return stamp, nil
+}
+
+func load(pairs []Pair) (*certSet, []fileStamp, error) {
+	set := &certSet{exact: map[string]*tls.Certificate{}, wildcard: map[string]*tls.Certificate{}}
+	stamp, err := stampsOf(pairs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range pairs {
 		cert, err := tls.LoadX509KeyPair(p.Cert, p.Key)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s with %s: %w", p.Cert, p.Key, err)
@@ -140,21 +151,16 @@ func (s *Store) Reload() (bool, error) {
 }
 
 // changed reports whether a file's size or modification time differs from
-// the loaded generation's.
+// the loaded generation's (a file that cannot be read is left to the next
+// check).
 func (s *Store) changed() bool {
+	stamp, err := stampsOf(s.pairs)
+	if err != nil {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := 0
-	for _, p := range s.pairs {
-		for _, name := range []string{p.Cert, p.Key} {
-			st, err := os.Stat(name)
-			if err != nil || i >= len(s.stamp) || !st.ModTime().Equal(s.stamp[i].mod) || st.Size() != s.stamp[i].size {
-				return err == nil
-			}
-			i++
-		}
-	}
-	return false
+	return !equalStamps(stamp, s.stamp)
 }
 
 func equalStamps(a, b []fileStamp) bool {

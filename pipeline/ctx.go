@@ -278,9 +278,6 @@ func (q *ParkQueue) WakeOne() bool {
 	return true
 }
 
-// Len reports how many requests wait.
-func (q *ParkQueue) Len() int { return len(q.waiters) }
-
 // SetWaiter is for transports: w runs c's waits until Release.
 func (c *Ctx) SetWaiter(w Waiter) { c.waiter = w }
 

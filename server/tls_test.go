@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -27,6 +28,11 @@ type tlsEdge struct {
 
 func startTLSEdge(t *testing.T, kind string) *tlsEdge {
 	t.Helper()
+	return startTLSEdgeWith(t, kind, nil)
+}
+
+func startTLSEdgeWith(t *testing.T, kind string, tweak func(*Options)) *tlsEdge {
+	t.Helper()
 	dir := t.TempDir()
 	ca := testutil.NewTestCA(t)
 	bc, bk := ca.Issue(t, dir, "b", "B", "b.test")
@@ -39,6 +45,9 @@ func startTLSEdge(t *testing.T, kind string) *tlsEdge {
 	up := testutil.StartRecordingUpstream(t)
 	g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) {
 		o.TLS = store.Config(tls.VersionTLS12, []string{"http/1.1"})
+		if tweak != nil {
+			tweak(o)
+		}
 	})
 	return &tlsEdge{g: g, ca: ca, store: store, dir: dir, up: up}
 }
@@ -371,6 +380,27 @@ routes:
 			// unsigned request (401), where cleartext never got that far.
 			if resp := tlsGet(t, tc, bufio.NewReader(tc), "/secure/a"); resp.StatusCode() != 401 {
 				t.Fatalf("over TLS: %d %s", resp.StatusCode(), resp.Body())
+			}
+		})
+	}
+}
+
+// TestTLSSlowHandshakeCut: a client that starts a handshake and stalls
+// (slowloris on the TLS port) is cut at the header timeout, like one that
+// stalls in its headers.
+func TestTLSSlowHandshakeCut(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			e := startTLSEdgeWith(t, kind, func(o *Options) { o.HeaderTimeout = 300 * time.Millisecond })
+			conn := npDial(t, e.g.Addr)
+			npWrite(t, conn, "\x16\x03\x01\x02\x00\x01") // a ClientHello's first bytes, then nothing
+			start := time.Now()
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err := io.Copy(io.Discard, conn)
+			// Not refused at once (the bytes so far are a valid start):
+			// cut by the timeout, and not much later.
+			if took := time.Since(start); err != nil || took < 250*time.Millisecond || took > 3*time.Second {
+				t.Fatalf("a stalled handshake ended after %v (%v), want the 300ms header timeout", took, err)
 			}
 		})
 	}

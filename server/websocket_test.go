@@ -44,6 +44,11 @@ func wsUpstream(t *testing.T) string {
 					_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 10\r\nConnection: close\r\n\r\nno upgrade")
 					return
 				}
+				if bytes.HasSuffix(req.RequestURI(), []byte("/refuse")) {
+					_, _ = io.WriteString(c, "HTTP/1.1 426 Upgrade Required\r\nContent-Length: 7\r\n\r\nrefused")
+					_, _ = io.Copy(io.Discard, br) // anything tunnelled would land here
+					return
+				}
 				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\nhello")
 				if bytes.HasSuffix(req.RequestURI(), []byte("/bye")) {
 					return // the backend ends the session
@@ -78,6 +83,21 @@ routes:
 
 const wsHandshake = "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
 
+// switched reads the answer to a handshake and fails unless it is a 101
+// switching to websocket.
+func switched(t *testing.T, conn net.Conn, br *bufio.Reader) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	var resp fasthttp.ResponseHeader
+	if err := resp.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode() != 101 || !bytes.EqualFold(resp.Peek("Upgrade"), []byte("websocket")) ||
+		!bytes.Contains(bytes.ToLower(resp.Peek("Connection")), []byte("upgrade")) {
+		t.Fatalf("handshake answer:\n%s", resp.Header())
+	}
+}
+
 // TestWebSocketRelay: a handshake on a websocket route is switched, the
 // bytes sent right behind it and the backend's right behind its 101 are
 // not lost, the relay echoes both ways, and it ends after the idle time.
@@ -89,15 +109,7 @@ func TestWebSocketRelay(t *testing.T) {
 			conn := npDial(t, g.Addr)
 			br := bufio.NewReader(conn)
 			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/chat", 1)+"early;")
-			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-			var resp fasthttp.ResponseHeader
-			if err := resp.Read(br); err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode() != 101 || !bytes.EqualFold(resp.Peek("Upgrade"), []byte("websocket")) ||
-				!bytes.Contains(bytes.ToLower(resp.Peek("Connection")), []byte("upgrade")) {
-				t.Fatalf("handshake answer:\n%s", resp.Header())
-			}
+			switched(t, conn, br)
 			want := "helloearly;"
 			got := make([]byte, len(want))
 			if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
@@ -168,11 +180,7 @@ func TestWebSocketOverTLSAndCap(t *testing.T) {
 			if _, err := io.WriteString(conn, strings.Replace(wsHandshake, "%s", "/ws", 1)); err != nil {
 				t.Fatal(err)
 			}
-			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-			var resp fasthttp.ResponseHeader
-			if err := resp.Read(br); err != nil || resp.StatusCode() != 101 {
-				t.Fatalf("handshake over TLS: %v %d", err, resp.StatusCode())
-			}
+			switched(t, conn, br)
 			hello := make([]byte, 5)
 			if _, err := io.ReadFull(br, hello); err != nil || string(hello) != "hello" {
 				t.Fatalf("%q %v", hello, err)
@@ -212,11 +220,7 @@ func TestWebSocketThroughSignedRoute(t *testing.T) {
 			conn := npDial(t, g.Addr)
 			br := bufio.NewReader(conn)
 			npWrite(t, conn, head.String())
-			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-			var resp fasthttp.ResponseHeader
-			if err := resp.Read(br); err != nil || resp.StatusCode() != 101 {
-				t.Fatalf("signed handshake: %v %d", err, resp.StatusCode())
-			}
+			switched(t, conn, br)
 			npWrite(t, conn, "ping")
 			got := make([]byte, 9)
 			if _, err := io.ReadFull(br, got); err != nil || string(got) != "helloping" {
@@ -238,11 +242,7 @@ func TestWebSocketRelayEndsWhenTheDrainGivesUp(t *testing.T) {
 			conn := npDial(t, g.Addr)
 			br := bufio.NewReader(conn)
 			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
-			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-			var resp fasthttp.ResponseHeader
-			if err := resp.Read(br); err != nil || resp.StatusCode() != 101 {
-				t.Fatalf("%v %d", err, resp.StatusCode())
-			}
+			switched(t, conn, br)
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -267,11 +267,8 @@ func TestWebSocketBackendEndsRelay(t *testing.T) {
 			conn := npDial(t, g.Addr)
 			br := bufio.NewReader(conn)
 			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/bye", 1))
+			switched(t, conn, br)
 			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			var resp fasthttp.ResponseHeader
-			if err := resp.Read(br); err != nil || resp.StatusCode() != 101 {
-				t.Fatalf("%v %d", err, resp.StatusCode())
-			}
 			start := time.Now()
 			rest, err := io.ReadAll(br)
 			if err != nil || string(rest) != "hello" {
@@ -279,6 +276,28 @@ func TestWebSocketBackendEndsRelay(t *testing.T) {
 			}
 			if took := time.Since(start); took > 3*time.Second {
 				t.Fatalf("the client's side closed %v after the backend's", took)
+			}
+		})
+	}
+}
+
+// TestWebSocketRefusedStaysHTTP: when the backend refuses the switch, the
+// bytes behind the handshake are the client's next HTTP request, which
+// goes through the gateway (here refused unsigned), not a tunnel.
+func TestWebSocketRefusedStaysHTTP(t *testing.T) {
+	up := wsUpstream(t)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
+			conn := npDial(t, g.Addr)
+			br := bufio.NewReader(conn)
+			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/refuse", 1)+
+				"GET /signed/admin HTTP/1.1\r\nHost: x\r\n\r\n")
+			if resp := npRead(t, conn, br, false); resp.StatusCode() != 426 || string(resp.Body()) != "refused" {
+				t.Fatalf("refused switch: %d %q", resp.StatusCode(), resp.Body())
+			}
+			if resp := npRead(t, conn, br, false); resp.StatusCode() != 401 {
+				t.Fatalf("the request behind a refused handshake: %d %s", resp.StatusCode(), resp.Body())
 			}
 		})
 	}

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 
-	"github.com/tollgate/tollgate/internal/ascii"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/internal/ascii"
 )
 
 // The JSON scanner walks a document in place, without building anything:
@@ -438,24 +439,36 @@ func jsonKeyIs(raw []byte, key string) bool {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw) == key
 	}
+	return jsonKeyMatch(raw, key, false)
+}
+
+// jsonKeyFold is jsonKeyIs with ASCII letters compared without case.
+func jsonKeyFold(raw []byte, key string) bool { return jsonKeyMatch(raw, key, true) }
+
+// jsonKeyMatch compares the decoded raw content of a JSON string with key,
+// byte by byte, folding ASCII case when fold is set.
+func jsonKeyMatch(raw []byte, key string, fold bool) bool {
+	same := func(a, b byte) bool { return a == b || fold && ascii.Lower(a) == ascii.Lower(b) }
 	var buf [utf8.UTFMax]byte
 	j := 0
 	for i := 0; i < len(raw); {
-		if raw[i] != '\\' {
-			if j >= len(key) || key[j] != raw[i] {
-				return false
-			}
+		dec := raw[i : i+1]
+		if raw[i] == '\\' {
+			r, n := jsonEscape(raw, i)
+			dec = buf[:utf8.EncodeRune(buf[:], r)]
+			i += n
+		} else {
 			i++
-			j++
-			continue
 		}
-		r, n := jsonEscape(raw, i)
-		i += n
-		w := utf8.EncodeRune(buf[:], r)
-		if len(key)-j < w || key[j:j+w] != string(buf[:w]) {
+		if len(key)-j < len(dec) {
 			return false
 		}
-		j += w
+		for _, c := range dec {
+			if !same(key[j], c) {
+				return false
+			}
+			j++
+		}
 	}
 	return j == len(key)
 }

@@ -2,7 +2,6 @@ package source
 
 import (
 	"math/bits"
-	"unicode/utf8"
 )
 
 // Where values lie, rather than what they are: recording masks a value by
@@ -187,40 +186,4 @@ func (w *spanWalk) member(vs, depth int, next uint64, hit bool) int {
 		w.dst = append(w.dst, [2]int{vs, len(w.s.d)})
 	}
 	return e
-}
-
-// jsonKeyFold is jsonKeyIs with ASCII letters compared without case.
-func jsonKeyFold(raw []byte, key string) bool {
-	var buf [utf8.UTFMax]byte
-	j := 0
-	for i := 0; i < len(raw); {
-		if raw[i] != '\\' {
-			if j >= len(key) || lowerASCII(key[j]) != lowerASCII(raw[i]) {
-				return false
-			}
-			i++
-			j++
-			continue
-		}
-		r, n := jsonEscape(raw, i)
-		i += n
-		w := utf8.EncodeRune(buf[:], r)
-		if len(key)-j < w {
-			return false
-		}
-		for k := range w {
-			if lowerASCII(key[j+k]) != lowerASCII(buf[k]) {
-				return false
-			}
-		}
-		j += w
-	}
-	return j == len(key)
-}
-
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
 }

@@ -191,9 +191,9 @@ func (in *Instance) loopPoolFor(loop pipeline.Loop) *loopPool {
 	connect := in.pool.Connect
 	lp := &loopPool{limit: in.pool.MaxConns}
 	lp.hc = in.newClient(func(a string) (net.Conn, error) { return loop.Dial(a, connect) })
-	// The pool's own limit is the loop's to enforce (acquire): the client
-	// must never wait for a connection itself, which would block the loop.
-	// Connections still closing count in its total a moment, hence room.
+	// The pool's limit is enforced by acquire, which parks on the loop:
+	// the client itself must never wait for a connection, which would
+	// block the loop. Its own bound is only a margin above the gate's.
 	lp.hc.MaxConns = 2 * lp.limit
 	if !in.loops[id].CompareAndSwap(nil, lp) {
 		return in.loops[id].Load()

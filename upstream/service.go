@@ -233,13 +233,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 			}
 			break
 		}
-		f := classify(err)
-		c.Outcome.Result = f.result()
-		if c.Outcome.Result.UpstreamFailure() {
-			in.errors.Add(1)
-			s.failed(in, f == failRefused)
-		}
-		writeFailure(c, f)
+		f := s.exchangeFailed(c, in, err)
 		if attempt >= s.Retry || !s.mayRetry(c, f) || time.Until(deadline) < s.Connect {
 			break
 		}
@@ -254,6 +248,19 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 			s.breaker.Release(gen)
 		}
 	}
+}
+
+// exchangeFailed records an exchange with in that failed with err (the
+// outcome, the instance's error count and health) and answers it.
+func (s *Service) exchangeFailed(c *pipeline.Ctx, in *Instance, err error) failure {
+	f := classify(err)
+	c.Outcome.Result = f.result()
+	if c.Outcome.Result.UpstreamFailure() {
+		in.errors.Add(1)
+		s.failed(in, f == failRefused)
+	}
+	writeFailure(c, f)
+	return f
 }
 
 // failed counts a failure of in, and ejects it when its health says so,

@@ -82,8 +82,6 @@ func connectionHasUpgrade(values [][]byte) bool {
 	return false
 }
 
-var errUpgradeFailed = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream did not complete the protocol switch")
-
 // switchProtocols sends a WebSocket handshake to one instance over a
 // connection of its own and, when the backend answers 101, leaves that
 // connection in c.Upgrade for the transport to relay; any other answer
@@ -108,10 +106,8 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 		conn, err = net.DialTimeout("tcp", in.Addr, s.Connect)
 	}
 	if err != nil {
-		f := classify(err)
-		c.Outcome.Result = f.result()
-		in.errors.Add(1)
-		writeFailure(c, f)
+		s.exchangeFailed(c, in, err)
+		c.Upgrade = nil
 		return
 	}
 	_ = conn.SetDeadline(deadline)
@@ -128,14 +124,8 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 	}
 	if err != nil {
 		_ = conn.Close()
-		f := classify(err)
-		c.Outcome.Result = f.result()
-		in.errors.Add(1)
-		if f == failReset || f == failRefused {
-			errUpgradeFailed.WriteTo(c)
-		} else {
-			writeFailure(c, f)
-		}
+		s.exchangeFailed(c, in, err)
+		c.Upgrade = nil
 		return
 	}
 	c.Outcome.Result, c.Outcome.Status = pipeline.ResultOK, c.Resp.StatusCode()
@@ -143,15 +133,20 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 		// Refused by the backend: its answer, whole, and no switch.
 		err = c.Resp.ReadBody(br, in.pool.MaxResponseBytes)
 		_ = conn.Close()
+		c.Upgrade = nil
 		if err != nil {
-			c.Outcome.Result = pipeline.ResultReset
-			errUpgradeFailed.WriteTo(c)
+			s.exchangeFailed(c, in, err)
 			return
 		}
 		StripResponse(c.Resp)
-		c.Upgrade = nil
+		if c.Outcome.Status >= 500 {
+			s.failed(in, false)
+		} else {
+			in.health.ok()
+		}
 		return
 	}
+	in.health.ok()
 	_ = conn.SetDeadline(time.Time{})
 	c.Resp.SkipBody = true
 	c.Upgrade.Conn = conn

@@ -21,6 +21,14 @@ func EqualFold(b []byte, s string) bool {
 	return true
 }
 
+// Lower returns c with an ASCII upper-case letter made lower-case.
+func Lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
 // HasPrefixFold reports whether b starts with prefix ignoring ASCII case.
 func HasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && EqualFold(b[:len(prefix)], prefix)

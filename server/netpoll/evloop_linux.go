@@ -427,7 +427,8 @@ func (s *evState) abort() bool {
 	return len(waiting) == 0 && len(s.timers) == 0 && len(s.ready) == 0 && s.busy() == 0
 }
 
-// busy counts fibers that are neither free nor done: detached ones.
+// busy counts the connections a fiber still serves (by the time abort
+// asks, the fibers running off the loop, for a blocking call).
 func (s *evState) busy() int {
 	n := 0
 	s.l.mu.RLock()

@@ -18,7 +18,7 @@ import (
 // npSocket is the socket under a TLS connection.
 type npSocket struct{ c *npConn }
 
-// errWouldBlock is what npSocket returns while probing: temporary, so
+// wouldBlock is what npSocket returns while probing: temporary, so
 // crypto/tls does not make it the connection's error.
 type wouldBlock struct{}
 
