@@ -22,8 +22,8 @@ run: build
 test: test-deps lint test-race test-allocs
 
 ## test-deps: what the tests need beyond Go: a redis-server binary (each
-## test starts its own on a free loopback port and stops it) and chromium
-## (the dashboard test drives it headless).
+## test starts its own on a free loopback port and stops it), chromium
+## (the dashboard test drives it headless) and curl (an HTTP/2 client).
 test-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "installing redis-server"; \
@@ -32,6 +32,9 @@ test-deps:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 		echo "installing chromium"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@command -v curl >/dev/null 2>&1 || { \
+		echo "installing curl"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
 
 test-race:
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)

@@ -17,11 +17,36 @@ type ServerTLS struct {
 	// MinVersion is the oldest TLS version accepted: "1.2" (default) or
 	// "1.3".
 	MinVersion string `yaml:"min_version"`
-	// ALPN lists the protocols offered; default [http/1.1].
+	// ALPN lists the protocols offered, in the server's order of
+	// preference; default [h2, http/1.1].
 	ALPN []string `yaml:"alpn"`
+	// HTTP2 holds the limits of h2 connections.
+	HTTP2 ServerHTTP2 `yaml:"http2"`
 
 	line int // where the block was written, for errors
 }
+
+// ServerHTTP2 are the limits an HTTP/2 client meets (zero: the default).
+type ServerHTTP2 struct {
+	// MaxConcurrentStreams a client may have open on one connection
+	// (default 100).
+	MaxConcurrentStreams uint32 `yaml:"max_concurrent_streams"`
+	// MaxHeaderListBytes bounds a request's decoded header block
+	// (default: client.max_header_bytes).
+	MaxHeaderListBytes int `yaml:"max_header_list_bytes"`
+	// StreamWindowBytes and ConnWindowBytes are the flow-control windows
+	// for request bodies, per stream and per connection (defaults 256 KiB
+	// and 1 MiB).
+	StreamWindowBytes int32 `yaml:"stream_window_bytes"`
+	ConnWindowBytes   int32 `yaml:"conn_window_bytes"`
+	// MaxEarlyResets is how many streams a client may reset before they
+	// are answered; past it (and half its streams) the connection is
+	// closed (default 100).
+	MaxEarlyResets int `yaml:"max_early_resets"`
+}
+
+// OffersH2 reports whether h2 is among the protocols offered.
+func (t *ServerTLS) OffersH2() bool { return t != nil && slices.Contains(t.ALPN, "h2") }
 
 // CertPair is a certificate chain and its key, PEM files; the certificate
 // is served to the names it carries (SNI), the first one to any other.
@@ -57,7 +82,7 @@ func (t *ServerTLS) defaults() {
 		t.MinVersion = "1.2"
 	}
 	if len(t.ALPN) == 0 {
-		t.ALPN = []string{"http/1.1"}
+		t.ALPN = []string{"h2", "http/1.1"}
 	}
 }
 
@@ -71,14 +96,28 @@ func (t *ServerTLS) validate() error {
 	if _, ok := edgetls.Versions[t.MinVersion]; !ok {
 		return fmt.Errorf("min_version %q: want 1.2 or 1.3 (TLS 1.0 and 1.1 are refused)", t.MinVersion)
 	}
-	for _, p := range t.ALPN {
+	for i, p := range t.ALPN {
 		switch p {
-		case "http/1.1":
-		case "h2":
-			return fmt.Errorf("alpn: h2 is not supported by this version of tollgate yet; offer [http/1.1]")
+		case "http/1.1", "h2":
 		default:
-			return fmt.Errorf("alpn: unknown protocol %q (want http/1.1)", p)
+			return fmt.Errorf("alpn: unknown protocol %q (want h2 or http/1.1)", p)
 		}
+		if slices.Contains(t.ALPN[:i], p) {
+			return fmt.Errorf("alpn: %s is listed twice", p)
+		}
+	}
+	h := t.HTTP2
+	switch {
+	case h.MaxConcurrentStreams > 10000:
+		return fmt.Errorf("http2.max_concurrent_streams %d: at most 10000", h.MaxConcurrentStreams)
+	case h.MaxHeaderListBytes < 0:
+		return fmt.Errorf("http2.max_header_list_bytes must not be negative")
+	case h.StreamWindowBytes < 0 || h.ConnWindowBytes < 0:
+		return fmt.Errorf("http2 windows must not be negative")
+	case h.StreamWindowBytes > 0 && h.StreamWindowBytes < 16384 || h.ConnWindowBytes > 0 && h.ConnWindowBytes < 65535:
+		return fmt.Errorf("http2: stream_window_bytes is at least 16384 and conn_window_bytes at least 65535")
+	case h.MaxEarlyResets < 0:
+		return fmt.Errorf("http2.max_early_resets must not be negative")
 	}
 	if len(t.Certs) == 0 {
 		return fmt.Errorf("certs: at least one {cert, key} is needed")
@@ -106,5 +145,5 @@ func (t *ServerTLS) settings() ServerTLS {
 
 func (t ServerTLS) equal(o ServerTLS) bool {
 	return t.Listen == o.Listen && t.MinVersion == o.MinVersion &&
-		slices.Equal(t.Certs, o.Certs) && slices.Equal(t.ALPN, o.ALPN)
+		slices.Equal(t.Certs, o.Certs) && slices.Equal(t.ALPN, o.ALPN) && t.HTTP2 == o.HTTP2
 }

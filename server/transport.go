@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/server/h2"
 	"github.com/tollgate/tollgate/server/netpoll"
 	"github.com/tollgate/tollgate/server/transport"
 )
@@ -31,6 +32,32 @@ func OptionsFor(f *config.File) Options {
 		MaxConns:        c.MaxConns,
 		Workers:         f.Workers,
 	}
+}
+
+// HTTP2For is the HTTP/2 server of a configuration's TLS listener, with
+// the client limits HTTP/1.1 has and the tls block's http2 ones; nil when
+// h2 is not offered.
+func HTTP2For(f *config.File) *h2.Server {
+	if !f.TLS.OffersH2() {
+		return nil
+	}
+	c, l := f.Client, f.TLS.HTTP2
+	header := l.MaxHeaderListBytes
+	if header == 0 {
+		header = c.MaxHeaderBytes
+	}
+	return h2.New(h2.Options{
+		MaxConcurrentStreams: l.MaxConcurrentStreams,
+		MaxHeaderListBytes:   header,
+		StreamWindow:         l.StreamWindowBytes,
+		ConnWindow:           l.ConnWindowBytes,
+		MaxEarlyResets:       l.MaxEarlyResets,
+		MaxBodyBytes:         c.MaxBodyBytes,
+		StreamBodyBytes:      c.StreamBodyBytes,
+		IdleTimeout:          c.IdleTimeout.D(),
+		BodyTimeout:          c.BodyTimeout.D(),
+		WriteTimeout:         c.WriteTimeout.D(),
+	})
 }
 
 // NewTransport returns the transport named kind: "netpoll" (the epoll

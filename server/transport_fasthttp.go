@@ -33,7 +33,9 @@ import (
 type fastHTTPTransport struct {
 	srv         *fasthttp.Server
 	tlsConf     *tls.Config // nil for cleartext
-	relays      sync.Map    // client connections being relayed (hijacked)
+	h2          transport.ConnServer
+	hdrTimeout  time.Duration
+	relays      sync.Map // client connections being relayed (hijacked)
 	conns       atomic.Int64
 	h           Handler
 	maxBody     int64
@@ -50,7 +52,8 @@ type fastHTTPTransport struct {
 }
 
 func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
-	t := &fastHTTPTransport{h: h, maxBody: max(o.MaxBodyBytes, 0), streamBytes: o.StreamBodyBytes, tlsConf: o.TLS}
+	t := &fastHTTPTransport{h: h, maxBody: max(o.MaxBodyBytes, 0), streamBytes: o.StreamBodyBytes, tlsConf: o.TLS,
+		h2: o.HTTP2, hdrTimeout: o.HeaderTimeout}
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
@@ -123,7 +126,10 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 }
 
 func (t *fastHTTPTransport) Serve(ln net.Listener) error {
-	if t.tlsConf != nil {
+	switch {
+	case t.tlsConf != nil && t.h2 != nil:
+		ln = newALPNListener(ln, t.tlsConf, t.h2, t.h, t.hdrTimeout)
+	case t.tlsConf != nil:
 		// Under TLS the bare-LF check (fhConn) reads the plaintext.
 		ln = tls.NewListener(ln, t.tlsConf)
 	}
@@ -131,7 +137,16 @@ func (t *fastHTTPTransport) Serve(ln net.Listener) error {
 }
 
 func (t *fastHTTPTransport) Shutdown(ctx context.Context) error {
+	h2done := make(chan error, 1)
+	if t.h2 != nil {
+		go func() { h2done <- t.h2.Shutdown(ctx) }()
+	} else {
+		h2done <- nil
+	}
 	err := t.srv.ShutdownWithContext(ctx)
+	if h2err := <-h2done; err == nil {
+		err = h2err
+	}
 	// Relays (hijacked connections) are fasthttp's no longer: they end
 	// with the transport, whether the drain finished or gave up.
 	t.relays.Range(func(k, _ any) bool {
@@ -141,7 +156,13 @@ func (t *fastHTTPTransport) Shutdown(ctx context.Context) error {
 	return err
 }
 
-func (t *fastHTTPTransport) Conns() int { return int(t.conns.Load()) }
+func (t *fastHTTPTransport) Conns() int {
+	n := int(t.conns.Load())
+	if t.h2 != nil {
+		n += t.h2.Conns()
+	}
+	return n
+}
 
 // forget drops a header's oversized mark.
 func (t *fastHTTPTransport) forget(hdr *fasthttp.RequestHeader) bool {

@@ -193,6 +193,9 @@ func serve(path string, stderr io.Writer) error {
 					st["cluster_config"] = follower.Status()
 				}
 				st["waf"] = wafCounts(gw.Snapshot())
+				if secure != nil && secure.h2 != nil {
+					st["http2"] = secure.h2.Stats()
+				}
 				return st
 			},
 		})

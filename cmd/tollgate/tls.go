@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/edgetls"
 	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/server/h2"
 	"go.uber.org/zap"
 )
 
@@ -20,6 +21,7 @@ type tlsListener struct {
 	ln        net.Listener
 	transport server.Transport
 	certs     *edgetls.Store
+	h2        *h2.Server // nil when h2 is not offered
 	log       *zap.Logger
 }
 
@@ -34,6 +36,10 @@ func startTLS(f *config.File, gw *server.Gateway, log *zap.Logger) (*tlsListener
 	}
 	o := server.OptionsFor(f)
 	o.TLS = certs.Config(f.TLS.MinTLSVersion(), f.TLS.ALPN)
+	h2srv := server.HTTP2For(f)
+	if h2srv != nil {
+		o.HTTP2 = h2srv
+	}
 	tr, err := server.NewTransport(f.Transport, gw.Secure(), o)
 	if err != nil {
 		return nil, err
@@ -42,9 +48,10 @@ func startTLS(f *config.File, gw *server.Gateway, log *zap.Logger) (*tlsListener
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s (tls): %w", f.TLS.Listen, err)
 	}
-	s := &tlsListener{ln: ln, transport: tr, certs: certs, log: log}
+	s := &tlsListener{ln: ln, transport: tr, certs: certs, h2: h2srv, log: log}
 	certs.Watch(certWatch, func(err error) { s.reported("file changed", true, err) })
-	log.Info("tollgate listening (tls)", zap.String("addr", ln.Addr().String()), zap.String("min_version", f.TLS.MinVersion))
+	log.Info("tollgate listening (tls)", zap.String("addr", ln.Addr().String()), zap.String("min_version", f.TLS.MinVersion),
+		zap.Strings("alpn", f.TLS.ALPN))
 	return s, nil
 }
 

@@ -52,6 +52,11 @@ func NewTestCA(t testing.TB) *TestCA {
 // Pool holds the CA, for clients.
 func (ca *TestCA) Pool() *x509.CertPool { return ca.pool }
 
+// PEM is the CA's certificate, PEM-encoded, for clients that read a file.
+func (ca *TestCA) PEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+}
+
 // Issue writes dir/name.pem and dir/name.key: a server certificate for
 // names (DNS names; "*.x" wildcards allowed), with the
 // organization org (to tell certificates apart). It returns both paths.

@@ -68,6 +68,11 @@ type npConn struct {
 	probing bool
 	probed  bool
 	probe   [1]byte
+
+	// HTTP/2 (h2.go): the connection was handed to the HTTP/2 server,
+	// and its socket is read through the runtime's poller from then on.
+	handedOff bool
+	detached  bool
 }
 
 // evIO is the readiness of one socket as the loop's edge-triggered events
@@ -104,22 +109,7 @@ func (c *npConn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	if !c.rarmed {
-		// The phase's deadline runs from its first read of the socket.
-		c.rarmed = true
-		if c.loop.ev != nil {
-			c.rdl = 0
-			if c.rtimeout > 0 {
-				c.rdl = c.loop.ev.clock + int64(c.rtimeout)
-			}
-		} else if c.rtimeout > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.rtimeout))
-			c.rset = true
-		} else if c.rset {
-			_ = c.nc.SetReadDeadline(time.Time{})
-			c.rset = false
-		}
-	}
+	c.armReadDeadline()
 	n, err := c.readPlain(p)
 	if c.inHeader && n > 0 {
 		c.hdr.Feed(p[:n])
@@ -136,23 +126,50 @@ func (c *npConn) Write(p []byte) (int, error) {
 	if c.werr != nil {
 		return 0, c.werr
 	}
-	if !c.warmed {
-		c.warmed = true
-		switch d := c.t.o.WriteTimeout; {
-		case c.loop.ev != nil:
-			c.wdl = 0
-			if d > 0 {
-				c.wdl = c.loop.ev.clock + int64(d)
-			}
-		case d > 0:
-			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
-		}
-	}
+	c.armWriteDeadline()
 	n, err := c.writePlain(p)
 	if err != nil {
 		c.werr = err
 	}
 	return n, err
+}
+
+// armReadDeadline sets the read phase's deadline at its first read of
+// the socket.
+func (c *npConn) armReadDeadline() {
+	if c.rarmed {
+		return
+	}
+	c.rarmed = true
+	if c.loop.ev != nil {
+		c.rdl = 0
+		if c.rtimeout > 0 {
+			c.rdl = c.loop.ev.clock + int64(c.rtimeout)
+		}
+	} else if c.rtimeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.rtimeout))
+		c.rset = true
+	} else if c.rset {
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.rset = false
+	}
+}
+
+// armWriteDeadline sets the answer's write deadline at its first write.
+func (c *npConn) armWriteDeadline() {
+	if c.warmed {
+		return
+	}
+	c.warmed = true
+	switch d := c.t.o.WriteTimeout; {
+	case c.loop.ev != nil:
+		c.wdl = 0
+		if d > 0 {
+			c.wdl = c.loop.ev.clock + int64(d)
+		}
+	case d > 0:
+		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
+	}
 }
 
 // flushOut sends everything written so far.

@@ -36,18 +36,44 @@ func (s npSocket) Read(p []byte) (int, error) {
 
 func (s npSocket) Write(p []byte) (int, error) { return s.c.socketWrite(p) }
 
-// Close is a no-op: the npConn closes its socket itself (without a
-// close_notify: HTTP/1.1 frames every answer, so a truncation shows).
-func (s npSocket) Close() error                     { return nil }
-func (s npSocket) LocalAddr() net.Addr              { return s.c.nc.LocalAddr() }
-func (s npSocket) RemoteAddr() net.Addr             { return s.c.nc.RemoteAddr() }
-func (s npSocket) SetDeadline(time.Time) error      { return nil }
-func (s npSocket) SetWriteDeadline(time.Time) error { return nil }
+// Close is a no-op while the reactor serves the connection: the npConn
+// closes its socket itself (without a close_notify: HTTP/1.1 frames every
+// answer, so a truncation shows). Handed to the HTTP/2 server, closing
+// ends the socket's reads and writes; the npConn closes it when the
+// server returns.
+func (s npSocket) Close() error {
+	if s.c.detached {
+		s.c.shutdownSocket()
+	}
+	return nil
+}
 
-// SetReadDeadline is for a relay (crypto/tls sets none itself): the
-// npConn's own reads arm theirs per phase.
+func (s npSocket) LocalAddr() net.Addr  { return s.c.nc.LocalAddr() }
+func (s npSocket) RemoteAddr() net.Addr { return s.c.nc.RemoteAddr() }
+
+// SetDeadline and SetWriteDeadline are the HTTP/2 server's, once it has
+// the connection; the npConn's own writes arm theirs per answer.
+func (s npSocket) SetDeadline(d time.Time) error {
+	if s.c.detached {
+		return s.c.nc.SetDeadline(d)
+	}
+	return nil
+}
+
+func (s npSocket) SetWriteDeadline(d time.Time) error {
+	if s.c.detached {
+		return s.c.nc.SetWriteDeadline(d)
+	}
+	return nil
+}
+
+// SetReadDeadline is for a relay and the HTTP/2 server (crypto/tls sets
+// none itself): the npConn's own reads arm theirs per phase.
 func (s npSocket) SetReadDeadline(d time.Time) error {
 	c := s.c
+	if c.detached {
+		return c.nc.SetReadDeadline(d)
+	}
 	if c.loop.ev != nil {
 		c.rdl = c.t.clockAt(d)
 		return nil
@@ -65,7 +91,7 @@ func (c *npConn) startTLS(cfg *tls.Config) {
 
 // socketRead reads the socket itself (under TLS: for crypto/tls).
 func (c *npConn) socketRead(p []byte) (int, error) {
-	if c.loop.ev != nil {
+	if c.loop.ev != nil && !c.detached {
 		return c.evRead(p)
 	}
 	return c.nc.Read(p)
@@ -73,7 +99,7 @@ func (c *npConn) socketRead(p []byte) (int, error) {
 
 // socketWrite writes the socket itself.
 func (c *npConn) socketWrite(p []byte) (int, error) {
-	if c.loop.ev != nil {
+	if c.loop.ev != nil && !c.detached {
 		return c.evWrite(p)
 	}
 	return c.nc.Write(p)

@@ -323,6 +323,11 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 	}
 	t.mu.Unlock()
 	defer t.stop()
+	if t.o.HTTP2 != nil {
+		// GOAWAY on every HTTP/2 connection; each counts as in flight
+		// until its streams are answered, so the wait below covers them.
+		go func() { _ = t.o.HTTP2.Shutdown(ctx) }()
+	}
 
 	// Accepting stops after a short grace: connections the kernel already
 	// queued (their clients think they are connected and may have sent a
@@ -477,6 +482,11 @@ func (c *npConn) serve() {
 	w.bw.Reset(nil)
 	t.work.Put(w)
 
+	if c.handedOff {
+		// The HTTP/2 server has it now (h2.go), and closes it.
+		finished = true
+		return
+	}
 	if keep {
 		// From here another goroutine may serve the connection.
 		c.idle()
@@ -509,6 +519,15 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 	req, resp := &w.req, &w.resp
 	resp.Header.SetNoDefaultContentType(true)
 
+	if c.tls != nil && t.o.HTTP2 != nil && !c.used.Load() && !c.tls.ConnectionState().HandshakeComplete {
+		switch h2, err := t.handshakeForH2(c); {
+		case err != nil:
+			return t.drop(c, w)
+		case h2:
+			t.handOffH2(c)
+			return false
+		}
+	}
 	c.readPhase(t.o.HeaderTimeout)
 	// The header scanner sees the section from its first byte: what the
 	// reader holds already, then what each read brings.

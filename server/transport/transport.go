@@ -76,6 +76,23 @@ type Options struct {
 	EventLoop bool
 	// TLS, when set, makes every connection TLS, served with this config.
 	TLS *tls.Config
+	// HTTP2 serves the TLS connections whose client chose h2 by ALPN;
+	// nil when h2 is not offered.
+	HTTP2 ConnServer
+}
+
+// ConnServer serves whole connections of a protocol other than HTTP/1.x
+// (HTTP/2, package h2) with the transport's Handler, so both protocols run
+// one pipeline. A transport hands it a connection once its TLS handshake
+// chose that protocol, and shuts it down with itself.
+type ConnServer interface {
+	// ServeConn serves c until it ends; it closes c.
+	ServeConn(c net.Conn, peer netip.AddrPort, h Handler)
+	// Shutdown asks every connection to finish (GOAWAY), waits for them
+	// until ctx ends, then closes what is left.
+	Shutdown(ctx context.Context) error
+	// Conns reports the connections being served.
+	Conns() int
 }
 
 // ReadBufferSize is the largest request line + header section a transport

@@ -14,8 +14,8 @@ import (
 )
 
 // TestTLSListenerAndCertificateReload: the binary serves the routes over
-// TLS beside cleartext, marks such requests https upstream, refuses TLS
-// 1.1, and on SIGHUP serves a replaced certificate to new connections
+// TLS (HTTP/1.1 and h2) beside cleartext, marks such requests https
+// upstream, refuses TLS 1.1, and on SIGHUP serves a replaced certificate to new connections
 // while a connection made before keeps working.
 func TestTLSListenerAndCertificateReload(t *testing.T) {
 	up := testutil.StartUpstream(t, "up")
@@ -68,6 +68,16 @@ routes:
 	if got := up.Last().Headers["X-Forwarded-Proto"]; got != "https" {
 		t.Fatalf("the upstream saw X-Forwarded-Proto %q, want https", got)
 	}
+	// The same route over HTTP/2 (h2 is offered by default).
+	h2c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{ServerName: "api.test", RootCAs: ca.Pool()}, ForceAttemptHTTP2: true,
+	}}
+	if resp, body := fetch(h2c); resp.StatusCode != 200 || resp.ProtoMajor != 2 || body != "up" {
+		t.Fatalf("h2: %s %d %q", resp.Proto, resp.StatusCode, body)
+	}
+	if got := up.Last().Headers["X-Forwarded-Proto"]; got != "https" {
+		t.Fatalf("over h2 the upstream saw X-Forwarded-Proto %q, want https", got)
+	}
 	if status, _ := get(t, "http://"+p.addr+"/hello"); status != 200 {
 		t.Fatalf("cleartext beside TLS: %d", status)
 	}
@@ -89,6 +99,9 @@ routes:
 			t.Fatal("the replaced certificate was not served within 5s of SIGHUP")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if resp, _ := fetch(h2c); resp.ProtoMajor != 2 || resp.TLS.PeerCertificates[0].Subject.Organization[0] != "v1" {
+		t.Fatalf("the h2 connection made before the reload: %s, certificate %s", resp.Proto, resp.TLS.PeerCertificates[0].Subject.Organization[0])
 	}
 	resp, _ = fetch(old) // the keep-alive connection made before the reload
 	if resp.StatusCode != 200 || resp.TLS.PeerCertificates[0].Subject.Organization[0] != "v1" {

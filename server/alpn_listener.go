@@ -1,0 +1,75 @@
+package server
+
+import (
+	"crypto/tls"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/server/transport"
+)
+
+// alpnListener is the fasthttp transport's TLS listener when HTTP/2 is
+// offered: it completes each handshake (under the header timeout) before
+// fasthttp sees the connection, hands a client that chose h2 to the
+// HTTP/2 server, and lets fasthttp accept the others as HTTP/1.1.
+type alpnListener struct {
+	net.Listener
+	conf    *tls.Config
+	h2      transport.ConnServer
+	h       Handler
+	timeout time.Duration
+
+	start sync.Once
+	ready chan net.Conn
+	done  chan struct{} // closed when the listener failed or closed
+	err   error         // why; set before done closes
+}
+
+func newALPNListener(ln net.Listener, conf *tls.Config, h2 transport.ConnServer, h Handler, timeout time.Duration) *alpnListener {
+	return &alpnListener{Listener: ln, conf: conf, h2: h2, h: h, timeout: timeout,
+		ready: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *alpnListener) Accept() (net.Conn, error) {
+	l.start.Do(func() { go l.acceptLoop() })
+	select {
+	case c := <-l.ready:
+		return c, nil
+	case <-l.done:
+		return nil, l.err
+	}
+}
+
+func (l *alpnListener) acceptLoop() {
+	for {
+		raw, err := l.Listener.Accept()
+		if err != nil {
+			l.err = err
+			close(l.done)
+			return
+		}
+		go l.handshake(raw)
+	}
+}
+
+func (l *alpnListener) handshake(raw net.Conn) {
+	c := tls.Server(raw, l.conf)
+	if l.timeout > 0 {
+		_ = raw.SetDeadline(time.Now().Add(l.timeout))
+	}
+	if err := c.Handshake(); err != nil {
+		_ = raw.Close()
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+	if c.ConnectionState().NegotiatedProtocol == "h2" {
+		l.h2.ServeConn(c, transport.PeerOf(raw.RemoteAddr()), l.h)
+		return
+	}
+	select {
+	case l.ready <- c:
+	case <-l.done:
+		_ = raw.Close()
+	}
+}

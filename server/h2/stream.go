@@ -1,0 +1,304 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"log"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/ascii"
+	"github.com/tollgate/tollgate/server/transport"
+	"github.com/valyala/fasthttp"
+)
+
+var discardLog = log.New(io.Discard, "", 0)
+
+// exchange is what serving one stream borrows: the request and answer in
+// the transports' types, and the buffers the request is built in.
+type exchange struct {
+	req  fasthttp.Request
+	resp fasthttp.Response
+	head []byte // the request as HTTP/1.1: request line and header section
+	body []byte // a body read whole, or the start of a streamed one
+	hr   bytes.Reader
+	br   *bufio.Reader
+	keys []string
+}
+
+// ServeHTTP serves one stream: it rebuilds the request, has the handler
+// answer it and writes the answer back.
+func (c *conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.streams.Add(1)
+	if r.Context().Err() != nil {
+		// Reset while it waited for a handler: no backend sees it.
+		c.earlyReset()
+		return
+	}
+	s := c.s
+	x := s.exchanges.Get().(*exchange)
+	defer s.exchanges.Put(x)
+	req, resp := &x.req, &x.resp
+	defer func() {
+		req.Reset()
+		resp.Reset()
+	}()
+	resp.Header.SetNoDefaultContentType(true)
+
+	if err := x.build(r, &s.o); err != nil {
+		if r.Context().Err() != nil {
+			c.earlyReset()
+			return
+		}
+		c.h.ServeError(err, req, resp, c.peer)
+	} else {
+		c.h.Serve(req, resp, c.peer)
+	}
+	if u, ok := c.h.(transport.Upgrader); ok && resp.StatusCode() == http.StatusSwitchingProtocols {
+		// A switch needs extended CONNECT, which is not offered; a
+		// backend that switched anyway is not relayed.
+		if up := u.TakeUpgrade(resp); up != nil {
+			_ = up.Conn.Close()
+		}
+	}
+	if r.Context().Err() != nil {
+		c.earlyReset()
+		return
+	}
+	writeAnswer(w, resp, r.Method == http.MethodHead)
+}
+
+// build makes x.req the request r is, in the form an HTTP/1.1 client would
+// have sent it, and reads its body (whole up to StreamBodyBytes).
+func (x *exchange) build(r *http.Request, o *Options) error {
+	// x/net has checked names (lowercase tokens), values (no CR, LF or
+	// NUL), the pseudo-fields' presence, order and uniqueness, and refused
+	// connection-specific fields; the request line's parts are checked
+	// here, since a byte out of place in them would change the line.
+	if !isToken(r.Method) || !isVisible(r.RequestURI) || !isVisible(r.Host) {
+		return codec.ErrBadTarget
+	}
+	// x/net resets a stream whose Host differs from :authority, and drops
+	// the field; this holds should a version let one through.
+	if hosts := r.Header["Host"]; len(hosts) > 0 {
+		if len(hosts) > 1 || !ascii.EqualFold([]byte(hosts[0]), r.Host) {
+			return codec.ErrHostAuthority
+		}
+	}
+	if r.ContentLength > 0 && o.MaxBodyBytes > 0 && r.ContentLength > o.MaxBodyBytes {
+		return codec.ErrBodyTooLarge
+	}
+	h := x.head[:0]
+	h = append(h, r.Method...)
+	h = append(h, ' ')
+	h = append(h, r.RequestURI...)
+	h = append(h, " HTTP/1.1\r\nHost: "...)
+	h = append(h, r.Host...)
+	h = append(h, "\r\n"...)
+	// In a fixed order (a map's is random), so the same request always
+	// reaches the backend the same way.
+	x.keys = x.keys[:0]
+	for k := range r.Header {
+		if k != "Host" {
+			x.keys = append(x.keys, k)
+		}
+	}
+	slices.Sort(x.keys)
+	for _, k := range x.keys {
+		for _, v := range r.Header[k] {
+			if !validValue(v) {
+				return codec.ErrBadHeaderValue
+			}
+			h = append(h, k...)
+			h = append(h, ": "...)
+			h = append(h, v...)
+			h = append(h, "\r\n"...)
+		}
+	}
+	x.head = h
+
+	// The body: with END_STREAM on the HEADERS frame there is none.
+	var streamed io.Reader
+	body := x.body[:0]
+	if r.Body != nil && r.Body != http.NoBody {
+		var err error
+		body, streamed, err = readStart(r.Body, body, o)
+		x.body = body
+		if err != nil {
+			return err
+		}
+	}
+	_, hasLength := r.Header["Content-Length"]
+	switch {
+	case streamed != nil && !hasLength:
+		h = append(h, "Transfer-Encoding: chunked\r\n"...)
+	case streamed == nil && !hasLength && len(body) > 0:
+		h = append(h, "Content-Length: "...)
+		h = strconv.AppendInt(h, int64(len(body)), 10)
+		h = append(h, "\r\n"...)
+	}
+	h = append(h, "\r\n"...)
+	x.head = h
+
+	if x.br == nil {
+		x.br = bufio.NewReaderSize(nil, 4096)
+	}
+	x.hr.Reset(h)
+	x.br.Reset(&x.hr)
+	if len(h) > x.br.Size() {
+		x.br = bufio.NewReaderSize(nil, len(h))
+		x.br.Reset(&x.hr)
+	}
+	if err := x.req.Header.Read(x.br); err != nil {
+		return err
+	}
+	switch {
+	case streamed != nil:
+		x.req.SetBodyStream(streamed, x.req.Header.ContentLength())
+	case len(body) > 0:
+		x.req.SetBodyRaw(body)
+	}
+	return nil
+}
+
+// readStart reads a body whole when it is at most StreamBodyBytes, or its
+// start and a stream over the rest, never past MaxBodyBytes in all.
+func readStart(rb io.Reader, buf []byte, o *Options) ([]byte, io.Reader, error) {
+	limit := o.StreamBodyBytes + 1
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(max(cap(buf), 4096), limit-len(buf)))
+		}
+		n, err := rb.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+n]
+		if o.MaxBodyBytes > 0 && int64(len(buf)) > o.MaxBodyBytes {
+			return buf, nil, codec.ErrBodyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil, nil
+		}
+		if err != nil {
+			return buf, nil, err
+		}
+	}
+	rest := &limitedBody{r: rb, left: o.MaxBodyBytes - int64(len(buf))}
+	if o.MaxBodyBytes <= 0 {
+		rest.left = -1
+	}
+	return buf, io.MultiReader(bytes.NewReader(buf), rest), nil
+}
+
+// limitedBody is the rest of a streamed body, failing past the limit.
+type limitedBody struct {
+	r    io.Reader
+	left int64 // -1: no limit
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if b.left >= 0 {
+		if int64(n) > b.left {
+			b.left = 0
+			return 0, codec.ErrBodyTooLarge
+		}
+		b.left -= int64(n)
+	}
+	return n, err
+}
+
+// hopByHop are the fields HTTP/2 has no place for (RFC 9113 §8.2.2).
+var hopByHop = [][]byte{
+	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"),
+	[]byte("Transfer-Encoding"), []byte("Upgrade"), []byte("TE"),
+}
+
+// writeAnswer sends resp as the stream's answer: the fields the transports
+// would have written over HTTP/1.1, less the connection-specific ones.
+func writeAnswer(w http.ResponseWriter, resp *fasthttp.Response, head bool) {
+	status := resp.StatusCode()
+	if status < 200 {
+		// A protocol switch cannot happen on a stream (extended CONNECT
+		// is not offered) and a backend's interim answer has no place.
+		resp.Reset()
+		status = http.StatusBadGateway
+		resp.SetStatusCode(status)
+		resp.Header.SetContentType("application/json")
+		resp.SetBodyString(`{"error":"bad_gateway","message":"protocol switch not possible over HTTP/2"}`)
+	}
+	hdr := w.Header()
+	raw := resp.Header.Header()
+	// Skip the status line.
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		raw = raw[i+1:]
+	}
+	for len(raw) > 0 {
+		i := bytes.IndexByte(raw, '\n')
+		if i < 0 {
+			break
+		}
+		line := bytes.TrimRight(raw[:i], "\r")
+		raw = raw[i+1:]
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			continue
+		}
+		name, value := line[:colon], bytes.TrimLeft(line[colon+1:], " \t")
+		if isHopByHop(name) {
+			continue
+		}
+		k := http.CanonicalHeaderKey(string(name))
+		hdr[k] = append(hdr[k], string(value))
+	}
+	w.WriteHeader(status)
+	if !head {
+		_ = resp.BodyWriteTo(w)
+	}
+}
+
+func isHopByHop(name []byte) bool {
+	for _, h := range hopByHop {
+		if bytes.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || bytes.IndexByte([]byte(`"(),/:;<=>?@[\]{}`), c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// isVisible reports s as non-empty visible ASCII: no space or control
+// byte that would split or end a request line.
+func isVisible(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func validValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '\r' || c == '\n' || c == 0 {
+			return false
+		}
+	}
+	return true
+}
