@@ -7,9 +7,12 @@
 # same certificate (127.0.0.1:18444, as many workers), then for each: wrk
 # over keep-alive connections, and wrk with "Connection: close", where
 # every request is a new TLS connection and handshake (wrk does not resume
-# sessions). Prints one markdown table: req/s, latency, CPU per request,
-# and the ratios to nginx; handshakes per second per core are the second
-# pass's req/s divided by the proxy's busy cores.
+# sessions), then h2load over HTTP/2 (H2_CONNS connections with
+# H2_STREAMS concurrent streams each). Prints one markdown table: req/s,
+# latency (p99 for wrk, the mean for h2load, which reports no
+# percentiles), CPU per request, and the ratios to nginx; handshakes per
+# second per core are the second pass's req/s divided by the proxy's busy
+# cores.
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
@@ -20,6 +23,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DURATION=${TLS_DURATION:-${BENCH_DURATION:-10s}}
 WARMUP=${TLS_WARMUP:-${BENCH_WARMUP:-2s}}
 CONNS=${TLS_CONNS:-64}
+H2_CONNS=${TLS_H2_CONNS:-16}
+H2_STREAMS=${TLS_H2_STREAMS:-8}
 TRANSPORT=${TOLLGATE_TRANSPORT:-netpoll}
 WORKERS=${TOLLGATE_WORKERS:-1}
 PROXY_CPUS=${TLS_PROXY_CPUS:-}
@@ -38,6 +43,7 @@ COMMAND=$(command_line 'TLS|BENCH|TOLLGATE' 'TOKEN|SECRET|PASSWORD|KEY' bench/tl
 
 # ---------------------------------------------------------------- prerequisites
 mapfile -t need < <(missing wrk curl openssl)
+command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
 NGINX_BIN=$(command -v nginx 2>/dev/null || true)
 [[ -z $NGINX_BIN && -x /usr/sbin/nginx ]] && NGINX_BIN=/usr/sbin/nginx
 [[ -n $NGINX_BIN ]] || need+=(nginx)
@@ -125,11 +131,28 @@ pass() { # target addr mode
 	CPU[$target.$mode]=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
 	log "$target $mode: ${RPS[$target.$mode]} req/s, p99 ${P99[$target.$mode]}, ${CPU[$target.$mode]} µs CPU/req, errors: ${ERR[$target.$mode]}"
 }
+pass_h2() { # target addr: h2load, HTTP/2 over TLS
+	local target=$1 addr=$2 pid out t0 t1 n
+	pid=${PIDS[$target]}
+	pinned "$LOAD_CPUS" h2load -t2 -c"$H2_CONNS" -m"$H2_STREAMS" -D "${WARMUP%s}" "https://$addr/" >/dev/null 2>&1 || true
+	t0=$(ticks "$pid")
+	out=$(pinned "$LOAD_CPUS" h2load -t2 -c"$H2_CONNS" -m"$H2_STREAMS" -D "${DURATION%s}" "https://$addr/")
+	t1=$(ticks "$pid")
+	grep -q "h2" <<<"$(awk '/^Application protocol/' <<<"$out")" || die "$target did not speak h2 to h2load: $out"
+	n=$(awk '/^requests:/ { print $8 }' <<<"$out")
+	RPS[$target.h2]=$(awk '/^finished in/ { printf "%.0f", $4 }' <<<"$out")
+	P99[$target.h2]="$(awk '/^time for request:/ { print $6 }' <<<"$out") (mean)"
+	ERR[$target.h2]=$(awk '/^requests:/ { f = $10 + $12 + $14 } /^status codes:/ { f += $7 + $9 } END { print f + 0 }' <<<"$out")
+	CPU[$target.h2]=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
+	log "$target h2: ${RPS[$target.h2]} req/s, latency ${P99[$target.h2]}, ${CPU[$target.h2]} µs CPU/req, errors: ${ERR[$target.h2]}"
+}
 log "transport $TRANSPORT, $WORKERS worker(s) each, $CONNS connections, $DURATION after $WARMUP warm-up"
 for mode in keepalive handshake; do
 	pass tollgate $GATEWAY_TLS $mode
 	pass nginx $NGINX_ADDR $mode
 done
+pass_h2 tollgate $GATEWAY_TLS
+pass_h2 nginx $NGINX_ADDR
 
 # ---------------------------------------------------------------- report
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
@@ -139,9 +162,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 	echo
 	echo "| connections | target | req/s | p99 | CPU µs/req | errors | req/s ÷ nginx | CPU/req ÷ nginx |"
 	echo "|---|---|---|---|---|---|---|---|"
-	for mode in keepalive handshake; do
+	for mode in keepalive handshake h2; do
 		label="keep-alive, wrk -c$CONNS"
 		[[ $mode == handshake ]] && label="new TLS connection per request"
+		[[ $mode == h2 ]] && label="HTTP/2, h2load -c$H2_CONNS -m$H2_STREAMS"
 		for target in tollgate nginx; do
 			echo "| $label | $target | ${RPS[$target.$mode]} | ${P99[$target.$mode]} | ${CPU[$target.$mode]} | ${ERR[$target.$mode]} | $(ratio "${RPS[$target.$mode]}" "${RPS[nginx.$mode]}") | $(ratio "${CPU[$target.$mode]}" "${CPU[nginx.$mode]}") |"
 		done

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -51,6 +52,13 @@ type h2Edge struct {
 
 func startH2Edge(t *testing.T, kind string, o h2.Options) *h2Edge {
 	t.Helper()
+	return startH2EdgeOn(t, kind, o, h2Routes, "")
+}
+
+// startH2EdgeOn serves yaml with ${UP} at upAddr (a recording upstream
+// when empty).
+func startH2EdgeOn(t *testing.T, kind string, o h2.Options, yaml, upAddr string) *h2Edge {
+	t.Helper()
 	dir := t.TempDir()
 	ca := testutil.NewTestCA(t)
 	ac, ak := ca.Issue(t, dir, "a", "A", "a.test")
@@ -59,8 +67,11 @@ func startH2Edge(t *testing.T, kind string, o h2.Options) *h2Edge {
 		t.Fatal(err)
 	}
 	up := testutil.StartRecordingUpstream(t)
+	if upAddr == "" {
+		upAddr = up.Addr
+	}
 	srv := h2.New(o)
-	g := startGateway(t, kind, h2Routes, map[string]string{"UP": up.Addr}, func(opt *Options) {
+	g := startGateway(t, kind, yaml, map[string]string{"UP": upAddr}, func(opt *Options) {
 		opt.TLS = store.Config(tls.VersionTLS12, []string{"h2", "http/1.1"})
 		opt.HTTP2 = srv
 	})
@@ -379,6 +390,7 @@ func TestHTTP2EdgeSafety(t *testing.T) {
 				{"double-encoded dot segments", get("/api/order/%252e%252e/%252e%252e/v1/order/create"), nil, "400"},
 				{"encoded CRLF in the path", get("/a%0d%0aX:1"), nil, "400"},
 				{"..; segment", get("/..;/admin"), nil, "400"},
+				{"absolute :path", get("https://evil.test/a"), nil, ""},
 			} {
 				n := e.up.Count()
 				o := r.await(r.send(tc.body, tc.fields...))
@@ -557,6 +569,52 @@ func TestHTTP2ContinuationFlood(t *testing.T) {
 			resp, _ := e.do(t, e.client(true), "GET", "/after", nil, nil)
 			if resp.StatusCode != 200 {
 				t.Fatalf("after the floods: %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// TestHTTP2Drain: a shutdown lets a request in flight on an h2 connection
+// finish, tells the client to go away, and returns once it is answered.
+func TestHTTP2Drain(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			slow := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(400 * time.Millisecond)
+				_, _ = io.WriteString(w, "slow")
+			})}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = slow.Serve(ln) }()
+			t.Cleanup(func() { _ = slow.Close() })
+
+			e := startH2EdgeOn(t, kind, h2.Options{}, oneService, ln.Addr().String())
+			c := e.client(true)
+			if resp, _ := e.do(t, c, "GET", "/warm", nil, nil); resp.ProtoMajor != 2 {
+				t.Fatal("not h2")
+			}
+			done := make(chan string, 1)
+			go func() {
+				resp, body := e.do(t, c, "GET", "/inflight", nil, nil)
+				done <- fmt.Sprint(resp.StatusCode, " ", string(body))
+			}()
+			time.Sleep(100 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			start := time.Now()
+			if err := e.g.Transport.Shutdown(ctx); err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+			if got := <-done; got != "200 slow" {
+				t.Fatalf("the request in flight got %q", got)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Fatalf("shutdown took %v", d)
+			}
+			if n := e.srv.Conns(); n != 0 {
+				t.Fatalf("%d h2 connections left", n)
 			}
 		})
 	}

@@ -78,7 +78,15 @@ func (x *exchange) build(r *http.Request, o *Options) error {
 	// NUL), the pseudo-fields' presence, order and uniqueness, and refused
 	// connection-specific fields; the request line's parts are checked
 	// here, since a byte out of place in them would change the line.
+	if r.Host == "" {
+		return codec.ErrMissingHost
+	}
 	if !isToken(r.Method) || !isVisible(r.RequestURI) || !isVisible(r.Host) {
+		return codec.ErrBadTarget
+	}
+	// Origin form only (RFC 9113 §8.3.1): an absolute :path would name a
+	// host of its own beside :authority.
+	if r.RequestURI[0] != '/' && (r.RequestURI != "*" || r.Method != http.MethodOptions) {
 		return codec.ErrBadTarget
 	}
 	// x/net resets a stream whose Host differs from :authority, and drops
