@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -463,36 +462,12 @@ func TestHTTP2RapidReset(t *testing.T) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 
-			r := e.raw(t)
-			const streams = 20_000
-			block := r.block(get("/flood")...)
-			var out bytes.Buffer
-			w := http2.NewFramer(&out, nil)
-			sent, cut := 0, false
-			for i := 0; i < streams && !cut; i += 100 {
-				out.Reset()
-				for j := range 100 {
-					id := uint32(2*(i+j) + 1)
-					_ = w.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true, EndStream: true})
-					_ = w.WriteRSTStream(id, http2.ErrCodeCancel)
-				}
-				_ = r.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-				if _, err := r.conn.Write(out.Bytes()); err != nil {
-					cut = true
-					break
-				}
-				sent += 100
+			sent, cut, err := testutil.H2RapidReset(e.g.Addr, &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool()}, "a.test", "/flood", 20_000)
+			if err != nil {
+				t.Fatal(err)
 			}
-			// The connection ends: a GOAWAY or a close.
-			_ = r.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			for !cut {
-				if _, err := r.fr.ReadFrame(); err != nil {
-					var ne net.Error
-					if errors.As(err, &ne) && ne.Timeout() {
-						t.Fatalf("after %d reset streams the connection is still open", sent)
-					}
-					cut = true
-				}
+			if !cut {
+				t.Fatalf("after %d reset streams the connection is still open", sent)
 			}
 			served := e.up.Count()
 			if served > 1000 {
