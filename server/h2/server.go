@@ -194,9 +194,10 @@ func (s *Server) Conns() int {
 // Stats are the HTTP/2 side's figures for the admin API.
 type Stats struct {
 	Conns int `json:"conns"`
-	// Refused counts streams and connections refused, by reason
-	// (x/net's names: "too_many_early_resets", "bad_path_method", … and
-	// "early_resets" for connections cut by MaxEarlyResets).
+	// Refused counts streams and connections refused, by reason: x/net's
+	// names ("conn_ENHANCE_YOUR_CALM_too_many_early_resets",
+	// "authority_host_mismatch", …) and "early_resets" for connections cut
+	// by MaxEarlyResets.
 	Refused map[string]int64 `json:"refused"`
 }
 
