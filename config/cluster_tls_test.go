@@ -66,11 +66,11 @@ func writeCert(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecds
 	return cert, key
 }
 
-// TestClusterTLSReachesRedis: a redis-server that speaks only TLS on its
+// TestClientTLSReachesRedis: a redis-server that speaks only TLS on its
 // TLS port (and asks for client certificates) is reached with cluster.tls,
 // and refused without it, with another CA, or without the client
 // certificate.
-func TestClusterTLSReachesRedis(t *testing.T) {
+func TestClientTLSReachesRedis(t *testing.T) {
 	dir := t.TempDir()
 	ca, caKey := writeCert(t, dir, "ca", nil, nil)
 	writeCert(t, dir, "server", ca, caKey)
@@ -87,7 +87,7 @@ func TestClusterTLSReachesRedis(t *testing.T) {
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "yes")
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
 
-	healthy := func(tc ClusterTLS) bool {
+	healthy := func(tc ClientTLS) bool {
 		t.Helper()
 		cfg, err := tc.Config()
 		if err != nil {
@@ -105,12 +105,12 @@ func TestClusterTLSReachesRedis(t *testing.T) {
 		}
 		return cl.Healthy() && cl.AddToSet("tls:probe", "x", time.Second) == nil
 	}
-	client := ClusterTLS{CAFile: filepath.Join(dir, "ca.pem"),
+	client := ClientTLS{CAFile: filepath.Join(dir, "ca.pem"),
 		CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client-key.pem")}
 	if !healthy(client) {
 		t.Fatal("cluster.tls with the CA and a client certificate did not reach Redis")
 	}
-	if healthy(ClusterTLS{}) {
+	if healthy(ClientTLS{}) {
 		t.Fatal("a plain connection reached Redis's TLS port")
 	}
 	other := client
@@ -118,15 +118,15 @@ func TestClusterTLSReachesRedis(t *testing.T) {
 	if healthy(other) {
 		t.Fatal("a Redis certificate from another CA was accepted")
 	}
-	noCert := ClusterTLS{CAFile: filepath.Join(dir, "ca.pem")}
+	noCert := ClientTLS{CAFile: filepath.Join(dir, "ca.pem")}
 	if healthy(noCert) {
 		t.Fatal("Redis asks for a client certificate, yet a client without one got in")
 	}
 }
 
-// TestClusterTLSErrorsNameTheLine: unreadable or mismatched files are a
+// TestClientTLSErrorsNameTheLine: unreadable or mismatched files are a
 // configuration error at the tls block's line.
-func TestClusterTLSErrorsNameTheLine(t *testing.T) {
+func TestClientTLSErrorsNameTheLine(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"missing ca": {"cluster:\n  redis: 127.0.0.1:6379\n  tls:\n    ca_file: " + filepath.Join(dir, "none.pem") + "\n", ":4:"},

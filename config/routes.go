@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/route"
 	"github.com/tollgate/tollgate/route/expr"
 	"github.com/tollgate/tollgate/source"
+	"github.com/tollgate/tollgate/transcode"
 	"github.com/tollgate/tollgate/upstream"
 )
 
@@ -90,6 +91,9 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 		filters = append(filters, staged{pipeline.StageForward, "forward", &upstream.Forwarding{Edge: s.Edge, Policy: policy}})
 	}
 
+	if err := s.checkProtocols(rc); err != nil {
+		return nil, err
+	}
 	var action pipeline.Action
 	switch {
 	case rc.Service != "":
@@ -130,6 +134,28 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	}
 	r.Chain = pipeline.NewChain(action, chainOrder(filters)...)
 	return r, nil
+}
+
+// checkProtocols refuses a route whose steps and services speak different
+// protocols: a grpc step (transcoding) calls one gRPC service, and a gRPC
+// service is reached only through one.
+func (s *Snapshot) checkProtocols(rc *Route) error {
+	_, transcodes := rc.Features[transcode.Key]
+	if transcodes && rc.Service == "" {
+		return errors.New("grpc needs service: a gRPC service to call (not split, mock or offline)")
+	}
+	if svc := s.Services[rc.Service]; svc != nil && svc.GRPC() != transcodes {
+		if transcodes {
+			return fmt.Errorf("grpc: service %q speaks HTTP; set protocol: grpc on it", rc.Service)
+		}
+		return fmt.Errorf("service %q speaks gRPC: the route needs a grpc step (grpc: {service, method, descriptors})", rc.Service)
+	}
+	for _, it := range rc.Split {
+		if svc := s.Services[it.Service]; svc != nil && svc.GRPC() {
+			return fmt.Errorf("split: service %q speaks gRPC; only a route with a grpc step reaches it", it.Service)
+		}
+	}
+	return nil
 }
 
 func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {

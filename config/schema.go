@@ -161,6 +161,12 @@ type Service struct {
 	// Health ejects failing instances and probes them back.
 	Breaker *breaker.Settings `yaml:"breaker"`
 	Health  *upstream.Health  `yaml:"health"`
+	// Protocol is what the instances speak: http (default) or grpc
+	// (HTTP/2, cleartext unless tls is set); a grpc service is reached
+	// through routes with a grpc step.
+	Protocol string `yaml:"protocol"`
+	// TLS reaches a grpc service's instances over TLS.
+	TLS *ClientTLS `yaml:"tls"`
 
 	Line int `yaml:"-"`
 }
@@ -177,8 +183,8 @@ type Cluster struct {
 	// future version, for Redis Cluster); empty = standalone.
 	Redis    string `yaml:"redis"`
 	Password string `yaml:"password"`
-	// TLS reaches Redis over TLS (see ClusterTLS).
-	TLS ClusterTLS `yaml:"tls"`
+	// TLS reaches Redis over TLS (see ClientTLS).
+	TLS ClientTLS `yaml:"tls"`
 	// Nodes is "auto" (membership through Redis: each node heartbeats
 	// and counts the live ones) or a fixed count; local limits are split
 	// by it.

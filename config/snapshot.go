@@ -187,7 +187,14 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		}
 		svcCfg := upstream.ServiceConfig{
 			Name: name, Balance: sc.Balance, Key: sc.Key, Total: sc.Timeouts.Total.D(), Connect: sc.Timeouts.Connect.D(),
-			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete,
+			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete, Protocol: sc.Protocol,
+		}
+		if sc.TLS != nil && sc.TLS.On() {
+			tc, err := sc.TLS.Config()
+			if err != nil {
+				return nil, &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: tls: %v", name, err)}
+			}
+			svcCfg.GRPCTLS = &upstream.GRPCTLS{Config: tc, Key: fmt.Sprintf("%+v", sc.TLS.settings())}
 		}
 		if b := sc.Breaker; b != nil {
 			if err := b.Validate(); err != nil {

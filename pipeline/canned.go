@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 )
@@ -78,4 +79,41 @@ func (s *Static) WriteTo(c *Ctx) {
 		r.Header.SetBytesKV(h[0], h[1])
 	}
 	r.SetBodyRaw(s.Body)
+}
+
+// WriteError answers c with a gateway error whose message is known only
+// while serving (a field a request got wrong, a backend's status message),
+// in the shape of Canned answers: {"code":N,"message":"...",<extra>,
+// "trace_id":"..."}, where extra are name/value pairs of string members.
+// It allocates; Canned is for the answers that can be built at load.
+func WriteError(c *Ctx, status int, message string, extra ...string) {
+	r := c.Resp
+	r.Reset()
+	r.SetStatusCode(status)
+	r.Header.SetContentTypeBytes(contentTypeJSON)
+	b := c.Scratch[:0]
+	b = append(b, `{"code":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, message)
+	for i := 0; i+1 < len(extra); i += 2 {
+		b = append(b, ',')
+		b = appendJSONString(b, extra[i])
+		b = append(b, ':')
+		b = appendJSONString(b, extra[i+1])
+	}
+	b = append(b, `,"trace_id":"`...)
+	b = append(b, c.Trace.TraceHex[:]...)
+	b = append(b, `"}`...)
+	r.SetBody(b)
+	c.Scratch = b[:0]
+	if c.Decision == "" {
+		c.Decision = message
+	}
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
 }

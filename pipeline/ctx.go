@@ -108,6 +108,10 @@ type Ctx struct {
 	// the backend's connection, for the transport to relay.
 	Upgrade *Upgrade
 
+	// GRPC, when set, is the unary gRPC call a transcoding route makes of
+	// its service instead of forwarding the HTTP request.
+	GRPC *GRPCCall
+
 	// Loop is the event loop the request runs on, nil on a transport that
 	// serves requests on goroutines: upstream connections are then taken
 	// from that loop's own pools and waited for by it.

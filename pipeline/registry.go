@@ -36,6 +36,10 @@ const (
 	StageRecord Stage = 800
 	// StageForward: the upstream request is built from everything before.
 	StageForward Stage = 900
+	// StageTranscode: the request becomes another protocol's (JSON to a
+	// gRPC message) after everything that reads it as the client sent
+	// it, and the answer comes back before anything that reads it.
+	StageTranscode Stage = 950
 )
 
 // Scope says where a feature's setting may appear.

@@ -76,6 +76,10 @@ type Instance struct {
 	// made on first use.
 	loops [maxLoopPools]atomic.Pointer[loopPool]
 
+	// grpc are the instance's gRPC connections (services with protocol
+	// grpc), made on first use.
+	grpc grpcConns
+
 	inflight atomic.Int64
 	// disabled is the operator's switch; a disabled instance gets nothing.
 	disabled atomic.Bool
@@ -234,6 +238,7 @@ func (in *Instance) Stats() (requests, errors uint64) { return in.requests.Load(
 // in-flight requests finish.
 func (in *Instance) close() {
 	in.closed.Do(func() { close(in.health.stop) })
+	in.closeGRPC()
 	in.client.CloseIdleConnections()
 	for i := range in.loops {
 		if lp := in.loops[i].Load(); lp != nil {

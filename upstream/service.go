@@ -38,6 +38,11 @@ type Service struct {
 	// breaker (nil when none) fails fast while the service is failing.
 	breaker    *breaker.Breaker
 	classifier breaker.Classifier
+
+	// grpc: the instances speak gRPC (grpc.go), over TLS when grpcTLS is
+	// set.
+	grpc    bool
+	grpcTLS *GRPCTLS
 }
 
 // ServiceConfig is what NewService needs.
@@ -53,7 +58,14 @@ type ServiceConfig struct {
 	// counts as failures.
 	Breaker       *breaker.Breaker
 	FailureStatus []int
+	// Protocol is "http" (default) or "grpc"; GRPCTLS makes gRPC calls
+	// over TLS.
+	Protocol string
+	GRPCTLS  *GRPCTLS
 }
+
+// Protocols names the protocols a service may speak.
+var Protocols = []string{"http", "grpc"}
 
 // Balance names the balancers a config may ask for.
 var Balance = []string{"round_robin", "least_conn", "hash"}
@@ -65,6 +77,16 @@ func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 	}
 	s := &Service{Name: cfg.Name, Instances: instances, Total: cfg.Total, Retry: cfg.Retry, RetryPutDelete: cfg.RetryPutDelete,
 		Connect: cfg.Connect, breaker: cfg.Breaker, classifier: breaker.NewClassifier(cfg.FailureStatus)}
+	switch cfg.Protocol {
+	case "", "http":
+		if cfg.GRPCTLS != nil {
+			return nil, fmt.Errorf("service %q: tls applies to protocol: grpc", cfg.Name)
+		}
+	case "grpc":
+		s.grpc, s.grpcTLS = true, cfg.GRPCTLS
+	default:
+		return nil, fmt.Errorf("service %q: unknown protocol %q (want http or grpc)", cfg.Name, cfg.Protocol)
+	}
 	if s.Total <= 0 {
 		s.Total = 5 * time.Second
 	}
@@ -221,7 +243,12 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		c.Outcome.Attempts++
 		in.requests.Add(1)
 		in.inflight.Add(1)
-		err := in.exchange(c, deadline)
+		var err error
+		if s.grpc {
+			err = in.grpcExchange(c, deadline, s.grpcTLS)
+		} else {
+			err = in.exchange(c, deadline)
+		}
 		in.inflight.Add(-1)
 		if err == nil {
 			StripResponse(c.Resp)
@@ -277,6 +304,9 @@ func (s *Service) failed(in *Instance, refused bool) {
 	}
 	in.keep(s.Name)
 }
+
+// GRPC reports whether the service's instances speak gRPC.
+func (s *Service) GRPC() bool { return s.grpc }
 
 // Breaker returns the service's breaker, nil when it has none.
 func (s *Service) Breaker() *breaker.Breaker { return s.breaker }

@@ -109,7 +109,7 @@ var errUsage = errors.New("usage")
 // answer.
 func dialCluster(addrs string) (*cluster.Client, error) {
 	host, _ := os.Hostname()
-	tlsCfg, err := config.ClusterTLS{
+	tlsCfg, err := config.ClientTLS{
 		CAFile:     os.Getenv("TOLLGATE_REDIS_TLS_CA"),
 		CertFile:   os.Getenv("TOLLGATE_REDIS_TLS_CERT"),
 		KeyFile:    os.Getenv("TOLLGATE_REDIS_TLS_KEY"),

@@ -10,28 +10,29 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// ClusterTLS is cluster.tls: the node reaches Redis over TLS. A Redis that
-// holds the cluster's configuration, or that is reached beyond the host,
-// should be. Setting any field turns TLS on.
-type ClusterTLS struct {
+// ClientTLS is how the gateway reaches a server over TLS as its client:
+// cluster.tls (Redis: one that holds the cluster's configuration, or that
+// is reached beyond the host, should be) and a gRPC service's tls. Setting
+// any field turns TLS on.
+type ClientTLS struct {
 	Enabled bool `yaml:"enabled"`
-	// CAFile holds the PEM certificates that sign Redis's certificate;
-	// default the system's roots.
+	// CAFile holds the PEM certificates that sign the server's
+	// certificate; default the system's roots.
 	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the node's own certificate, for a Redis
-	// that asks clients for one (tls-auth-clients).
+	// CertFile and KeyFile are the node's own certificate, for a server
+	// that asks clients for one (Redis's tls-auth-clients, mTLS).
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
-	// ServerName is the name Redis's certificate must carry; default the
-	// host of the address.
+	// ServerName is the name the server's certificate must carry;
+	// default the host of the address.
 	ServerName string `yaml:"server_name"`
 
 	line int // where the block was written, for errors
 }
 
 // UnmarshalYAML records where the block was written.
-func (t *ClusterTLS) UnmarshalYAML(n *yaml.Node) error {
-	type plain ClusterTLS
+func (t *ClientTLS) UnmarshalYAML(n *yaml.Node) error {
+	type plain ClientTLS
 	if err := n.Decode((*plain)(t)); err != nil {
 		return err
 	}
@@ -40,19 +41,19 @@ func (t *ClusterTLS) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // On reports whether TLS is asked for.
-func (t ClusterTLS) On() bool {
+func (t ClientTLS) On() bool {
 	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != ""
 }
 
 // settings is t without where it was written: what a reload compares.
-func (t ClusterTLS) settings() ClusterTLS {
+func (t ClientTLS) settings() ClientTLS {
 	t.line = 0
 	return t
 }
 
-// Config reads the files and returns the TLS settings for the Redis
-// client; nil when TLS is off.
-func (t ClusterTLS) Config() (*tls.Config, error) {
+// Config reads the files and returns the client's TLS settings; nil when
+// TLS is off.
+func (t ClientTLS) Config() (*tls.Config, error) {
 	if !t.On() {
 		return nil, nil
 	}

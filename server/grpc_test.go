@@ -1,0 +1,186 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
+	"github.com/valyala/fasthttp"
+)
+
+// grpcRoutes transcodes /v1/orders (Create) and /v1/orders/{id} (Get) to
+// the order service at ${UP}.
+const grpcRoutes = `
+services:
+  orders:
+    protocol: grpc
+    instances: [{addr: "${UP}"}]
+    timeouts: {connect: 200ms, read: 400ms, total: 400ms}
+    breaker: {window: 10s, failure_rate: 0.5, min_requests: 4, open_for: 30s}
+routes:
+  - name: create
+    match: {path: /v1/orders, methods: [POST]}
+    grpc: {service: shop.v1.Orders, method: Create, descriptors: "${PB}"}
+    service: orders
+  - name: get
+    match: {prefix: /v1/orders/, methods: [GET]}
+    grpc: {service: shop.v1.Orders, method: Get, descriptors: "${PB}", proto_names: true}
+    service: orders
+`
+
+func ordersPB(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "orders.pb")
+	if err := os.WriteFile(p, grpcorders.DescriptorSet, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func doJSON(t *testing.T, addr, method, target, ct, body string) (int, map[string]any, string) {
+	t.Helper()
+	var req fasthttp.Request
+	var resp fasthttp.Response
+	req.SetRequestURI("http://" + addr + target)
+	req.Header.SetMethod(method)
+	if ct != "" {
+		req.Header.SetContentType(ct)
+	}
+	if body != "" {
+		req.SetBodyString(body)
+	}
+	if err := fasthttp.DoTimeout(&req, &resp, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	raw := string(resp.Body())
+	var m map[string]any
+	_ = json.Unmarshal(resp.Body(), &m)
+	return resp.StatusCode(), m, raw
+}
+
+// TestGRPCTranscoding: JSON in, a gRPC call, JSON out — body, path and
+// query fields; the request's mistakes refused 400 naming the field; gRPC
+// statuses answered with their HTTP statuses; the gateway's forwarding
+// fields sent as metadata.
+func TestGRPCTranscoding(t *testing.T) {
+	for _, kind := range []string{"netpoll", "fasthttp"} {
+		t.Run(kind, func(t *testing.T) {
+			be := grpcorders.Start(t)
+			g := startGateway(t, kind, grpcRoutes, map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+			st, m, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json",
+				`{"sku":"abc","quantity":2,"customerId":"c-1","notes":{"gift":"yes"},"tags":["x","y"]}`)
+			want := `{"id":"o-abc","sku":"abc","quantity":2,"customerId":"c-1","status":"created","totalCents":"2500","notes":{"gift":"YES"},"tags":["x","y"]}`
+			if st != 200 || !jsonEqual(raw, want) {
+				t.Fatalf("create: %d %s", st, raw)
+			}
+			md := be.LastMetadata()
+			for _, k := range []string{"x-request-id", "traceparent", "x-forwarded-for"} {
+				if len(md.Get(k)) != 1 {
+					t.Fatalf("metadata %s missing: %v", k, md)
+				}
+			}
+			// Proto field names also accepted; path variables and query.
+			st, _, raw = doJSON(t, g.Addr, "GET", "/v1/orders/o%2D7?with_items=true&limit=3&unknown=1", "", "")
+			if st != 200 || !jsonEqual(raw, `{"id":"o-7","status":"shipped","quantity":3}`) {
+				t.Fatalf("get: %d %s", st, raw)
+			}
+
+			for _, tc := range []struct {
+				name, method, target, ct, body string
+				status                         int
+				mention                        string
+			}{
+				{"unknown field", "POST", "/v1/orders", "application/json", `{"sku":"a","colour":"red"}`, 400, "colour"},
+				{"wrong type", "POST", "/v1/orders", "application/json", `{"sku":"a","quantity":"many"}`, 400, "quantity"},
+				{"not JSON", "POST", "/v1/orders", "application/json", `sku=a`, 400, "invalid"},
+				{"form body", "POST", "/v1/orders", "application/x-www-form-urlencoded", `sku=a`, 415, "JSON"},
+				{"bad query value", "GET", "/v1/orders/o-1?limit=lots", "", "", 400, "limit"},
+				{"NOT_FOUND", "POST", "/v1/orders", "application/json", `{"sku":"missing","quantity":1}`, 404, "NOT_FOUND"},
+				{"INVALID_ARGUMENT", "POST", "/v1/orders", "application/json", `{"sku":"a","quantity":0}`, 400, "quantity must be at least 1"},
+				{"INTERNAL", "POST", "/v1/orders", "application/json", `{"sku":"boom","quantity":1}`, 500, "INTERNAL"},
+				{"UNAVAILABLE", "POST", "/v1/orders", "application/json", `{"sku":"busy","quantity":1}`, 503, "UNAVAILABLE"},
+			} {
+				calls := be.Calls.Load()
+				st, m, raw := doJSON(t, g.Addr, tc.method, tc.target, tc.ct, tc.body)
+				if st != tc.status || !strings.Contains(raw, tc.mention) || m["trace_id"] == nil {
+					t.Fatalf("%s: %d %s, want %d mentioning %q", tc.name, st, raw, tc.status, tc.mention)
+				}
+				if tc.status == 400 && tc.mention != "quantity must be at least 1" && be.Calls.Load() != calls {
+					t.Fatalf("%s reached the backend", tc.name)
+				}
+			}
+			_ = m
+
+			// A hung backend: 504 within the budget (400ms total).
+			start := time.Now()
+			st, _, raw = doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"hang","quantity":1}`)
+			if d := time.Since(start); st != 504 || d > 1500*time.Millisecond {
+				t.Fatalf("hung backend: %d after %v: %s", st, d, raw)
+			}
+		})
+	}
+}
+
+// TestGRPCBackendDownOpensBreaker: with the backend gone, calls fail
+// UNAVAILABLE and the service's breaker opens.
+func TestGRPCBackendDownOpensBreaker(t *testing.T) {
+	be := grpcorders.Start(t)
+	g := startGateway(t, "netpoll", grpcRoutes, map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+	body := `{"sku":"abc","quantity":1}`
+	if st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", body); st != 200 {
+		t.Fatalf("%d %s", st, raw)
+	}
+	be.Stop()
+	var last string
+	for i := 0; i < 20; i++ {
+		_, _, last = doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", body)
+		if strings.Contains(last, "circuit breaker open") {
+			return
+		}
+	}
+	t.Fatalf("the breaker did not open; last answer %s", last)
+}
+
+// TestGRPCConfigErrors: what a grpc route or service is refused for.
+func TestGRPCConfigErrors(t *testing.T) {
+	pb := ordersPB(t)
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"streaming": {strings.Replace(grpcRoutes, "method: Create", "method: Watch", 1), "only unary methods"},
+		"no method": {strings.Replace(grpcRoutes, "method: Create", "method: Delete", 1), "has no method Delete"},
+		"no service": {strings.Replace(grpcRoutes, "service: shop.v1.Orders, method: Create", "service: shop.v1.Carts, method: Create", 1), "no service shop.v1.Carts"},
+		"http service": {strings.Replace(grpcRoutes, "protocol: grpc", "protocol: http", 1), "speaks HTTP"},
+		"no step": {grpcRoutes + `  - name: raw
+    match: {prefix: /raw/}
+    service: orders
+`, "needs a grpc step"},
+		"not a set": {strings.Replace(grpcRoutes, "${PB}", "${NOTPB}", 1), "not a FileDescriptorSet"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			notpb := filepath.Join(t.TempDir(), "x.pb")
+			_ = os.WriteFile(notpb, []byte("\xff\xff\xff junk"), 0o600)
+			vars := map[string]string{"UP": "127.0.0.1:1", "PB": pb, "NOTPB": notpb}
+			f, err := config.Parse("t.yaml", []byte(tc.yaml), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+			if err == nil {
+				f.Defaults()
+				_, err = config.NewCompiler().Compile(f, "t.yaml")
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func jsonEqual(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
