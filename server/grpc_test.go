@@ -151,9 +151,9 @@ func TestGRPCBackendDownOpensBreaker(t *testing.T) {
 func TestGRPCConfigErrors(t *testing.T) {
 	pb := ordersPB(t)
 	for name, tc := range map[string]struct{ yaml, want string }{
-		"streaming": {strings.Replace(grpcRoutes, "method: Create", "method: Watch", 1), "only unary methods"},
-		"no method": {strings.Replace(grpcRoutes, "method: Create", "method: Delete", 1), "has no method Delete"},
-		"no service": {strings.Replace(grpcRoutes, "service: shop.v1.Orders, method: Create", "service: shop.v1.Carts, method: Create", 1), "no service shop.v1.Carts"},
+		"streaming":    {strings.Replace(grpcRoutes, "method: Create", "method: Watch", 1), "only unary methods"},
+		"no method":    {strings.Replace(grpcRoutes, "method: Create", "method: Delete", 1), "has no method Delete"},
+		"no service":   {strings.Replace(grpcRoutes, "service: shop.v1.Orders, method: Create", "service: shop.v1.Carts, method: Create", 1), "no service shop.v1.Carts"},
 		"http service": {strings.Replace(grpcRoutes, "protocol: grpc", "protocol: http", 1), "speaks HTTP"},
 		"no step": {grpcRoutes + `  - name: raw
     match: {prefix: /raw/}
