@@ -1,0 +1,147 @@
+package transcode
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+func orders(t testing.TB, method string) *Step {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "orders.pb")
+	if err := os.WriteFile(p, grpcorders.DescriptorSet, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(&Config{Service: "shop.v1.Orders", Method: method, Descriptors: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func ctxFor(method, target, body string) *pipeline.Ctx {
+	req, resp := new(fasthttp.Request), new(fasthttp.Response)
+	req.SetRequestURI("http://h" + target)
+	req.Header.SetMethod(method)
+	if body != "" {
+		req.Header.SetContentType("application/json")
+		req.SetBodyString(body)
+	}
+	return pipeline.AcquireParsed(req, resp)
+}
+
+// TestHTTPRuleRead: the google.api.http annotation is read from the
+// descriptor set's raw method options.
+func TestHTTPRuleRead(t *testing.T) {
+	c, g := orders(t, "Create"), orders(t, "Get")
+	if !c.hasRule || c.rule.Method != "POST" || c.rule.Body != "*" || len(c.rule.Path.segs) != 2 {
+		t.Fatalf("Create: %+v", c.rule)
+	}
+	if !g.hasRule || g.rule.Method != "GET" || g.rule.Body != "" || len(g.rule.Path.vars) != 1 || g.rule.Path.vars[0].Field != "id" {
+		t.Fatalf("Get: %+v", g.rule)
+	}
+	if g.Method() != "/shop.v1.Orders/Get" {
+		t.Fatal(g.Method())
+	}
+}
+
+// TestTemplates: path templates, their variables and what they refuse.
+func TestTemplates(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl, path string
+		match      bool
+		vars       string
+	}{
+		{"/v1/orders/{id}", "/v1/orders/7", true, "id=7"},
+		{"/v1/orders/{id}", "/v1/orders/7/x", false, ""},
+		{"/v1/orders/{id}", "/v1/orders/a%2Fb", true, "id=a/b"},
+		{"/v1/{name=shelves/*/books/*}", "/v1/shelves/s1/books/b2", true, "name=shelves/s1/books/b2"},
+		{"/v1/{name=shelves/*/books/*}", "/v1/shelves/s1/cds/b2", false, ""}, // literals inside a variable still match exactly
+		{"/v1/files/{path=**}", "/v1/files/a/b/c", true, "path=a/b/c"},
+		{"/v1/{a}/{b}:undelete", "/v1/x/y:undelete", true, "a=x,b=y"},
+		{"/v1/{a}/{b}:undelete", "/v1/x/y", false, ""},
+		{"/v1/static", "/v1/static", true, ""},
+	} {
+		tp, err := parseTemplate(tc.tmpl)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tmpl, err)
+		}
+		var got []string
+		ok, err := tp.match(tc.path, func(f, v string) error { got = append(got, f+"="+v); return nil })
+		if err != nil || ok != tc.match || (ok && strings.Join(got, ",") != tc.vars) {
+			t.Fatalf("%s on %s: %v %v %v", tc.tmpl, tc.path, ok, got, err)
+		}
+	}
+	for _, bad := range []string{"v1/x", "/v1/{id", "/v1/{=x}", "/v1/a{id}", "/v1//x", "/v1/**/x"} {
+		if _, err := parseTemplate(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}
+
+// TestRequestAndReply: a request becomes the message the JSON says, and a
+// reply the JSON of its message.
+func TestRequestAndReply(t *testing.T) {
+	s := orders(t, "Create")
+	c := ctxFor("POST", "/v1/orders", `{"sku":"abc","quantity":2,"customer_id":"c","tags":["a"]}`)
+	if s.Handle(c) != pipeline.Continue || c.GRPC == nil || c.GRPC.Method != "/shop.v1.Orders/Create" {
+		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
+	}
+	in := dynamicpb.NewMessage(s.in)
+	if err := proto.Unmarshal(c.GRPC.Request, in); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := protojson.Marshal(in); !strings.Contains(string(got), `"customerId":"c"`) {
+		t.Fatalf("request %s", got)
+	}
+	out := dynamicpb.NewMessage(s.out)
+	_ = protojson.Unmarshal([]byte(`{"id":"o-1","totalCents":"12"}`), out)
+	c.GRPC.Reply, _ = proto.Marshal(out)
+	c.GRPC.Done = true
+	s.HandleResponse(c)
+	if c.Resp.StatusCode() != 200 || !strings.Contains(string(c.Resp.Body()), `"totalCents":"12"`) {
+		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
+	}
+}
+
+func benchStep(b *testing.B, s *Step, c *pipeline.Ctx, reply []byte) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.Handle(c) != pipeline.Continue {
+			b.Fatal(string(c.Resp.Body()))
+		}
+		if reply != nil {
+			c.GRPC.Reply = append(c.GRPC.Reply[:0], reply...)
+			c.GRPC.Done = true
+		}
+		s.HandleResponse(c)
+		c.Resp.Reset()
+	}
+}
+
+// BenchmarkTranscode is the conversion path of one call, both ways, without
+// the call: JSON body to request message, reply message to JSON.
+func BenchmarkTranscode(b *testing.B) {
+	s := orders(b, "Create")
+	out := dynamicpb.NewMessage(s.out)
+	_ = protojson.Unmarshal([]byte(`{"id":"o-abc","sku":"abc","quantity":2,"customerId":"c-1","status":"created","totalCents":"2500"}`), out)
+	reply, _ := proto.Marshal(out)
+	b.Run("small", func(b *testing.B) {
+		benchStep(b, s, ctxFor("POST", "/v1/orders", `{"sku":"abc","quantity":2,"customerId":"c-1"}`), reply)
+	})
+	b.Run("request-only", func(b *testing.B) {
+		benchStep(b, s, ctxFor("POST", "/v1/orders", `{"sku":"abc","quantity":2,"customerId":"c-1"}`), nil)
+	})
+	g := orders(b, "Get")
+	b.Run("path-and-query", func(b *testing.B) {
+		benchStep(b, g, ctxFor("GET", "/v1/orders/o-7?with_items=true&limit=3", ""), reply)
+	})
+}
