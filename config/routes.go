@@ -137,22 +137,19 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 }
 
 // checkProtocols refuses a route whose steps and services speak different
-// protocols: a grpc step (transcoding) calls one gRPC service, and a gRPC
-// service is reached only through one.
+// protocols: a grpc step (transcoding) calls one gRPC service. (A route to
+// a gRPC service without one passes gRPC clients' calls through.)
 func (s *Snapshot) checkProtocols(rc *Route) error {
 	_, transcodes := rc.Features[transcode.Key]
 	if transcodes && rc.Service == "" {
 		return errors.New("grpc needs service: a gRPC service to call (not split, mock or offline)")
 	}
-	if svc := s.Services[rc.Service]; svc != nil && svc.GRPC() != transcodes {
-		if transcodes {
-			return fmt.Errorf("grpc: service %q speaks HTTP; set protocol: grpc on it", rc.Service)
-		}
-		return fmt.Errorf("service %q speaks gRPC: the route needs a grpc step (grpc: {service, method, descriptors})", rc.Service)
+	if svc := s.Services[rc.Service]; svc != nil && transcodes && !svc.GRPC() {
+		return fmt.Errorf("grpc: service %q speaks HTTP; set protocol: grpc on it", rc.Service)
 	}
 	for _, it := range rc.Split {
 		if svc := s.Services[it.Service]; svc != nil && svc.GRPC() {
-			return fmt.Errorf("split: service %q speaks gRPC; only a route with a grpc step reaches it", it.Service)
+			return fmt.Errorf("split: service %q speaks gRPC; a route reaches it directly (service: %s)", it.Service, it.Service)
 		}
 	}
 	return nil

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,7 +13,16 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
+	"github.com/tollgate/tollgate/server/h2"
 	"github.com/valyala/fasthttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 )
 
 // grpcRoutes transcodes /v1/orders (Create) and /v1/orders/{id} (Get) to
@@ -155,10 +166,10 @@ func TestGRPCConfigErrors(t *testing.T) {
 		"no method":    {strings.Replace(grpcRoutes, "method: Create", "method: Delete", 1), "has no method Delete"},
 		"no service":   {strings.Replace(grpcRoutes, "service: shop.v1.Orders, method: Create", "service: shop.v1.Carts, method: Create", 1), "no service shop.v1.Carts"},
 		"http service": {strings.Replace(grpcRoutes, "protocol: grpc", "protocol: http", 1), "speaks HTTP"},
-		"no step": {grpcRoutes + `  - name: raw
+		"split to grpc": {strings.Replace(grpcRoutes, "services:\n", "services:\n  web: {instances: [{addr: \"127.0.0.1:2\"}]}\n", 1) + `  - name: raw
     match: {prefix: /raw/}
-    service: orders
-`, "needs a grpc step"},
+    split: [{service: orders, percent: 50}, {service: web}]
+`, "a route reaches it directly"},
 		"not a set": {strings.Replace(grpcRoutes, "${PB}", "${NOTPB}", 1), "not a FileDescriptorSet"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -183,4 +194,91 @@ func jsonEqual(a, b string) bool {
 		return false
 	}
 	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// grpcPassRoutes passes gRPC calls to shop.v1.Orders through, two per
+// second per tenant.
+const grpcPassRoutes = `
+services:
+  orders:
+    protocol: grpc
+    instances: [{addr: "${UP}"}]
+    timeouts: {connect: 200ms, read: 400ms, total: 400ms}
+routes:
+  - name: rpc
+    match: {prefix: /shop.v1.Orders/}
+    limits: [{by: header.X-Tenant, rate: 2, per: 1s, burst: 2}]
+    service: orders
+`
+
+// TestGRPCPassThrough: a gRPC client on the HTTP/2 listener calls through
+// the gateway: the route's limit applies and is answered as a gRPC status,
+// backend statuses and trailers come back as sent, and a call the gateway
+// has no route for is UNIMPLEMENTED.
+func TestGRPCPassThrough(t *testing.T) {
+	for _, kind := range []string{"netpoll", "fasthttp"} {
+		t.Run(kind, func(t *testing.T) {
+			be := grpcorders.Start(t)
+			e := startH2EdgeOn(t, kind, h2.Options{}, grpcPassRoutes, be.Addr)
+			conn, err := grpc.NewClient(e.g.Addr, grpc.WithTransportCredentials(credentials.NewTLS(
+				&tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool()})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			d, _ := grpcorders.Files(t).FindDescriptorByName("shop.v1.Orders")
+			create := d.(protoreflect.ServiceDescriptor).Methods().ByName("Create")
+			call := func(tenant, method, body string) (*dynamicpb.Message, metadata.MD, error) {
+				in, out := dynamicpb.NewMessage(create.Input()), dynamicpb.NewMessage(create.Output())
+				if err := protojson.Unmarshal([]byte(body), in); err != nil {
+					t.Fatal(err)
+				}
+				var trailer metadata.MD
+				ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-tenant", tenant), 5*time.Second)
+				defer cancel()
+				err := conn.Invoke(ctx, method, in, out, grpc.Trailer(&trailer))
+				return out, trailer, err
+			}
+			out, trailer, err := call("t1", "/shop.v1.Orders/Create", `{"sku":"abc","quantity":2}`)
+			if err != nil || out.Get(out.Descriptor().Fields().ByName("id")).String() != "o-abc" {
+				t.Fatalf("call: %v %v", out, err)
+			}
+			if got := trailer.Get("x-order-trace"); len(got) != 1 || got[0] != "t-Create" {
+				t.Fatalf("trailers %v", trailer)
+			}
+			if md := be.LastMetadata(); len(md.Get("x-tenant")) != 1 || len(md.Get("x-request-id")) != 1 {
+				t.Fatalf("backend metadata %v", md)
+			}
+			if _, _, err := call("t2", "/shop.v1.Orders/Create", `{"sku":"missing","quantity":1}`); status.Code(err) != codes.NotFound ||
+				status.Convert(err).Message() != "no such sku" {
+				t.Fatalf("NOT_FOUND passed through as %v", err)
+			}
+			// The route's limit: two a second for t3.
+			var codesSeen []codes.Code
+			for range 3 {
+				_, _, err := call("t3", "/shop.v1.Orders/Create", `{"sku":"abc","quantity":1}`)
+				codesSeen = append(codesSeen, status.Code(err))
+				if err != nil && !strings.Contains(status.Convert(err).Message(), "rate limit") {
+					t.Fatalf("refused with %v", err)
+				}
+			}
+			if codesSeen[0] != codes.OK || codesSeen[1] != codes.OK || codesSeen[2] != codes.ResourceExhausted {
+				t.Fatalf("limited calls: %v", codesSeen)
+			}
+			if _, _, err := call("t4", "/shop.v1.Carts/Get", `{}`); status.Code(err) != codes.Unimplemented {
+				t.Fatalf("unrouted method: %v", err)
+			}
+			start := time.Now()
+			if _, _, err := call("t5", "/shop.v1.Orders/Create", `{"sku":"hang","quantity":1}`); status.Code(err) != codes.DeadlineExceeded ||
+				time.Since(start) > 2*time.Second {
+				t.Fatalf("hung backend: %v after %v", err, time.Since(start))
+			}
+			// Not a gRPC client: refused, not forwarded.
+			calls := be.Calls.Load()
+			resp, body := e.do(t, e.client(true), "POST", "/shop.v1.Orders/Create", []byte(`{"sku":"abc"}`), map[string]string{"Content-Type": "application/json"})
+			if resp.StatusCode != 415 || be.Calls.Load() != calls {
+				t.Fatalf("JSON to a pass-through route: %d %s", resp.StatusCode, body)
+			}
+		})
+	}
 }

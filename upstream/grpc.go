@@ -111,16 +111,14 @@ func (timeoutError) Error() string   { return "grpc: deadline exceeded" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
-var errNotGRPC = pipeline.NewCanned(fasthttp.StatusBadGateway, "this service speaks gRPC and the route has no grpc step")
-
-// grpcExchange makes the request's gRPC call to in. A status from the
-// backend is an answer (written here, mapped to HTTP); a call that ran out
-// of time is an error, as for HTTP.
+// grpcExchange makes the request's gRPC call to in: the one a grpc step
+// built, or the client's own (pass-through, grpc_passthrough.go). A status
+// from the backend is an answer (written here, mapped to HTTP); a call
+// that ran out of time is an error, as for HTTP.
 func (in *Instance) grpcExchange(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS) error {
 	call := c.GRPC
 	if call == nil {
-		errNotGRPC.WriteTo(c)
-		return nil
+		return in.passThrough(c, deadline, t)
 	}
 	cc, err := in.grpcConn(t)
 	if err != nil {

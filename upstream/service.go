@@ -251,8 +251,13 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		}
 		in.inflight.Add(-1)
 		if err == nil {
-			StripResponse(c.Resp)
-			c.Outcome.Result, c.Outcome.Status = pipeline.ResultOK, c.Resp.StatusCode()
+			if !s.grpc { // a gRPC answer is the gateway's own writing
+				StripResponse(c.Resp)
+			}
+			c.Outcome.Result = pipeline.ResultOK
+			if c.Outcome.Status == 0 { // a passed-through gRPC call set its own
+				c.Outcome.Status = c.Resp.StatusCode()
+			}
 			if c.Outcome.Status >= 500 {
 				s.failed(in, false)
 			} else {

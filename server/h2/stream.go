@@ -68,6 +68,9 @@ func (c *conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.earlyReset()
 		return
 	}
+	if isGRPC(r) && !isGRPCAnswer(resp) {
+		grpcify(resp)
+	}
 	writeAnswer(w, resp, r.Method == http.MethodHead)
 }
 
@@ -254,8 +257,8 @@ func writeAnswer(w http.ResponseWriter, resp *fasthttp.Response, head bool) {
 			continue
 		}
 		name, value := line[:colon], bytes.TrimLeft(line[colon+1:], " \t")
-		if isHopByHop(name) {
-			continue
+		if isHopByHop(name) || bytes.EqualFold(name, strTrailer) {
+			continue // Trailer: the trailers go as HTTP/2 trailers, below
 		}
 		k := http.CanonicalHeaderKey(string(name))
 		hdr[k] = append(hdr[k], string(value))
@@ -264,7 +267,18 @@ func writeAnswer(w http.ResponseWriter, resp *fasthttp.Response, head bool) {
 	if !head {
 		_ = resp.BodyWriteTo(w)
 	}
+	// Trailers (a passed-through gRPC call's status): set after the body
+	// under net/http's trailer prefix, x/net sends them as the stream's
+	// last HEADERS frame.
+	for name := range resp.Header.Trailers() {
+		k := http.TrailerPrefix + http.CanonicalHeaderKey(string(name))
+		for _, v := range resp.Header.PeekAll(string(name)) {
+			hdr[k] = append(hdr[k], string(v))
+		}
+	}
 }
+
+var strTrailer = []byte("Trailer")
 
 func isHopByHop(name []byte) bool {
 	for _, h := range hopByHop {

@@ -6,7 +6,8 @@
 // Behaviour by request: Create answers an order with id "o-<sku>"; a sku
 // of "missing" fails NOT_FOUND, "boom" INTERNAL, "busy" UNAVAILABLE,
 // "hang" waits until the call is cancelled; a quantity below 1 fails
-// INVALID_ARGUMENT. Get answers the order named by id.
+// INVALID_ARGUMENT. Get answers the order named by id. Every call's
+// trailers carry x-order-trace: t-<method>.
 package grpcorders
 
 import (
@@ -91,6 +92,7 @@ func StartOn(t testing.TB, ln net.Listener) *Server {
 				s.mu.Lock()
 				s.last = md
 				s.mu.Unlock()
+				_ = grpc.SetTrailer(ctx, metadata.Pairs("x-order-trace", "t-"+name))
 				return s.answer(ctx, name, in, dynamicpb.NewMessage(m.Output()))
 			},
 		})
