@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
@@ -70,10 +71,23 @@ func Start(t testing.TB) *Server {
 // StartOn serves on ln; the caller stops it.
 func StartOn(t testing.TB, ln net.Listener) *Server {
 	t.Helper()
-	files := Files(t)
-	d, err := files.FindDescriptorByName("shop.v1.Orders")
+	s, err := Serve(ln)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+// Serve serves the order service on ln until Stop (the bench's gRPC
+// upstream runs it too).
+func Serve(ln net.Listener) (*Server, error) {
+	files, err := files()
+	if err != nil {
+		return nil, err
+	}
+	d, err := files.FindDescriptorByName("shop.v1.Orders")
+	if err != nil {
+		return nil, err
 	}
 	svc := d.(protoreflect.ServiceDescriptor)
 	s := &Server{Addr: ln.Addr().String(), srv: grpc.NewServer()}
@@ -99,7 +113,7 @@ func StartOn(t testing.TB, ln net.Listener) *Server {
 	}
 	s.srv.RegisterService(&desc, struct{}{})
 	go func() { _ = s.srv.Serve(ln) }()
-	return s
+	return s, nil
 }
 
 func (s *Server) answer(ctx context.Context, method string, in, out *dynamicpb.Message) (any, error) {
@@ -157,17 +171,19 @@ func (s *Server) answer(ctx context.Context, method string, in, out *dynamicpb.M
 }
 
 // Files is the descriptor set as a registry.
-func Files(t testing.TB) interface {
-	FindDescriptorByName(protoreflect.FullName) (protoreflect.Descriptor, error)
-} {
+func Files(t testing.TB) *protoregistry.Files {
 	t.Helper()
-	var set descriptorpb.FileDescriptorSet
-	if err := proto.Unmarshal(DescriptorSet, &set); err != nil {
-		t.Fatal(err)
-	}
-	files, err := protodesc.NewFiles(&set)
+	f, err := files()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return files
+	return f
+}
+
+func files() (*protoregistry.Files, error) {
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(DescriptorSet, &set); err != nil {
+		return nil, err
+	}
+	return protodesc.NewFiles(&set)
 }
