@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -280,5 +281,58 @@ func TestGRPCPassThrough(t *testing.T) {
 				t.Fatalf("JSON to a pass-through route: %d %s", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// TestGRPCInstanceEjectedAndBack: of two gRPC instances, one killed is
+// ejected; started again on its address it is probed over gRPC (the
+// health service, UNIMPLEMENTED on this server, which still proves it up)
+// and comes back.
+func TestGRPCInstanceEjectedAndBack(t *testing.T) {
+	a := grpcorders.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := grpcorders.StartOn(t, ln)
+	yaml := strings.Replace(grpcRoutes, `instances: [{addr: "${UP}"}]`, `instances: [{addr: "${UP}"}, {addr: "${UP2}"}]
+    health: {path: /unused, interval: 100ms, timeout: 200ms, eject_after: 2, healthy_after: 1}`, 1)
+	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": a.Addr, "UP2": b.Addr, "PB": ordersPB(t)}, nil)
+	instanceState := func() string {
+		for _, in := range g.GW.Snapshot().Services["orders"].Instances {
+			if in.Addr == b.Addr {
+				return in.Status().State
+			}
+		}
+		return "?"
+	}
+	body := `{"sku":"abc","quantity":1}`
+	b.Stop()
+	for i := 0; i < 20 && instanceState() != "ejected"; i++ {
+		doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", body)
+	}
+	if s := instanceState(); s != "ejected" {
+		t.Fatalf("the killed instance is %s", s)
+	}
+	ln, err = net.Listen("tcp", b.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = grpcorders.StartOn(t, ln)
+	defer b.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for instanceState() != "up" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted instance is still %s", instanceState())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 4 {
+		if st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", body); st != 200 {
+			t.Fatalf("%d %s", st, raw)
+		}
+	}
+	if b.Calls.Load() == 0 {
+		t.Fatal("the instance back in rotation got no call")
 	}
 }

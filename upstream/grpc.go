@@ -78,6 +78,37 @@ func (in *Instance) closeGRPC() {
 	}
 }
 
+// grpcProbeConn is one of the instance's gRPC connections, nil when it is
+// not called over gRPC.
+func (in *Instance) grpcProbeConn() *grpc.ClientConn {
+	g := &in.grpc
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, cc := range g.conns {
+		return cc
+	}
+	return nil
+}
+
+// probeGRPC asks the standard health service (grpc.health.v1.Health/Check,
+// for the whole server). A server that answers it SERVING, or answers
+// anything but NOT_SERVING — UNIMPLEMENTED included: it speaks gRPC and
+// is up — is healthy; one that cannot be reached in time is not.
+func (in *Instance) probeGRPC(cc *grpc.ClientConn) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), in.health.cfg.Timeout)
+	defer cancel()
+	var req, reply []byte
+	err := cc.Invoke(ctx, "/grpc.health.v1.Health/Check", &req, &reply, forceRaw)
+	switch status.Code(err) {
+	case codes.OK:
+		// HealthCheckResponse: field 1, the serving status; 2 is NOT_SERVING.
+		return !(len(reply) >= 2 && reply[0] == 0x08 && reply[1] == 2)
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return false
+	}
+	return true
+}
+
 // rawCodec passes messages through as the bytes they already are: the
 // route's grpc step serialized the request, and it reads the reply.
 type rawCodec struct{}

@@ -163,8 +163,12 @@ func (in *Instance) probeLoop(service string) {
 	}
 }
 
-// probe sends one health request; any answer below 500 is healthy.
+// probe sends one health request; any answer below 500 is healthy. An
+// instance called over gRPC is probed over gRPC instead (probeGRPC).
 func (in *Instance) probe(client *fasthttp.HostClient) bool {
+	if cc := in.grpcProbeConn(); cc != nil {
+		return in.probeGRPC(cc)
+	}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
