@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 FUZZTIME ?= 20s
 
-.PHONY: build run test test-deps test-race test-allocs bench chaos lint fuzz clean
+.PHONY: build run test test-deps test-race test-allocs bench chaos lint fuzz proto clean
 
 # Root installs directly; anyone else through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -48,6 +48,7 @@ bench:
 	bash bench/run.sh
 	bash bench/chain.sh
 	bash bench/tls.sh
+	bash bench/grpc.sh
 
 ## chaos: reloads, a killed instance and a hanging upstream under wrk load.
 chaos:
@@ -73,6 +74,15 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./source/
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONSpans$$' -fuzztime $(FUZZTIME) ./source/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./record/
+	$(GO) test -run '^$$' -fuzz '^FuzzTranscode$$' -fuzztime $(FUZZTIME) ./transcode/
+
+## proto: rebuild the test order service's descriptor set (checked in, so
+## nothing else needs protoc) after changing its .proto files.
+proto:
+	@command -v protoc >/dev/null 2>&1 || { echo "installing protobuf-compiler"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null; }
+	cd internal/testutil/grpcorders/proto && protoc -I . -I /usr/include --include_imports \
+		--descriptor_set_out=../orders.pb orders.proto
 	$(GO) test -run '^$$' -fuzz '^FuzzAgree$$' -fuzztime $(FUZZTIME) ./sign/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgreeV2$$' -fuzztime $(FUZZTIME) ./sign/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompareKeys$$' -fuzztime $(FUZZTIME) ./sign/
