@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
+	"github.com/tollgate/tollgate/record"
 	"github.com/tollgate/tollgate/server/h2"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
@@ -334,5 +335,50 @@ func TestGRPCInstanceEjectedAndBack(t *testing.T) {
 	}
 	if b.Calls.Load() == 0 {
 		t.Fatal("the instance back in rotation got no call")
+	}
+}
+
+// TestGRPCRecordingKeepsJSON: a transcoded route's recording holds the JSON
+// the client sent (masked as configured) and the JSON it got, not the
+// protobuf messages.
+func TestGRPCRecordingKeepsJSON(t *testing.T) {
+	be := grpcorders.Start(t)
+	dir := t.TempDir()
+	yaml := "recording: {dir: \"" + dir + "\"}\n" + strings.Replace(grpcRoutes,
+		"    grpc: {service: shop.v1.Orders, method: Create, descriptors: \"${PB}\"}",
+		"    grpc: {service: shop.v1.Orders, method: Create, descriptors: \"${PB}\"}\n    record: {sample: 1, mask: [json.customerId]}", 1)
+	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+	if st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"abc","quantity":2,"customerId":"secret-c"}`); st != 200 {
+		t.Fatalf("%d %s", st, raw)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		var entries []*record.Entry
+		for _, name := range files {
+			f, err := os.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = record.Scan(f, func(_ int, e *record.Entry, err error) error {
+				if err == nil {
+					entries = append(entries, e)
+				}
+				return nil
+			})
+			f.Close()
+		}
+		if len(entries) > 0 {
+			e := entries[0]
+			if !strings.Contains(e.ReqBody, `"sku":"abc"`) || strings.Contains(e.ReqBody, "secret-c") ||
+				!strings.Contains(e.RespBody, `"id":"o-abc"`) || e.Status != 200 {
+				t.Fatalf("recorded %+v", e)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing recorded")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
