@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
 	"github.com/tollgate/tollgate/record"
 	"github.com/tollgate/tollgate/server/h2"
@@ -380,5 +381,33 @@ func TestGRPCRecordingKeepsJSON(t *testing.T) {
 			t.Fatal("nothing recorded")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGRPCOverTLS: a service with a tls block reaches its instance over
+// TLS, checking its certificate against the given CA and name; without
+// the CA the call fails (UNAVAILABLE) rather than going unverified.
+func TestGRPCOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewTestCA(t)
+	cert, key := ca.Issue(t, dir, "orders", "O", "orders.test")
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	be := grpcorders.StartTLS(t, cert, key)
+	tlsRoutes := strings.Replace(grpcRoutes, "    protocol: grpc\n", "    protocol: grpc\n    tls: {ca_file: \"${CA}\", server_name: orders.test}\n", 1)
+	g := startGateway(t, "netpoll", tlsRoutes, map[string]string{"UP": be.Addr, "PB": ordersPB(t), "CA": caFile}, nil)
+	if st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"abc","quantity":1}`); st != 200 ||
+		!strings.Contains(raw, `"id":"o-abc"`) {
+		t.Fatalf("over TLS: %d %s", st, raw)
+	}
+	// The system's roots do not know the test CA.
+	untrusted := strings.Replace(grpcRoutes, "    protocol: grpc\n", "    protocol: grpc\n    tls: {server_name: orders.test}\n", 1)
+	g2 := startGateway(t, "netpoll", untrusted, map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+	calls := be.Calls.Load()
+	if st, _, raw := doJSON(t, g2.Addr, "POST", "/v1/orders", "application/json", `{"sku":"abc","quantity":1}`); st != 503 ||
+		be.Calls.Load() != calls {
+		t.Fatalf("an unverified backend was called: %d %s", st, raw)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -78,9 +79,29 @@ func StartOn(t testing.TB, ln net.Listener) *Server {
 	return s
 }
 
+// StartTLS serves over TLS with the certificate in certFile and keyFile
+// until the test ends.
+func StartTLS(t testing.TB, certFile, keyFile string) *Server {
+	t.Helper()
+	creds, err := credentials.NewServerTLSFromFile(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Serve(ln, grpc.Creds(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
 // Serve serves the order service on ln until Stop (the bench's gRPC
 // upstream runs it too).
-func Serve(ln net.Listener) (*Server, error) {
+func Serve(ln net.Listener, opts ...grpc.ServerOption) (*Server, error) {
 	files, err := files()
 	if err != nil {
 		return nil, err
@@ -90,7 +111,7 @@ func Serve(ln net.Listener) (*Server, error) {
 		return nil, err
 	}
 	svc := d.(protoreflect.ServiceDescriptor)
-	s := &Server{Addr: ln.Addr().String(), srv: grpc.NewServer()}
+	s := &Server{Addr: ln.Addr().String(), srv: grpc.NewServer(opts...)}
 	desc := grpc.ServiceDesc{ServiceName: string(svc.FullName()), HandlerType: (*any)(nil)}
 	for _, name := range []string{"Create", "Get"} {
 		m := svc.Methods().ByName(protoreflect.Name(name))
