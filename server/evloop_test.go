@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -323,5 +324,91 @@ routes:
 	}
 	if p := peak.Load(); p > 3 {
 		t.Fatalf("the backend saw %d requests at once, the service allows 3 connections", p)
+	}
+}
+
+// TestLoopPoolReuse: the event loops' upstream pools keep connections
+// alive between requests, send an idempotent request again on a new
+// connection when a kept one turns out closed by the backend, do not
+// send a request on one whose close the loop has seen, and close those
+// idle past idle_conn.
+func TestLoopPoolReuse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted, served atomic.Int64
+	closeAfter := atomic.Int64{} // answers per connection before the backend closes it (0: never)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := int64(1); ; n++ {
+					var req fasthttp.Request
+					if err := req.Read(br); err != nil {
+						return
+					}
+					served.Add(1)
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					if k := closeAfter.Load(); k > 0 && n >= k {
+						return // closed without saying so
+					}
+				}
+			}()
+		}
+	}()
+	yaml := strings.Replace(oneService, "    timeouts:", "    idle_conn: 300ms\n    timeouts:", 1)
+	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": ln.Addr().String()}, nil)
+	get := func(method string) int {
+		t.Helper()
+		var req fasthttp.Request
+		var resp fasthttp.Response
+		req.SetRequestURI("http://" + g.Addr + "/x")
+		req.Header.SetMethod(method)
+		if err := fasthttp.DoTimeout(&req, &resp, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode()
+	}
+	for range 5 {
+		if st := get("GET"); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("5 requests took %d upstream connections, want 1 kept alive", n)
+	}
+
+	// The backend closes each connection right after its answer: the next
+	// request finds it closed — seen by the loop (not used), or not yet
+	// (a GET goes again on a new one).
+	closeAfter.Store(1)
+	for i := range 20 {
+		if st := get("GET"); st != 200 {
+			t.Fatalf("GET %d after a silent close: %d", i, st)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the loop sees the last close
+	if st := get("POST"); st != 200 {
+		t.Fatalf("POST on a pool whose connection was closed: %d", st)
+	}
+
+	// Idle past idle_conn: closed by the sweep.
+	closeAfter.Store(0)
+	get("GET")
+	svc := g.GW.Snapshot().Services["up"]
+	deadline := time.Now().Add(3 * time.Second)
+	for svc.Instances[0].Status().Conns > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream connections still open after idle_conn", svc.Instances[0].Status().Conns)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

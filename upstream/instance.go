@@ -134,35 +134,6 @@ func (in *Instance) newClient(dial fasthttp.DialFunc) *fasthttp.HostClient {
 // instance; requests on loops beyond it share the instance's common pool.
 const maxLoopPools = 64
 
-// loopPool is an instance's connection pool for the requests of one event
-// loop. Only that loop's requests use it, one at a time, so its counts need
-// no lock. A request that finds MaxConns connections busy parks on the loop
-// (never blocks it) until one is handed over or MaxConnWait passes.
-type loopPool struct {
-	hc    *fasthttp.HostClient
-	busy  int
-	limit int
-	wait  pipeline.ParkQueue
-}
-
-// acquire takes one of the pool's connections for c, waiting on c's loop
-// for up to maxWait; false when none was free in time.
-func (lp *loopPool) acquire(c *pipeline.Ctx, maxWait time.Duration) bool {
-	if lp.busy < lp.limit {
-		lp.busy++
-		return true
-	}
-	// Woken, the request inherits the waker's connection slot.
-	return c.Loop.Park(&lp.wait, maxWait)
-}
-
-// release gives the slot back, to the first request waiting if any.
-func (lp *loopPool) release() {
-	if !lp.wait.WakeOne() {
-		lp.busy--
-	}
-}
-
 // exchange is one upstream exchange through the pool c's loop (or the
 // common pool) provides.
 func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
@@ -173,7 +144,7 @@ func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
 	if !lp.acquire(c, in.pool.MaxConnWait) {
 		return fasthttp.ErrNoFreeConns
 	}
-	err := lp.hc.DoDeadline(c.Req, c.Resp, deadline)
+	err := lp.do(c, deadline)
 	lp.release()
 	return err
 }
@@ -192,13 +163,7 @@ func (in *Instance) loopPoolFor(loop pipeline.Loop) *loopPool {
 	if lp := in.loops[id].Load(); lp != nil {
 		return lp
 	}
-	connect := in.pool.Connect
-	lp := &loopPool{limit: in.pool.MaxConns}
-	lp.hc = in.newClient(func(a string) (net.Conn, error) { return loop.Dial(a, connect) })
-	// The pool's limit is enforced by acquire, which parks on the loop:
-	// the client itself must never wait for a connection, which would
-	// block the loop. Its own bound is only a margin above the gate's.
-	lp.hc.MaxConns = 2 * lp.limit
+	lp := newLoopPool(in, loop)
 	if !in.loops[id].CompareAndSwap(nil, lp) {
 		return in.loops[id].Load()
 	}
@@ -210,7 +175,7 @@ func (in *Instance) conns() int {
 	n := in.client.ConnsCount()
 	for i := range in.loops {
 		if lp := in.loops[i].Load(); lp != nil {
-			n += lp.hc.ConnsCount()
+			n += lp.conns()
 		}
 	}
 	return n
@@ -242,7 +207,7 @@ func (in *Instance) close() {
 	in.client.CloseIdleConnections()
 	for i := range in.loops {
 		if lp := in.loops[i].Load(); lp != nil {
-			lp.hc.CloseIdleConnections()
+			lp.closeIdle(true)
 		}
 	}
 }

@@ -178,6 +178,10 @@ func (u *upConn) Shutdown() {
 	}
 }
 
+// Stale reports an idle connection the backend has closed (or that
+// failed): the loop saw it hang up, so a request must not be sent on it.
+func (u *upConn) Stale() bool { return u.io.hup.Load() }
+
 func (u *upConn) LocalAddr() net.Addr  { return u.local }
 func (u *upConn) RemoteAddr() net.Addr { return u.remote }
 

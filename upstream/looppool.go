@@ -1,0 +1,275 @@
+package upstream
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
+)
+
+// An instance's pool for the requests of one event loop. Only that loop's
+// requests take and return its connections, one at a time, so the
+// exchange is written for that case: the connection comes with the
+// buffers it is read and written through, the deadlines are set once each,
+// and the one clock read of an exchange serves all of them
+// (fasthttp.HostClient, made for any goroutine, locks, draws buffers from
+// pools and reads the clock about nine times per exchange). The idle list
+// has a lock all the same: the sweep that closes connections idle past
+// IdleConn, and the instance's close on a reload, run elsewhere.
+//
+// A request that finds MaxConns connections busy parks on the loop (never
+// blocks it) until one is handed over or MaxConnWait passes.
+type loopPool struct {
+	in   *Instance
+	loop pipeline.Loop
+
+	busy  int // loop only
+	limit int
+	wait  pipeline.ParkQueue
+
+	// hc serves services whose answers stream (stream_response): a
+	// streamed body outlives the exchange, and HostClient hands the
+	// connection back when the stream is closed.
+	hc *fasthttp.HostClient
+
+	mu       sync.Mutex
+	idle     []*loopConn // most recently used last
+	closed   bool
+	sweeping bool
+	open     atomic.Int64
+}
+
+// loopConn is a pooled connection and its buffers.
+type loopConn struct {
+	conn   net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	idleAt time.Time
+}
+
+// Buffer sizes of an upstream connection, as the common pool's.
+const (
+	upReadBuffer  = 8 << 10
+	upWriteBuffer = 8 << 10
+)
+
+func newLoopPool(in *Instance, loop pipeline.Loop) *loopPool {
+	lp := &loopPool{in: in, loop: loop, limit: in.pool.MaxConns}
+	if in.pool.StreamResponse {
+		connect := in.pool.Connect
+		lp.hc = in.newClient(func(a string) (net.Conn, error) { return loop.Dial(a, connect) })
+		// The pool's limit is enforced by acquire, which parks on the
+		// loop: the client itself must never wait for a connection,
+		// which would block the loop. Its own bound is only a margin
+		// above the gate's.
+		lp.hc.MaxConns = 2 * lp.limit
+	}
+	return lp
+}
+
+// acquire takes one of the pool's connection slots for c, waiting on c's
+// loop for up to maxWait; false when none was free in time.
+func (lp *loopPool) acquire(c *pipeline.Ctx, maxWait time.Duration) bool {
+	if lp.busy < lp.limit {
+		lp.busy++
+		return true
+	}
+	// Woken, the request inherits the waker's connection slot.
+	return c.Loop.Park(&lp.wait, maxWait)
+}
+
+// release gives the slot back, to the first request waiting if any.
+func (lp *loopPool) release() {
+	if !lp.wait.WakeOne() {
+		lp.busy--
+	}
+}
+
+// do is one exchange on the loop: c.Req to the instance, its answer into
+// c.Resp. A kept-alive connection the backend had closed in the meantime
+// (its close not yet seen) fails before any byte of an answer; an
+// idempotent request then goes again, once, on a new connection.
+func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) error {
+	if lp.hc != nil {
+		return lp.hc.DoDeadline(c.Req, c.Resp, deadline)
+	}
+	now := time.Now()
+	for attempt := 0; ; attempt++ {
+		lc, reused, err := lp.take(now)
+		if err != nil {
+			return err
+		}
+		err, unanswered := lp.roundTrip(lc, c, now, deadline)
+		if err == nil {
+			return nil
+		}
+		lp.drop(lc)
+		if attempt > 0 || !reused || !unanswered || !mayRepeat(c.Req) {
+			return err
+		}
+	}
+}
+
+// roundTrip writes the request and reads the answer on lc; unanswered
+// reports a failure before any byte of an answer (the connection was
+// found closed).
+func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.Time) (err error, unanswered bool) {
+	p := &lp.in.pool
+	req, resp := c.Req, c.Resp
+	_ = lc.conn.SetWriteDeadline(sooner(deadline, now, p.Write))
+	// As HostClient does: the target is written from the parsed URI (an
+	// empty query leaves no '?'), already canonical, so never normalized.
+	req.URI().DisablePathNormalizing = true
+	if err = req.Write(lc.bw); err == nil {
+		err = lc.bw.Flush()
+	}
+	if err != nil {
+		return err, true
+	}
+	_ = lc.conn.SetReadDeadline(sooner(deadline, now, p.Read))
+	resp.Reset()
+	resp.Header.SetNoDefaultContentType(true) // as every transport serves
+	resp.SkipBody = req.Header.IsHead()
+	if err = resp.ReadLimitBody(lc.br, p.MaxResponseBytes); err != nil {
+		return err, lc.br.Buffered() == 0 && closedEarly(err)
+	}
+	if req.Header.ConnectionClose() || resp.ConnectionClose() || lc.br.Buffered() > 0 {
+		// Bytes behind the answer are nothing a request asked for.
+		lp.drop(lc)
+	} else {
+		lp.put(lc, now)
+	}
+	return nil, false
+}
+
+// take returns an idle connection (the most recently used that is still
+// open), or a new one dialled on the loop.
+func (lp *loopPool) take(now time.Time) (lc *loopConn, reused bool, err error) {
+	lp.mu.Lock()
+	for n := len(lp.idle); n > 0; n = len(lp.idle) {
+		lc = lp.idle[n-1]
+		lp.idle[n-1] = nil
+		lp.idle = lp.idle[:n-1]
+		if s, ok := lc.conn.(interface{ Stale() bool }); (ok && s.Stale()) || now.Sub(lc.idleAt) > lp.in.pool.IdleConn {
+			lp.mu.Unlock()
+			lp.drop(lc)
+			lp.mu.Lock()
+			continue
+		}
+		lp.mu.Unlock()
+		return lc, true, nil
+	}
+	lp.mu.Unlock()
+	conn, err := lp.loop.Dial(lp.in.Addr, lp.in.pool.Connect)
+	if err != nil {
+		return nil, false, err
+	}
+	lp.open.Add(1)
+	return &loopConn{conn: conn, br: bufio.NewReaderSize(conn, upReadBuffer), bw: bufio.NewWriterSize(conn, upWriteBuffer)}, false, nil
+}
+
+// put keeps lc for the loop's next request.
+func (lp *loopPool) put(lc *loopConn, now time.Time) {
+	lc.idleAt = now
+	lp.mu.Lock()
+	if lp.closed {
+		lp.mu.Unlock()
+		lp.drop(lc)
+		return
+	}
+	lp.idle = append(lp.idle, lc)
+	sweep := !lp.sweeping
+	lp.sweeping = true
+	lp.mu.Unlock()
+	if sweep {
+		time.AfterFunc(lp.in.pool.IdleConn, lp.sweep)
+	}
+}
+
+// drop closes lc.
+func (lp *loopPool) drop(lc *loopConn) {
+	_ = lc.conn.Close()
+	lp.open.Add(-1)
+}
+
+// sweep closes the connections idle past IdleConn, and comes back while
+// any is left.
+func (lp *loopPool) sweep() {
+	old := time.Now().Add(-lp.in.pool.IdleConn)
+	lp.mu.Lock()
+	n := 0
+	for n < len(lp.idle) && !lp.idle[n].idleAt.After(old) {
+		n++
+	}
+	expired := append([]*loopConn(nil), lp.idle[:n]...)
+	lp.idle = append(lp.idle[:0], lp.idle[n:]...)
+	again := len(lp.idle) > 0 && !lp.closed
+	lp.sweeping = again
+	lp.mu.Unlock()
+	for _, lc := range expired {
+		lp.drop(lc)
+	}
+	if again {
+		time.AfterFunc(lp.in.pool.IdleConn, lp.sweep)
+	}
+}
+
+// closeIdle closes the idle connections; with stop, the pool keeps none
+// from now on (the instance is being dropped).
+func (lp *loopPool) closeIdle(stop bool) {
+	lp.mu.Lock()
+	idle := lp.idle
+	lp.idle = nil
+	if stop {
+		lp.closed = true
+	}
+	lp.mu.Unlock()
+	for _, lc := range idle {
+		lp.drop(lc)
+	}
+	if lp.hc != nil {
+		lp.hc.CloseIdleConnections()
+	}
+}
+
+// conns reports the pool's open connections.
+func (lp *loopPool) conns() int {
+	if lp.hc != nil {
+		return lp.hc.ConnsCount()
+	}
+	return int(lp.open.Load())
+}
+
+// sooner is deadline, or now+d when that comes first (d > 0).
+func sooner(deadline, now time.Time, d time.Duration) time.Time {
+	if d > 0 {
+		if t := now.Add(d); deadline.IsZero() || t.Before(deadline) {
+			return t
+		}
+	}
+	return deadline
+}
+
+// closedEarly reports a read that found the connection closed or reset.
+func closedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, fasthttp.ErrConnectionClosed)
+}
+
+// mayRepeat reports a request that can be sent again: a method that is
+// idempotent and a body still in memory.
+func mayRepeat(req *fasthttp.Request) bool {
+	if req.IsBodyStream() {
+		return false
+	}
+	h := &req.Header
+	return h.IsGet() || h.IsHead() || h.IsOptions() || h.IsPut() || h.IsDelete()
+}
