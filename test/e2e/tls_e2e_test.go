@@ -15,11 +15,18 @@ import (
 	"github.com/tollgate/tollgate/internal/testutil"
 )
 
-// TestTLSListenerAndCertificateReload: the binary serves the routes over
-// TLS (HTTP/1.1 and h2) beside cleartext, marks such requests https
-// upstream, refuses TLS 1.1, and on SIGHUP serves a replaced certificate to new connections
-// while a connection made before keeps working.
-func TestTLSListenerAndCertificateReload(t *testing.T) {
+// tlsProc is the binary with a TLS listener (certificate api.test, "v1",
+// by the CA) before an upstream.
+type tlsProc struct {
+	up      *testutil.Upstream
+	dir     string
+	ca      *testutil.TestCA
+	tlsAddr string
+	p       *proc
+}
+
+func startTLSProc(t *testing.T) *tlsProc {
+	t.Helper()
 	up := testutil.StartUpstream(t, "up")
 	dir := t.TempDir()
 	ca := testutil.NewTestCA(t)
@@ -39,6 +46,16 @@ routes:
     service: up
 `)
 	p := startProc(t, "", "", nil, "run", "-c", cfg)
+	return &tlsProc{up: up, dir: dir, ca: ca, tlsAddr: tlsAddr, p: p}
+}
+
+// TestTLSListenerAndCertificateReload: the binary serves the routes over
+// TLS (HTTP/1.1 and h2) beside cleartext, marks such requests https
+// upstream, refuses TLS 1.1, and on SIGHUP serves a replaced certificate to new connections
+// while a connection made before keeps working.
+func TestTLSListenerAndCertificateReload(t *testing.T) {
+	e := startTLSProc(t)
+	up, dir, ca, tlsAddr, p := e.up, e.dir, e.ca, e.tlsAddr, e.p
 
 	client := func() *http.Client {
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
@@ -117,25 +134,8 @@ routes:
 // to nothing), the refusals show in /admin/stats, and an h2 client is
 // served afterwards.
 func TestHTTP2RapidResetFlood(t *testing.T) {
-	up := testutil.StartUpstream(t, "up")
-	dir := t.TempDir()
-	ca := testutil.NewTestCA(t)
-	cert, key := ca.Issue(t, dir, "api", "v1", "api.test")
-	tlsAddr := freePort(t)
-	cfg := writeConfig(t, `
-tls:
-  listen: "`+tlsAddr+`"
-  certs:
-    - {cert: "`+cert+`", key: "`+key+`"}
-services:
-  up:
-    instances: [{addr: "`+up.Addr+`"}]
-routes:
-  - name: all
-    match: {prefix: /}
-    service: up
-`)
-	p := startProc(t, "", "", nil, "run", "-c", cfg)
+	e := startTLSProc(t)
+	up, ca, tlsAddr, p := e.up, e.ca, e.tlsAddr, e.p
 	conf := &tls.Config{ServerName: "api.test", RootCAs: ca.Pool()}
 	h2c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: conf, ForceAttemptHTTP2: true}}
 	fetch := func() *http.Response {
