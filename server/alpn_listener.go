@@ -19,6 +19,11 @@ type alpnListener struct {
 	h2      transport.ConnServer
 	h       Handler
 	timeout time.Duration
+	// shaking bounds the handshakes in progress, and maxH2 the HTTP/2
+	// connections (fasthttp's own limit counts only what it serves):
+	// both MaxConns.
+	shaking chan struct{}
+	maxH2   int
 
 	start sync.Once
 	ready chan net.Conn
@@ -26,8 +31,12 @@ type alpnListener struct {
 	err   error         // why; set before done closes
 }
 
-func newALPNListener(ln net.Listener, conf *tls.Config, h2 transport.ConnServer, h Handler, timeout time.Duration) *alpnListener {
+func newALPNListener(ln net.Listener, conf *tls.Config, h2 transport.ConnServer, h Handler, timeout time.Duration, maxConns int) *alpnListener {
+	if maxConns <= 0 {
+		maxConns = 1 << 20
+	}
 	return &alpnListener{Listener: ln, conf: conf, h2: h2, h: h, timeout: timeout,
+		shaking: make(chan struct{}, maxConns), maxH2: maxConns,
 		ready: make(chan net.Conn), done: make(chan struct{})}
 }
 
@@ -49,21 +58,33 @@ func (l *alpnListener) acceptLoop() {
 			close(l.done)
 			return
 		}
-		go l.handshake(raw)
+		select {
+		case l.shaking <- struct{}{}:
+			go l.handshake(raw)
+		default: // as many handshakes as connections allowed: refuse
+			_ = raw.Close()
+		}
 	}
 }
 
 func (l *alpnListener) handshake(raw net.Conn) {
 	c := tls.Server(raw, l.conf)
+	shaken := func() { <-l.shaking }
 	if l.timeout > 0 {
 		_ = raw.SetDeadline(time.Now().Add(l.timeout))
 	}
 	if err := c.Handshake(); err != nil {
+		shaken()
 		_ = raw.Close()
 		return
 	}
+	shaken()
 	_ = raw.SetDeadline(time.Time{})
 	if c.ConnectionState().NegotiatedProtocol == "h2" {
+		if l.h2.Conns() >= l.maxH2 {
+			_ = raw.Close()
+			return
+		}
 		l.h2.ServeConn(c, transport.PeerOf(raw.RemoteAddr()), l.h)
 		return
 	}

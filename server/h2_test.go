@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -56,7 +57,7 @@ func startH2Edge(t *testing.T, kind string, o h2.Options) *h2Edge {
 
 // startH2EdgeOn serves yaml with ${UP} at upAddr (a recording upstream
 // when empty).
-func startH2EdgeOn(t *testing.T, kind string, o h2.Options, yaml, upAddr string) *h2Edge {
+func startH2EdgeOn(t *testing.T, kind string, o h2.Options, yaml, upAddr string, tweaks ...func(*Options)) *h2Edge {
 	t.Helper()
 	dir := t.TempDir()
 	ca := testutil.NewTestCA(t)
@@ -73,6 +74,9 @@ func startH2EdgeOn(t *testing.T, kind string, o h2.Options, yaml, upAddr string)
 	g := startGateway(t, kind, yaml, map[string]string{"UP": upAddr}, func(opt *Options) {
 		opt.TLS = store.Config(tls.VersionTLS12, []string{"h2", "http/1.1"})
 		opt.HTTP2 = srv
+		for _, tw := range tweaks {
+			tw(opt)
+		}
 	})
 	return &h2Edge{tlsEdge: &tlsEdge{g: g, ca: ca, store: store, dir: dir, up: up}, srv: srv}
 }
@@ -597,6 +601,39 @@ func TestHTTP2Drain(t *testing.T) {
 			if n := e.srv.Conns(); n != 0 {
 				t.Fatalf("%d h2 connections left", n)
 			}
+		})
+	}
+}
+
+// TestHTTP2MaxConns: h2 connections count against client.max_conns on
+// every transport; one past it is closed.
+func TestHTTP2MaxConns(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			e := startH2EdgeOn(t, kind, h2.Options{}, h2Routes, "", func(o *Options) { o.MaxConns = 2 })
+			var open []*h2Raw
+			for range 2 {
+				r := e.raw(t)
+				if o := r.await(r.send(nil, get("/ok")...)); o.status != "200" {
+					t.Fatalf("within the limit: %+v", o)
+				}
+				open = append(open, r)
+			}
+			conn, err := tls.Dial("tcp", e.g.Addr, &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool(), NextProtos: []string{"h2"}})
+			if err == nil {
+				defer conn.Close()
+				_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+				_, _ = io.WriteString(conn, http2.ClientPreface)
+				var b [1]byte
+				for err == nil {
+					_, err = conn.Read(b[:])
+				}
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					t.Fatal("a third h2 connection was served with max_conns 2")
+				}
+			}
+			_ = open
 		})
 	}
 }

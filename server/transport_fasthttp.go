@@ -35,6 +35,7 @@ type fastHTTPTransport struct {
 	tlsConf     *tls.Config // nil for cleartext
 	h2          transport.ConnServer
 	hdrTimeout  time.Duration
+	maxConns    int
 	relays      sync.Map // client connections being relayed (hijacked)
 	conns       atomic.Int64
 	h           Handler
@@ -53,7 +54,7 @@ type fastHTTPTransport struct {
 
 func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 	t := &fastHTTPTransport{h: h, maxBody: max(o.MaxBodyBytes, 0), streamBytes: o.StreamBodyBytes, tlsConf: o.TLS,
-		h2: o.HTTP2, hdrTimeout: o.HeaderTimeout}
+		h2: o.HTTP2, hdrTimeout: o.HeaderTimeout, maxConns: o.MaxConns}
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
@@ -128,7 +129,7 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 func (t *fastHTTPTransport) Serve(ln net.Listener) error {
 	switch {
 	case t.tlsConf != nil && t.h2 != nil:
-		ln = newALPNListener(ln, t.tlsConf, t.h2, t.h, t.hdrTimeout)
+		ln = newALPNListener(ln, t.tlsConf, t.h2, t.h, t.hdrTimeout, t.maxConns)
 	case t.tlsConf != nil:
 		// Under TLS the bare-LF check (fhConn) reads the plaintext.
 		ln = tls.NewListener(ln, t.tlsConf)
