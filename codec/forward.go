@@ -310,7 +310,9 @@ func Apply(req *fasthttp.Request, l *FieldList, path, query []byte, hasQuery boo
 	streamed := req.IsBodyStream()
 	cl := h.ContentLength()
 	l.uri = append(l.uri[:0], path...)
-	if hasQuery {
+	// An empty query leaves no '?': a client's "/a?" and "/a" are one
+	// request to the backend, as HTTP clients normalize them.
+	if hasQuery && len(query) > 0 {
 		l.uri = append(l.uri, '?')
 		l.uri = append(l.uri, query...)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/config"
@@ -79,12 +78,8 @@ func (g *Gateway) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer n
 
 func (g *Gateway) serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop, secure bool) (closeConn bool) {
 	snap := g.snap.Load()
-	c := g.begin(req, resp, peer)
+	c := g.begin(req, resp, peer, loop)
 	c.TLS = secure
-	if loop != nil {
-		c.Loop = loop
-		c.SetWaiter(loop)
-	}
 	c.ConfigVersion = snap.Version
 	if err := g.admit(snap, c); err != nil {
 		cannedFor(err).WriteTo(c)
@@ -111,10 +106,14 @@ func (g *Gateway) TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade {
 	return nil
 }
 
-func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) *pipeline.Ctx {
+func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) *pipeline.Ctx {
 	c := pipeline.Acquire(req, resp)
 	c.Peer = peer
-	c.Start = time.Now()
+	if loop != nil {
+		c.Loop = loop
+		c.SetWaiter(loop)
+	}
+	c.Start = c.Now()
 	g.Stats.Begin()
 	observe.StartTrace(c)
 	c.BytesIn = len(req.Header.RawHeaders()) + max(req.Header.ContentLength(), 0)
@@ -124,7 +123,7 @@ func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer net
 // finish is the post-step of every request, answered or refused.
 func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
 	observe.StampResponse(c)
-	end := time.Now()
+	end := c.Now()
 	if l := g.log.Load(); l != nil {
 		l.Record(c, end)
 	}
@@ -222,7 +221,7 @@ func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {
 // ServeError answers a request the transport could not parse (or that broke
 // a limit while being read). The connection is always closed afterwards.
 func (g *Gateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
-	c := g.begin(req, resp, peer)
+	c := g.begin(req, resp, peer, nil)
 	c.ClientIP = peer.Addr().Unmap()
 	cannedFor(err).WriteTo(c)
 	g.Stats.ParseError()

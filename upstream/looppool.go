@@ -100,7 +100,7 @@ func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) error {
 	if lp.hc != nil {
 		return lp.hc.DoDeadline(c.Req, c.Resp, deadline)
 	}
-	now := time.Now()
+	now := c.Now()
 	for attempt := 0; ; attempt++ {
 		lc, reused, err := lp.take(now)
 		if err != nil {
@@ -124,9 +124,6 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 	p := &lp.in.pool
 	req, resp := c.Req, c.Resp
 	_ = lc.conn.SetWriteDeadline(sooner(deadline, now, p.Write))
-	// As HostClient does: the target is written from the parsed URI (an
-	// empty query leaves no '?'), already canonical, so never normalized.
-	req.URI().DisablePathNormalizing = true
 	if err = req.Write(lc.bw); err == nil {
 		err = lc.bw.Flush()
 	}

@@ -226,7 +226,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		}
 		return
 	}
-	began := time.Now()
+	began := c.Now()
 	var tried *Instance
 	for attempt := 0; ; attempt++ {
 		in := s.balancer.Pick(c, tried)
@@ -266,13 +266,13 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 			break
 		}
 		f := s.exchangeFailed(c, in, err)
-		if attempt >= s.Retry || !s.mayRetry(c, f) || time.Until(deadline) < s.Connect {
+		if attempt >= s.Retry || !s.mayRetry(c, f) || deadline.Sub(c.Now()) < s.Connect {
 			break
 		}
 		tried = in
 		c.Resp.Reset()
 	}
-	c.Outcome.Latency = time.Since(began)
+	c.Outcome.Latency = c.Now().Sub(began)
 	if s.breaker != nil {
 		if c.Outcome.Counted() {
 			s.breaker.Done(gen, s.classifier.Success(&c.Outcome))

@@ -601,6 +601,9 @@ func (f *fiber) Blocking(_ *pipeline.Ctx, start bool) {
 // ID implements pipeline.Loop.
 func (f *fiber) ID() int { return f.s.id }
 
+// Now implements pipeline.Loop: the clock read when the loop last woke.
+func (f *fiber) Now() time.Time { return f.s.t.epoch.Add(time.Duration(f.s.clock)) }
+
 // Dial implements pipeline.Loop: a connection watched by the fiber's loop.
 func (f *fiber) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	return f.s.dial(f, addr, timeout)

@@ -40,5 +40,6 @@ func (*fiber) ID() int                                      { return 0 }
 func (*fiber) Dial(string, time.Duration) (net.Conn, error) { return nil, errors.ErrUnsupported }
 
 func (*fiber) Park(*pipeline.ParkQueue, time.Duration) bool { return false }
+func (*fiber) Now() time.Time                               { return time.Now() }
 
 func (*fiber) spawn(fn func()) func() { fn(); return func() {} }
