@@ -355,6 +355,10 @@ var strConnection = []byte("Connection")
 
 // StripResponseHopByHop removes hop-by-hop fields, and those the upstream
 // named in Connection, from an upstream's answer.
+//
+// Most answers carry none of them: one pass over the fields finds out, and
+// only a field that is there is deleted (each deletion scans the fields
+// again).
 func StripResponseHopByHop(h *fasthttp.ResponseHeader) {
 	if conn := h.PeekBytes(strConnection); len(conn) > 0 {
 		forEachToken(conn, func(name []byte) {
@@ -362,8 +366,27 @@ func StripResponseHopByHop(h *fasthttp.ResponseHeader) {
 				h.DelBytes(name)
 			}
 		})
+		h.DelBytes(strConnection)
 	}
-	for _, k := range hopByHop {
-		h.Del(k)
+	present := false
+	for range h.Trailers() {
+		present = true
+		break
+	}
+	for k := range h.All() {
+		if present {
+			break
+		}
+		for _, hop := range hopByHop {
+			if ascii.EqualFold(k, hop) {
+				present = true
+				break
+			}
+		}
+	}
+	if present {
+		for _, k := range hopByHop {
+			h.Del(k)
+		}
 	}
 }

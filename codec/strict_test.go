@@ -169,3 +169,33 @@ func BenchmarkParseTypical(b *testing.B) {
 		}
 	}
 }
+
+// TestStripResponseHopByHop: an upstream's hop-by-hop fields, and those it
+// names in Connection, do not reach the client; the others do.
+func TestStripResponseHopByHop(t *testing.T) {
+	var r fasthttp.Response
+	raw := "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\n" +
+		"Proxy-Authenticate: Basic\r\nProxy-Connection: keep-alive\r\nUpgrade: h2c\r\nTE: trailers\r\n" +
+		"Content-Type: text/plain\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok"
+	if err := r.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	StripResponseHopByHop(&r.Header)
+	for _, k := range []string{"Connection", "X-Secret", "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection", "Upgrade", "TE"} {
+		if v := r.Header.Peek(k); len(v) > 0 {
+			t.Fatalf("%s: %s survived", k, v)
+		}
+	}
+	if string(r.Header.Peek("X-Kept")) != "yes" || string(r.Header.ContentType()) != "text/plain" {
+		t.Fatalf("kept fields lost:\n%s", r.Header.Header())
+	}
+
+	var plain fasthttp.Response
+	plain.Header.Set("X-A", "1")
+	plain.Header.Set("Cache-Control", "no-store")
+	before := string(plain.Header.Header())
+	StripResponseHopByHop(&plain.Header)
+	if after := string(plain.Header.Header()); after != before {
+		t.Fatalf("an answer without hop-by-hop fields changed:\n%s\n%s", before, after)
+	}
+}
