@@ -26,6 +26,21 @@ func TestGatewayServeAllocs(t *testing.T) {
 	}
 }
 
+// TestProxyPathAllocs gates the whole request path on an event loop, from
+// the client's bytes to the answer's, the upstream exchange included: it
+// must not allocate in steady state.
+func TestProxyPathAllocs(t *testing.T) {
+	p := newProxyPath(t)
+	for range 100 {
+		if st := p.serve(); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+	}
+	if n := testing.AllocsPerRun(500, func() { p.serve() }); n != 0 {
+		t.Fatalf("a proxied GET on an event loop allocates %.2f times per request, want 0", n)
+	}
+}
+
 // TestParseErrorAnswerAllocs: answering a malformed request, whatever the
 // error, renders nothing (a flood of them must not allocate).
 func TestParseErrorAnswerAllocs(t *testing.T) {
