@@ -411,3 +411,34 @@ func TestGRPCOverTLS(t *testing.T) {
 		t.Fatalf("an unverified backend was called: %d %s", st, raw)
 	}
 }
+
+// TestGRPCDescriptorsReadOnLoad: the descriptor set is read again by every
+// configuration load: a set changed on disk is what the next load sees.
+func TestGRPCDescriptorsReadOnLoad(t *testing.T) {
+	pb := ordersPB(t)
+	vars := map[string]string{"UP": "127.0.0.1:1", "PB": pb}
+	compile := func() error {
+		f, err := config.Parse("t.yaml", []byte(grpcRoutes), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+		if err != nil {
+			return err
+		}
+		f.Defaults()
+		_, err = config.NewCompiler().Compile(f, "t.yaml")
+		return err
+	}
+	if err := compile(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pb, []byte("not a descriptor set"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := compile(); err == nil || !strings.Contains(err.Error(), "not a FileDescriptorSet") {
+		t.Fatalf("a broken set on disk was not seen by the next load: %v", err)
+	}
+	if err := os.WriteFile(pb, grpcorders.DescriptorSet, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := compile(); err != nil {
+		t.Fatalf("the set restored: %v", err)
+	}
+}
