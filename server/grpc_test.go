@@ -442,3 +442,37 @@ func TestGRPCDescriptorsReadOnLoad(t *testing.T) {
 		t.Fatalf("the set restored: %v", err)
 	}
 }
+
+// TestGRPCCallSurvivesReload: a reload that drops the service leaves the
+// calls already running on its instance to finish (closing a gRPC
+// connection would cancel them).
+func TestGRPCCallSurvivesReload(t *testing.T) {
+	be := grpcorders.Start(t)
+	g := startGateway(t, "netpoll", strings.Replace(grpcRoutes, "read: 400ms, total: 400ms", "read: 2s, total: 2s", 1),
+		map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+	done := make(chan string, 1)
+	go func() {
+		st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"slow","quantity":1}`)
+		done <- fmt.Sprint(st, " ", raw)
+	}()
+	time.Sleep(100 * time.Millisecond) // the call is running
+	f, err := config.Parse("t.yaml", []byte(`
+services:
+  other: {instances: [{addr: "127.0.0.1:1"}]}
+routes:
+  - {name: r, match: {prefix: /}, service: other}
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Defaults()
+	next, err := g.Compiler.Compile(f, "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.GW.Swap(next)
+	g.Compiler.Release(next) // the orders instance is dropped here
+	if got := <-done; !strings.HasPrefix(got, "200 ") {
+		t.Fatalf("the call running across the reload got %s", got)
+	}
+}

@@ -67,13 +67,19 @@ func (in *Instance) grpcConn(t *GRPCTLS) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
-// closeGRPC closes the instance's gRPC connections.
+// grpcCloseGrace is how long a dropped instance's gRPC connections stay
+// open for the calls still running on them: closing a connection cancels
+// its calls, where closing an idle HTTP connection cuts none.
+const grpcCloseGrace = 30 * time.Second
+
+// closeGRPC closes the instance's gRPC connections once the calls running
+// on them had their time.
 func (in *Instance) closeGRPC() {
 	g := &in.grpc
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for k, cc := range g.conns {
-		_ = cc.Close()
+		time.AfterFunc(grpcCloseGrace, func() { _ = cc.Close() })
 		delete(g.conns, k)
 	}
 }

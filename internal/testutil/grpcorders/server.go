@@ -5,7 +5,7 @@
 //
 // Behaviour by request: Create answers an order with id "o-<sku>"; a sku
 // of "missing" fails NOT_FOUND, "boom" INTERNAL, "busy" UNAVAILABLE,
-// "hang" waits until the call is cancelled; a quantity below 1 fails
+// "hang" waits until the call is cancelled, "slow" answers after 300 ms; a quantity below 1 fails
 // INVALID_ARGUMENT. Get answers the order named by id. Every call's
 // trailers carry x-order-trace: t-<method>.
 package grpcorders
@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -167,6 +168,8 @@ func (s *Server) answer(ctx context.Context, method string, in, out *dynamicpb.M
 	case "hang":
 		<-ctx.Done()
 		return nil, ctx.Err()
+	case "slow":
+		time.Sleep(300 * time.Millisecond)
 	}
 	qty := get(in, "quantity").Interface().(int32)
 	if qty < 1 {
