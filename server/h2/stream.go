@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/ascii"
@@ -123,6 +124,13 @@ func (x *exchange) build(r *http.Request, o *Options) error {
 			if !validValue(v) {
 				return codec.ErrBadHeaderValue
 			}
+			// As an HTTP/1.1 parser trims a value's surrounding
+			// whitespace (which RFC 9113 §8.2.1 does not allow h2 to
+			// send), and each cookie's, which x/net joined with "; ".
+			v = strings.Trim(v, " \t")
+			if k == "Cookie" && strings.Contains(v, ";") {
+				v = trimCookies(v)
+			}
 			h = append(h, k...)
 			h = append(h, ": "...)
 			h = append(h, v...)
@@ -173,6 +181,15 @@ func (x *exchange) build(r *http.Request, o *Options) error {
 		x.req.SetBodyRaw(body)
 	}
 	return nil
+}
+
+// trimCookies trims the whitespace around each cookie of a joined list.
+func trimCookies(v string) string {
+	parts := strings.Split(v, ";")
+	for i, p := range parts {
+		parts[i] = strings.Trim(p, " \t")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // readStart reads a body whole when it is at most StreamBodyBytes, or its
