@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -300,5 +301,69 @@ func TestWebSocketRefusedStaysHTTP(t *testing.T) {
 				t.Fatalf("the request behind a refused handshake: %d %s", resp.StatusCode(), resp.Body())
 			}
 		})
+	}
+}
+
+// TestWebSocketRelayIsLoad: an open relay counts among its instance's
+// requests in flight — a least_conn service sends new work to the other
+// instance meanwhile — and stops counting when the relay ends.
+func TestWebSocketRelayIsLoad(t *testing.T) {
+	a, b := wsUpstream(t), wsUpstream(t)
+	yaml := strings.Replace(strings.Replace(wsConfig, `instances: [{addr: "${UP}"}]`,
+		`instances: [{addr: "${UP}"}, {addr: "${UP2}"}]
+    balance: least_conn`, 1), "idle_timeout: 400ms", "idle_timeout: 5s", 1)
+	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": a, "UP2": b}, nil)
+	conn, err := net.Dial("tcp", g.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	fmt.Fprintf(conn, wsHandshake, "/ws")
+	switched(t, conn, br)
+	inflight := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, in := range g.GW.Snapshot().Services["ws"].Instances {
+			out[in.Addr] = in.InFlight()
+		}
+		return out
+	}
+	busy := ""
+	for addr, n := range inflight() {
+		if n == 1 {
+			busy = addr
+		}
+	}
+	if busy == "" {
+		t.Fatalf("no instance counts the open relay: %v", inflight())
+	}
+	// The other instance is the least loaded, so it gets the handshakes
+	// that come meanwhile (each then counted in turn, so alternate).
+	other, err := net.Dial("tcp", g.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obr := bufio.NewReader(other)
+	fmt.Fprintf(other, wsHandshake, "/ws")
+	switched(t, other, obr)
+	for addr, n := range inflight() {
+		if n != 1 {
+			t.Fatalf("the second relay did not go to the idle instance: %v (first on %s, now %s)", inflight(), busy, addr)
+		}
+	}
+	conn.Close()
+	other.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		total := int64(0)
+		for _, n := range inflight() {
+			total += n
+		}
+		if total == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relays ended but still counted: %v", inflight())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/ascii"
@@ -149,9 +150,40 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 	in.health.ok()
 	_ = conn.SetDeadline(time.Time{})
 	c.Resp.SkipBody = true
-	c.Upgrade.Conn = conn
+	// The relay is load on the instance for as long as it is open: a
+	// least_conn balancer sees it among the instance's requests.
+	in.inflight.Add(1)
+	c.Upgrade.Conn = &relayLoad{Conn: conn, in: in}
 	if n := br.Buffered(); n > 0 {
 		b, _ := br.Peek(n)
 		c.Upgrade.Buffered = append([]byte(nil), b...)
+	}
+}
+
+// relayLoad is a switched connection counted in its instance's requests
+// in flight until it is closed.
+type relayLoad struct {
+	net.Conn
+	in   *Instance
+	once sync.Once
+}
+
+func (r *relayLoad) Close() error {
+	r.once.Do(func() { r.in.inflight.Add(-1) })
+	return r.Conn.Close()
+}
+
+// Shutdown ends the relay's pending reads and writes without closing the
+// connection (the transport's relay ends with it).
+func (r *relayLoad) Shutdown() {
+	switch c := r.Conn.(type) {
+	case interface{ Shutdown() }:
+		c.Shutdown()
+	case interface {
+		CloseRead() error
+		CloseWrite() error
+	}:
+		_ = c.CloseRead()
+		_ = c.CloseWrite()
 	}
 }
