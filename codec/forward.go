@@ -1,9 +1,11 @@
 package codec
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"net/netip"
+	"strconv"
 
 	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
@@ -297,25 +299,30 @@ func (l *FieldList) connNamed(k []byte) bool {
 	return false
 }
 
-// Apply writes l and the target into req's header for the trip upstream:
-// method kept, target path?query, protocol HTTP/1.1, fields exactly as in
-// l. Framing is left to the writer (Content-Length from the buffered body,
-// or the stream's declared length, or chunked). The header is put in
-// fasthttp's raw mode, so no field is reordered, re-cased, merged (Cookie)
-// or invented (a default Content-Type); the upstream client must not
-// normalize paths (it would decode them again).
-func Apply(req *fasthttp.Request, l *FieldList, path, query []byte, hasQuery bool) {
-	h := &req.Header
-	l.method = append(l.method[:0], h.Method()...)
-	streamed := req.IsBodyStream()
-	cl := h.ContentLength()
+// SetTarget records the upstream request target: path, then '?' and the
+// query when there is one. (An empty query leaves no '?': a client's "/a?"
+// and "/a" are one request to the backend, as HTTP clients normalize
+// them.) It copies both.
+func (l *FieldList) SetTarget(path, query []byte, hasQuery bool) {
 	l.uri = append(l.uri[:0], path...)
-	// An empty query leaves no '?': a client's "/a?" and "/a" are one
-	// request to the backend, as HTTP clients normalize them.
 	if hasQuery && len(query) > 0 {
 		l.uri = append(l.uri, '?')
 		l.uri = append(l.uri, query...)
 	}
+}
+
+// Apply writes l and its target (SetTarget) into req's header for the
+// trip upstream: method kept, protocol HTTP/1.1, fields exactly as in l.
+// Framing is left to the writer (Content-Length from the buffered body,
+// or the stream's declared length, or chunked). The header is put in
+// fasthttp's raw mode, so no field is reordered, re-cased, merged (Cookie)
+// or invented (a default Content-Type); the upstream client must not
+// normalize paths (it would decode them again).
+func Apply(req *fasthttp.Request, l *FieldList) {
+	h := &req.Header
+	l.method = append(l.method[:0], h.Method()...)
+	streamed := req.IsBodyStream()
+	cl := h.ContentLength()
 	h.Reset()
 	h.DisableNormalizing()
 	h.DisableSpecialHeader()
@@ -331,6 +338,50 @@ func Apply(req *fasthttp.Request, l *FieldList, path, query []byte, hasQuery boo
 	if streamed {
 		h.SetContentLength(cl)
 	}
+}
+
+var (
+	strSpaceHTTP11CRLF = []byte(" HTTP/1.1\r\n")
+	strColonSpace      = []byte(": ")
+	strCRLF            = []byte("\r\n")
+	strCLColonSpace    = []byte("Content-Length: ")
+)
+
+// WriteRequest writes the upstream request straight from l — the request
+// line with l's target, l's fields, the buffered body with its length —
+// byte for byte what Apply and then req.Write would send, without
+// rebuilding req's header (each field copied and scanned twice, then
+// serialized again). req keeps the client's header. A request whose body
+// streams is not written here: ok is false, and the caller applies l and
+// lets fasthttp frame the stream.
+func WriteRequest(w *bufio.Writer, req *fasthttp.Request, l *FieldList) (ok bool, err error) {
+	if req.IsBodyStream() {
+		return false, nil
+	}
+	h := &req.Header
+	_, _ = w.Write(h.Method())
+	_ = w.WriteByte(' ')
+	_, _ = w.Write(l.uri)
+	_, _ = w.Write(strSpaceHTTP11CRLF)
+	for i := range l.spans {
+		k, v := l.Field(i)
+		_, _ = w.Write(k)
+		_, _ = w.Write(strColonSpace)
+		_, _ = w.Write(v)
+		_, _ = w.Write(strCRLF)
+	}
+	body := req.Body()
+	// As fasthttp frames a raw-mode request: a length whenever there is a
+	// body or the method may carry one.
+	if len(body) > 0 || !(h.IsGet() || h.IsHead()) {
+		_, _ = w.Write(strCLColonSpace)
+		var n [20]byte
+		_, _ = w.Write(strconv.AppendInt(n[:0], int64(len(body)), 10))
+		_, _ = w.Write(strCRLF)
+	}
+	_, _ = w.Write(strCRLF)
+	_, err = w.Write(body)
+	return true, err
 }
 
 // forEachToken calls f for each comma-separated token of a list value. The

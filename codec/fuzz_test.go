@@ -73,13 +73,23 @@ func FuzzParseRequest(f *testing.F) {
 		var l FieldList
 		CollectFields(&l, &in.Header, &Outgoing{Host: tg.Host, ClientHost: tg.Host})
 		method := string(in.Header.Method())
-		Apply(&in, &l, tg.Path, tg.Query, tg.HasQuery)
+		l.SetTarget(tg.Path, tg.Query, tg.HasQuery)
+		// Written straight from the list, as the event loops send it...
+		var direct bytes.Buffer
+		dw := bufio.NewWriter(&direct)
+		written, derr := WriteRequest(dw, &in, &l)
+		_ = dw.Flush()
+		// ... and through the request's header, as every other exchange.
+		Apply(&in, &l)
 		var wire bytes.Buffer
 		bw := bufio.NewWriter(&wire)
 		if err := in.Write(bw); err != nil {
 			return
 		}
 		_ = bw.Flush()
+		if !written || derr != nil || !bytes.Equal(direct.Bytes(), wire.Bytes()) {
+			t.Fatalf("written from the list (%v, %v):\n%q\nthrough the header:\n%q", written, derr, direct.Bytes(), wire.Bytes())
+		}
 		var out fasthttp.Request
 		out.Header.DisableNormalizing()
 		br2 := bufio.NewReaderSize(bytes.NewReader(wire.Bytes()), 64<<10)

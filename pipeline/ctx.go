@@ -108,6 +108,13 @@ type Ctx struct {
 	// the backend's connection, for the transport to relay.
 	Upgrade *Upgrade
 
+	// Forward, when set, says c.Fields (and its target) is the request to
+	// send upstream and c.Req still holds the client's header: the loop's
+	// exchange writes the upstream request from c.Fields directly, and
+	// anything else that needs c.Req in its upstream form calls
+	// ApplyForward first.
+	Forward bool
+
 	// GRPC, when set, is the unary gRPC call a transcoding route makes of
 	// its service instead of forwarding the HTTP request.
 	GRPC *GRPCCall
@@ -301,6 +308,15 @@ func (c *Ctx) Sleep(d time.Duration) {
 		return
 	}
 	time.Sleep(d)
+}
+
+// ApplyForward puts the upstream request built by the forwarding step
+// into c.Req (once): for the exchanges that send c.Req itself.
+func (c *Ctx) ApplyForward() {
+	if c.Forward {
+		codec.Apply(c.Req, &c.Fields)
+		c.Forward = false
+	}
 }
 
 // Now is the time for the request's own bookkeeping (its start and end,

@@ -61,6 +61,7 @@ func (m *Mirror) HandleResponse(c *pipeline.Ctx) {
 		return
 	}
 	j := jobPool.Get().(*mirrorJob)
+	c.ApplyForward() // the copy is of the request as forwarded
 	c.Req.CopyTo(&j.req)
 	// The forwarded request keeps Host and Content-Length among its fields
 	// exactly as built (codec.Apply); CopyTo does not carry that mode over.

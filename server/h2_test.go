@@ -29,7 +29,7 @@ import (
 )
 
 // h2Routes: everything to the recording upstream; /limited/ allows two
-// requests per tenant and second, with the limit's headers on answers.
+// requests per tenant and minute, with the limit's headers on answers.
 const h2Routes = `
 services:
   up:
@@ -38,7 +38,7 @@ services:
 routes:
   - name: limited
     match: {prefix: /limited/}
-    limits: [{by: header.X-Tenant, rate: 2, per: 1s, burst: 2, headers: true}]
+    limits: [{by: header.X-Tenant, rate: 2, per: 1m, burst: 2, headers: true}]
     service: up
   - name: all
     match: {prefix: /}

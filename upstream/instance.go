@@ -139,6 +139,7 @@ const maxLoopPools = 64
 func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
 	lp := in.loopPoolFor(c.Loop)
 	if lp == nil {
+		c.ApplyForward()
 		return in.client.DoDeadline(c.Req, c.Resp, deadline)
 	}
 	if !lp.acquire(c, in.pool.MaxConnWait) {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
@@ -98,6 +99,7 @@ func (lp *loopPool) release() {
 // idempotent request then goes again, once, on a new connection.
 func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) error {
 	if lp.hc != nil {
+		c.ApplyForward()
 		return lp.hc.DoDeadline(c.Req, c.Resp, deadline)
 	}
 	now := c.Now()
@@ -124,7 +126,15 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 	p := &lp.in.pool
 	req, resp := c.Req, c.Resp
 	_ = lc.conn.SetWriteDeadline(sooner(deadline, now, p.Write))
-	if err = req.Write(lc.bw); err == nil {
+	written := false
+	if c.Forward {
+		written, err = codec.WriteRequest(lc.bw, req, &c.Fields)
+	}
+	if !written && err == nil {
+		c.ApplyForward() // a streamed body: fasthttp frames it
+		err = req.Write(lc.bw)
+	}
+	if err == nil {
 		err = lc.bw.Flush()
 	}
 	if err != nil {

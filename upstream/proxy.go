@@ -87,7 +87,8 @@ func mediaTypeIs(ct []byte, mt string) bool {
 	return len(ct) == len(mt) || ct[len(mt)] == ';' || ct[len(mt)] == ' ' || ct[len(mt)] == '\t'
 }
 
-// PrepareRequest rewrites c.Req for the trip upstream (see Forwarding).
+// PrepareRequest builds the request for the trip upstream (see
+// Forwarding) in c.Fields; c.ApplyForward puts it into c.Req.
 func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	peer := c.Peer.Addr().Unmap()
 	client := c.ClientIP
@@ -121,5 +122,8 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 		path = c.UpstreamPath
 	}
 	query, _ := e.Internal.StripParams(c.Scratch[:0], c.Target.Query)
-	codec.Apply(c.Req, l, path, query, c.Target.HasQuery)
+	l.SetTarget(path, query, c.Target.HasQuery)
+	// Applied to c.Req only when an exchange needs it there: the loop's
+	// writes it from the list (codec.WriteRequest).
+	c.Forward = true
 }

@@ -112,6 +112,7 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 		return
 	}
 	_ = conn.SetDeadline(deadline)
+	c.ApplyForward()
 	h := &c.Req.Header
 	h.SetBytesKV(strConnection, strUpgrade)
 	h.SetBytesKV(strUpgrade, strWebSocket)
