@@ -55,11 +55,6 @@ for addr in $UPSTREAM_ADDR $GATEWAY_ADDR; do
 done
 ulimit -n 65536 2>/dev/null || true
 
-pinned() { # cpus cmd...: run under taskset when cpus is set
-	local cpus=$1
-	shift
-	if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
-}
 start_pinned upstream "$LOAD_CPUS" bin/bench-upstream -listen $UPSTREAM_ADDR
 wait_port upstream $UPSTREAM_ADDR
 
@@ -96,17 +91,16 @@ start_pinned tollgate "$PROXY_CPUS" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u
 wait_port tollgate $GATEWAY_ADDR
 GW_PID=${PIDS[tollgate]}
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$GW_PID/stat"; }
 
 # ---------------------------------------------------------------- passes
 ROWS=()
 pass() { # label path rate
 	local label=$1 path=$2 rate=$3 out t0 t1 sign=()
 	[[ $path == /chain/* ]] && sign=(-secret "$SECRET" -app-key $APP_KEY)
-	t0=$(cpu_ticks)
+	t0=$(proc_ticks "$GW_PID")
 	out=$(pinned "$LOAD_CPUS" bin/bench-loadgen -url "http://$GATEWAY_ADDR$path?$QUERY" -rate "$rate" \
 		-duration "$DURATION" -warmup "$WARMUP" -conns "$CONNS" -label "$label" "${sign[@]}" | grep '^LOADGEN ')
-	t1=$(cpu_ticks)
+	t1=$(proc_ticks "$GW_PID")
 	val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$out"; }
 	local achieved cpu
 	achieved=$(val achieved_rps)

@@ -73,24 +73,15 @@ wait_port tollgate $GATEWAY_ADDR
 out=$(curl -sS -X POST -H 'Content-Type: application/json' -d '{"sku":"abc","quantity":2,"customerId":"c-1"}' "http://$GATEWAY_ADDR/v1/orders")
 [[ $out == *'"id":"o-abc"'* ]] || die "the transcoded route does not answer as it should: $out"
 
-ticks() { # pid: utime+stime
-	local f
-	f=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
-	f=${f##*) }
-	# shellcheck disable=SC2086
-	set -- $f
-	echo $((${12} + ${13}))
-}
-
 declare -A RPS P99 CPU UPCPU ERR
 pass() { # name path backend
 	local name=$1 path=$2 backend=$3 out t0 t1 u0 u1 n
 	wrk -t2 -c"$CONNS" -d"$WARMUP" -s bench/wrk/post-json.lua "http://$GATEWAY_ADDR$path" >/dev/null 2>&1 || true
-	t0=$(ticks "${PIDS[tollgate]}")
-	u0=$(ticks "${PIDS[$backend]}")
+	t0=$(proc_ticks "${PIDS[tollgate]}")
+	u0=$(proc_ticks "${PIDS[$backend]}")
 	out=$(wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s bench/wrk/post-json.lua "http://$GATEWAY_ADDR$path")
-	t1=$(ticks "${PIDS[tollgate]}")
-	u1=$(ticks "${PIDS[$backend]}")
+	t1=$(proc_ticks "${PIDS[tollgate]}")
+	u1=$(proc_ticks "${PIDS[$backend]}")
 	n=$(awk '/requests in/ { print $1 }' <<<"$out")
 	RPS[$name]=$(awk '/Requests\/sec/ { printf "%.0f", $2 }' <<<"$out")
 	P99[$name]=$(awk '$1 == "99%" { print $2 }' <<<"$out")

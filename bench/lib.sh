@@ -110,6 +110,28 @@ stop() { # name: TERM, then KILL after 5 s
 	wait "$pid" 2>/dev/null || true
 }
 
+# ---------------------------------------------------------------- measuring
+# proc_ticks pid: utime+stime (clock ticks) of pid and its direct children
+# (nginx's workers).
+proc_ticks() {
+	local total=0 p f
+	for p in "$1" $(pgrep -P "$1" 2>/dev/null || true); do
+		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		f=${f##*) } # drop "pid (comm) "; field 3 (state) becomes $1
+		# shellcheck disable=SC2086
+		set -- $f
+		total=$((total + ${12} + ${13})) # fields 14 (utime) and 15 (stime)
+	done
+	echo "$total"
+}
+
+# pinned cpus cmd...: runs cmd under taskset when cpus is set.
+pinned() {
+	local cpus=$1
+	shift
+	if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
+}
+
 # ---------------------------------------------------------------- ports
 port_busy() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
 

@@ -138,18 +138,6 @@ stop_gateway() {
 # ---------------------------------------------------------------- measuring
 children() { pgrep -P "$1" 2>/dev/null || true; }
 
-proc_ticks() { # pid: utime+stime (clock ticks) of pid and its direct children (nginx workers)
-	local total=0 p f
-	for p in "$1" $(children "$1"); do
-		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-		f=${f##*) } # drop "pid (comm) "; field 3 (state) becomes $1
-		# shellcheck disable=SC2086
-		set -- $f
-		total=$((total + ${12} + ${13})) # fields 14 (utime) and 15 (stime)
-	done
-	echo "$total"
-}
-
 other_ticks() { # pids...: CPU ticks of every process except these (reaped children included via cutime)
 	cat /proc/[0-9]*/stat 2>/dev/null | awk -v excl=" $* " '
 		index(excl, " " $1 " ") { next }

@@ -73,11 +73,6 @@ EOF
 
 # procs pid: the pid and its children's (nginx's master and workers).
 procs() { echo "$1" $(pgrep -P "$1" || true); }
-cpu_ticks() { # pid: CPU ticks of it and its children
-	local p t=0
-	for p in $(procs "$1"); do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-	echo $t
-}
 rss_kb() { # pid: VmRSS of it and its children, in kB
 	local p r=0
 	for p in $(procs "$1"); do r=$((r + $(awk '/^VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0))); done
@@ -91,11 +86,11 @@ measure() { # target pid url body conns
 	wrk -t"$threads" -c"$conns" -d1s "$url" >/dev/null 2>&1 || true # warm the pools
 	sleep 0.5
 	r0=$(rss_kb "$pid")
-	t0=$(cpu_ticks "$pid")
+	t0=$(proc_ticks "$pid")
 	(sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')" && rss_kb "$pid" >"$TMP/rss-mid") &
 	local sampler=$!
 	out=$(pinned "$LOAD_CPUS" wrk -t"$threads" -c"$conns" -d"${DURATION}s" --timeout 10s "$url" 2>&1)
-	t1=$(cpu_ticks "$pid")
+	t1=$(proc_ticks "$pid")
 	wait "$sampler"
 	rmid=$(cat "$TMP/rss-mid")
 	n=$(awk '/requests in/ { print $1 }' <<<"$out")
@@ -105,12 +100,6 @@ measure() { # target pid url body conns
 	rss=$(awk -v a="$r0" -v b="$rmid" -v c="$conns" 'BEGIN { d = (b - a) * 1024 / c; printf "%.0f", (d > 0 ? d : 0) }')
 	log "$target body $body conns $conns: $rps req/s, $cpu µs CPU/req, $rss B RSS/conn"
 	ROWS+=("$target $body $conns $rps $cpu $rss")
-}
-
-pinned() { # cpus cmd...: run under taskset when cpus is set
-	local cpus=$1
-	shift
-	if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
 }
 
 for body in $BODIES; do

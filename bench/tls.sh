@@ -101,18 +101,6 @@ chmod 755 "$TMP"
 start_pinned nginx "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
 wait_port nginx $NGINX_ADDR
 
-ticks() { # pid: utime+stime of pid and its direct children (nginx's workers)
-	local total=0 p f
-	for p in "$1" $(pgrep -P "$1" 2>/dev/null || true); do
-		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-		f=${f##*) }
-		# shellcheck disable=SC2086
-		set -- $f
-		total=$((total + ${12} + ${13}))
-	done
-	echo "$total"
-}
-pinned() { local cpus=$1; shift; if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi; }
 
 # ---------------------------------------------------------------- passes
 declare -A RPS CPU P99 ERR
@@ -121,9 +109,9 @@ pass() { # target addr mode
 	pid=${PIDS[$target]}
 	[[ $mode == handshake ]] && hdr=(-H "Connection: close")
 	pinned "$LOAD_CPUS" wrk -t2 -c"$CONNS" -d"$WARMUP" "${hdr[@]}" "https://$addr/" >/dev/null 2>&1 || true
-	t0=$(ticks "$pid")
+	t0=$(proc_ticks "$pid")
 	out=$(pinned "$LOAD_CPUS" wrk -t2 -c"$CONNS" -d"$DURATION" --latency "${hdr[@]}" "https://$addr/")
-	t1=$(ticks "$pid")
+	t1=$(proc_ticks "$pid")
 	n=$(awk '/requests in/ { print $1 }' <<<"$out")
 	RPS[$target.$mode]=$(awk '/Requests\/sec/ { printf "%.0f", $2 }' <<<"$out")
 	P99[$target.$mode]=$(awk '$1 == "99%" { print $2 }' <<<"$out")
@@ -135,9 +123,9 @@ pass_h2() { # target addr: h2load, HTTP/2 over TLS
 	local target=$1 addr=$2 pid out t0 t1 n
 	pid=${PIDS[$target]}
 	pinned "$LOAD_CPUS" h2load -t2 -c"$H2_CONNS" -m"$H2_STREAMS" -D "${WARMUP%s}" "https://$addr/" >/dev/null 2>&1 || true
-	t0=$(ticks "$pid")
+	t0=$(proc_ticks "$pid")
 	out=$(pinned "$LOAD_CPUS" h2load -t2 -c"$H2_CONNS" -m"$H2_STREAMS" -D "${DURATION%s}" "https://$addr/")
-	t1=$(ticks "$pid")
+	t1=$(proc_ticks "$pid")
 	grep -q "h2" <<<"$(awk '/^Application protocol/' <<<"$out")" || die "$target did not speak h2 to h2load: $out"
 	n=$(awk '/^requests:/ { print $8 }' <<<"$out")
 	RPS[$target.h2]=$(awk '/^finished in/ { printf "%.0f", $4 }' <<<"$out")
