@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -313,12 +312,9 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 		`instances: [{addr: "${UP}"}, {addr: "${UP2}"}]
     balance: least_conn`, 1), "idle_timeout: 400ms", "idle_timeout: 5s", 1)
 	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": a, "UP2": b}, nil)
-	conn, err := net.Dial("tcp", g.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := npDial(t, g.Addr)
 	br := bufio.NewReader(conn)
-	fmt.Fprintf(conn, wsHandshake, "/ws")
+	npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
 	switched(t, conn, br)
 	inflight := func() map[string]int64 {
 		out := map[string]int64{}
@@ -338,13 +334,9 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 	}
 	// The other instance is the least loaded, so it gets the handshakes
 	// that come meanwhile (each then counted in turn, so alternate).
-	other, err := net.Dial("tcp", g.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obr := bufio.NewReader(other)
-	fmt.Fprintf(other, wsHandshake, "/ws")
-	switched(t, other, obr)
+	other := npDial(t, g.Addr)
+	npWrite(t, other, strings.Replace(wsHandshake, "%s", "/ws", 1))
+	switched(t, other, bufio.NewReader(other))
 	for addr, n := range inflight() {
 		if n != 1 {
 			t.Fatalf("the second relay did not go to the idle instance: %v (first on %s, now %s)", inflight(), busy, addr)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,7 +193,7 @@ func outgoingMetadata(c *pipeline.Ctx) metadata.MD {
 		if !grpcMetadataName(name) || !printable(value) {
 			continue
 		}
-		k := string(lowerName(name))
+		k := strings.ToLower(string(name))
 		md[k] = append(md[k], string(value))
 	}
 	return md
@@ -226,14 +227,6 @@ func printable(v []byte) bool {
 		}
 	}
 	return true
-}
-
-func lowerName(name []byte) []byte {
-	out := make([]byte, len(name))
-	for i, b := range name {
-		out[i] = ascii.Lower(b)
-	}
-	return out
 }
 
 // grpcHTTP maps gRPC status codes to HTTP statuses (the mapping
