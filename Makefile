@@ -75,6 +75,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONSpans$$' -fuzztime $(FUZZTIME) ./source/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranscode$$' -fuzztime $(FUZZTIME) ./transcode/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgree$$' -fuzztime $(FUZZTIME) ./sign/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgreeV2$$' -fuzztime $(FUZZTIME) ./sign/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompareKeys$$' -fuzztime $(FUZZTIME) ./sign/
+	$(GO) test -run '^$$' -fuzz '^FuzzJWTVerify$$' -fuzztime $(FUZZTIME) ./auth/jwt/
 
 ## proto: rebuild the test order service's descriptor set (checked in, so
 ## nothing else needs protoc) after changing its .proto files.
@@ -83,10 +87,6 @@ proto:
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null; }
 	cd internal/testutil/grpcorders/proto && protoc -I . -I /usr/include --include_imports \
 		--descriptor_set_out=../orders.pb orders.proto
-	$(GO) test -run '^$$' -fuzz '^FuzzAgree$$' -fuzztime $(FUZZTIME) ./sign/
-	$(GO) test -run '^$$' -fuzz '^FuzzAgreeV2$$' -fuzztime $(FUZZTIME) ./sign/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompareKeys$$' -fuzztime $(FUZZTIME) ./sign/
-	$(GO) test -run '^$$' -fuzz '^FuzzJWTVerify$$' -fuzztime $(FUZZTIME) ./auth/jwt/
 
 clean:
 	rm -rf bin

@@ -187,10 +187,12 @@ func TestWebSocketOverTLSAndCap(t *testing.T) {
 			}
 			// 600 bytes out and 600 back pass the 1000-byte cap.
 			msg := strings.Repeat("y", 600)
-			_, _ = io.WriteString(conn, msg)
+			npWrite(t, conn, msg)
 			got := make([]byte, len(msg))
-			_, _ = io.ReadFull(br, got)
-			_, _ = io.WriteString(conn, msg)
+			if _, err := io.ReadFull(br, got); err != nil || string(got) != msg {
+				t.Fatalf("echo under the cap: %d bytes, %v", len(got), err)
+			}
+			npWrite(t, conn, msg)
 			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
 			n, err := io.Copy(io.Discard, br)
 			if err != nil || n >= int64(len(msg)) {
@@ -357,5 +359,42 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 			t.Fatalf("relays ended but still counted: %v", inflight())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWebSocketStalledClientHoldsNoLoop: a client that keeps sending on a
+// relay to an echo backend and never reads fills every buffer on the way
+// back; the relay then waits on the loop like any fiber, and the loop (the
+// only one here) goes on serving other connections.
+func TestWebSocketStalledClientHoldsNoLoop(t *testing.T) {
+	up := wsUpstream(t)
+	yaml := strings.Replace(wsConfig, "idle_timeout: 400ms", "idle_timeout: 10s", 1)
+	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": up}, func(o *Options) { o.Workers = 1 })
+	conn := npDial(t, g.Addr)
+	npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
+	switched(t, conn, bufio.NewReader(conn))
+	sent := make(chan int64, 1)
+	go func() {
+		chunk := bytes.Repeat([]byte("z"), 64<<10)
+		var n int64
+		_ = conn.SetWriteDeadline(time.Now().Add(3 * time.Second))
+		for range 2048 { // 128 MiB: far more than the socket buffers both ways hold
+			m, err := conn.Write(chunk)
+			n += int64(m)
+			if err != nil {
+				break
+			}
+		}
+		sent <- n
+	}()
+	if n := <-sent; n >= 2048*64<<10 {
+		t.Fatalf("all %d bytes were taken: the echo never backed up", n)
+	}
+	other := npDial(t, g.Addr)
+	start := time.Now()
+	npWrite(t, other, "GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp := npRead(t, other, bufio.NewReader(other), false)
+	if took := time.Since(start); resp.StatusCode() != 400 || took > 2*time.Second {
+		t.Fatalf("another client on the loop: %d after %v", resp.StatusCode(), took)
 	}
 }

@@ -76,14 +76,18 @@ type npConn struct {
 }
 
 // evIO is the readiness of one socket as the loop's edge-triggered events
-// report it, and the fiber waiting for it.
+// report it, and the fibers waiting for it: one to read and one to write
+// (a relay reads a socket on one fiber while it writes it on another).
 type evIO struct {
-	rready atomic.Bool // bytes (or EOF) may be waiting: a read will not fail with EAGAIN
-	wready atomic.Bool // the send buffer had room at the last event
-	hup    atomic.Bool // the peer hung up, or the socket failed: every read is ready
-	waiter *fiber      // loop goroutine and that fiber only
-	write  bool        // the waiter waits to write
+	rready  atomic.Bool // bytes (or EOF) may be waiting: a read will not fail with EAGAIN
+	wready  atomic.Bool // the send buffer had room at the last event
+	hup     atomic.Bool // the peer hung up, or the socket failed: every read is ready
+	rwaiter *fiber      // loop goroutine and that fiber only
+	wwaiter *fiber
 }
+
+// waited reports a fiber waiting on the socket.
+func (io *evIO) waited() bool { return io.rwaiter != nil || io.wwaiter != nil }
 
 func (io *evIO) readable() bool { return io.rready.Load() || io.hup.Load() }
 

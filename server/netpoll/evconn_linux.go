@@ -12,9 +12,10 @@ import (
 
 // evRead reads the client's socket in event-loop mode: once epoll has
 // said there are bytes, waiting on the loop (under the phase's deadline)
-// otherwise.
+// otherwise. The waiting fiber is the one running: the connection's own,
+// or a relay's second one.
 func (c *npConn) evRead(p []byte) (int, error) {
-	n, err := c.loop.ev.readFD(c.fiber, &c.io, c.fd, p, c.rdl)
+	n, err := c.loop.ev.readFD(c.loop.ev.cur, &c.io, c.fd, p, c.rdl)
 	if err != nil && err != io.EOF {
 		err = &net.OpError{Op: "read", Net: "tcp", Err: err}
 	}
@@ -24,7 +25,7 @@ func (c *npConn) evRead(p []byte) (int, error) {
 // evWrite writes all of p to the client's socket in event-loop mode,
 // waiting on the loop (under the answer's deadline) while it is full.
 func (c *npConn) evWrite(p []byte) (int, error) {
-	n, err := c.loop.ev.writeFD(c.fiber, &c.io, c.fd, p, c.wdl)
+	n, err := c.loop.ev.writeFD(c.loop.ev.cur, &c.io, c.fd, p, c.wdl)
 	if err != nil {
 		err = &net.OpError{Op: "write", Net: "tcp", Err: err}
 	}

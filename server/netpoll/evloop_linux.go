@@ -112,6 +112,7 @@ type fiber struct {
 	job   func()  // or the function it runs (spawn)
 
 	waitIO   *evIO // what the fiber waits for, nil for a deadline only
+	waitW    bool  // to write to it
 	deadline int64 // transport clock; 0 for none
 	heapAt   int   // index in the loop's timers, -1 when not there
 	timedOut bool
@@ -176,14 +177,14 @@ func (l *npLoop) runEvents() {
 			switch {
 			case c != nil && c.gen == uint32(ev.Pad):
 				c.io.note(ev.Events)
-				if c.io.waiter != nil {
+				if c.io.waited() {
 					s.wake(&c.io)
 				} else if c.io.readable() {
 					s.dispatch(c)
 				}
 			case u != nil && u.gen == uint32(ev.Pad):
 				u.io.note(ev.Events)
-				if u.io.waiter != nil {
+				if u.io.waited() {
 					s.wake(&u.io)
 				}
 			}
@@ -344,16 +345,34 @@ func (s *evState) takePosted() {
 	s.spare = work[:0]
 }
 
-// wake resumes the fiber waiting on io if io is ready for it.
+// wake resumes the fibers waiting on io that io is ready for.
 func (s *evState) wake(io *evIO) {
-	f := io.waiter
-	if io.write && !io.wready.Load() || !io.write && !io.readable() {
-		return
+	if f := io.rwaiter; f != nil && io.readable() {
+		io.rwaiter = nil
+		s.resume(f)
 	}
-	io.waiter = nil
+	if f := io.wwaiter; f != nil && io.wready.Load() {
+		io.wwaiter = nil
+		s.resume(f)
+	}
+}
+
+func (s *evState) resume(f *fiber) {
 	f.waitIO = nil
 	s.timers.remove(f)
 	s.run(f)
+}
+
+// unwait takes f off the socket it waits for.
+func (f *fiber) unwait() {
+	if io := f.waitIO; io != nil {
+		if f.waitW {
+			io.wwaiter = nil
+		} else {
+			io.rwaiter = nil
+		}
+		f.waitIO = nil
+	}
 }
 
 // runReady resumes the fibers unparked meanwhile, and those they unpark.
@@ -379,8 +398,7 @@ func (s *evState) expire(now int64) {
 // socket wait (or, when all is set, any wait) fails.
 func (s *evState) timeOut(f *fiber, all bool) {
 	if f.waitIO != nil {
-		f.waitIO.waiter = nil
-		f.waitIO = nil
+		f.unwait()
 		all = true
 	}
 	f.timedOut = all
@@ -408,18 +426,21 @@ func (s *evState) abort() bool {
 	l.mu.RLock()
 	var waiting []*evIO
 	for _, c := range l.conns {
-		if c.io.waiter != nil {
+		if c.io.waited() {
 			waiting = append(waiting, &c.io)
 		}
 	}
 	for _, u := range l.ups {
-		if u.io.waiter != nil {
+		if u.io.waited() {
 			waiting = append(waiting, &u.io)
 		}
 	}
 	l.mu.RUnlock()
 	for _, io := range waiting {
-		if f := io.waiter; f != nil {
+		if f := io.rwaiter; f != nil {
+			s.timeOut(f, true)
+		}
+		if f := io.wwaiter; f != nil {
 			s.timeOut(f, true)
 		}
 	}
@@ -499,8 +520,12 @@ func (s *evState) awaitFor(f *fiber, io *evIO, fd int32, write bool, deadline in
 	if s.stopping.Load() {
 		return net.ErrClosed
 	}
-	io.waiter, io.write = f, write
-	f.waitIO = io
+	if write {
+		io.wwaiter = f
+	} else {
+		io.rwaiter = f
+	}
+	f.waitIO, f.waitW = io, write
 	f.timedOut = false
 	f.deadline = deadline
 	if deadline > 0 {
