@@ -10,7 +10,7 @@ import (
 // framingErrors are the syntax errors answered 400 with their own message.
 var framingErrors = []error{ErrObsFold, ErrBadHeaderName, ErrBadHeaderValue, ErrBareCR, ErrBadContentLength,
 	ErrDupContentLength, ErrCLAndTE, ErrBadTE, ErrTEInHTTP10, ErrBadMethod, ErrBadVersion, ErrBadTarget, ErrMissingHost, ErrBadChunk,
-	ErrBadPath, ErrBadHost, ErrBadForwardedFor, ErrDupContentType, ErrBareLFEnd, ErrHostAuthority}
+	ErrBadPath, ErrBadHost, ErrBadForwardedFor, ErrDupContentType, ErrBareLFEnd}
 
 // Errors lists every error of the package, for callers that prebuild one
 // answer per error.

@@ -16,10 +16,6 @@ import (
 var (
 	ErrBadPath = errors.New("codec: invalid or ambiguous path")
 	ErrBadHost = errors.New("codec: invalid Host")
-	// ErrHostAuthority is an HTTP/2 request whose Host field names another
-	// host than its :authority (RFC 9113 §8.3.1): the gateway routes on one
-	// and a backend could read the other.
-	ErrHostAuthority = errors.New("codec: Host differs from :authority")
 )
 
 // Target is a request's target in the one form the gateway routes on and

@@ -19,11 +19,12 @@ type alpnListener struct {
 	h2      transport.ConnServer
 	h       Handler
 	timeout time.Duration
-	// shaking bounds the handshakes in progress, and maxH2 the HTTP/2
-	// connections (fasthttp's own limit counts only what it serves):
-	// both MaxConns.
+	// shaking bounds the handshakes in progress; an h2 connection is
+	// refused once open() — every client connection, h2 and HTTP/1.1 —
+	// reaches max (fasthttp's own limit counts only what it serves).
 	shaking chan struct{}
-	maxH2   int
+	open    func() int
+	max     int
 
 	start sync.Once
 	ready chan net.Conn
@@ -31,12 +32,13 @@ type alpnListener struct {
 	err   error         // why; set before done closes
 }
 
-func newALPNListener(ln net.Listener, conf *tls.Config, h2 transport.ConnServer, h Handler, timeout time.Duration, maxConns int) *alpnListener {
+func newALPNListener(ln net.Listener, conf *tls.Config, h2 transport.ConnServer, h Handler, timeout time.Duration,
+	maxConns int, open func() int) *alpnListener {
 	if maxConns <= 0 {
 		maxConns = 1 << 20
 	}
 	return &alpnListener{Listener: ln, conf: conf, h2: h2, h: h, timeout: timeout,
-		shaking: make(chan struct{}, maxConns), maxH2: maxConns,
+		shaking: make(chan struct{}, maxConns), open: open, max: maxConns,
 		ready: make(chan net.Conn), done: make(chan struct{})}
 }
 
@@ -81,7 +83,7 @@ func (l *alpnListener) handshake(raw net.Conn) {
 	shaken()
 	_ = raw.SetDeadline(time.Time{})
 	if c.ConnectionState().NegotiatedProtocol == "h2" {
-		if l.h2.Conns() >= l.maxH2 {
+		if l.open() >= l.max {
 			_ = raw.Close()
 			return
 		}

@@ -38,6 +38,10 @@ type Gateway struct {
 // keep-alive clients leave before the transport shuts down.
 func (g *Gateway) Drain() { g.draining.Store(true) }
 
+// Draining reports whether Drain was called: a transport whose
+// connections outlive one answer (HTTP/2) tells its clients to go.
+func (g *Gateway) Draining() bool { return g.draining.Load() }
+
 // NewGateway returns a gateway serving snap.
 func NewGateway(snap *config.Snapshot, log *observe.AccessLog) *Gateway {
 	g := &Gateway{limits: snap.Limits}
@@ -155,6 +159,8 @@ func (s secureGateway) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, p
 func (s secureGateway) TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade {
 	return s.g.TakeUpgrade(resp)
 }
+
+func (s secureGateway) Draining() bool { return s.g.Draining() }
 
 func (s secureGateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
 	s.g.ServeError(err, req, resp, peer)

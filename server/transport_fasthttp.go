@@ -129,7 +129,7 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 func (t *fastHTTPTransport) Serve(ln net.Listener) error {
 	switch {
 	case t.tlsConf != nil && t.h2 != nil:
-		ln = newALPNListener(ln, t.tlsConf, t.h2, t.h, t.hdrTimeout, t.maxConns)
+		ln = newALPNListener(ln, t.tlsConf, t.h2, t.h, t.hdrTimeout, t.maxConns, t.Conns)
 	case t.tlsConf != nil:
 		// Under TLS the bare-LF check (fhConn) reads the plaintext.
 		ln = tls.NewListener(ln, t.tlsConf)

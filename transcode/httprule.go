@@ -256,12 +256,20 @@ func (t *template) match(path string, bind func(field, value string) error) (boo
 		if end < 0 {
 			end = len(parts)
 		}
-		raw := strings.Join(parts[v.start:end], "/")
-		val, err := url.PathUnescape(raw)
-		if err != nil {
-			return true, fmt.Errorf("path variable %s: %v", v.Field, err)
+		// Decoded segment by segment: an encoded '/' is not a separator
+		// the route's match saw, so it is refused rather than made one.
+		segs := make([]string, 0, end-v.start)
+		for _, part := range parts[v.start:end] {
+			seg, err := url.PathUnescape(part)
+			if err != nil {
+				return true, fmt.Errorf("path variable %s: %v", v.Field, err)
+			}
+			if strings.Contains(seg, "/") {
+				return true, fmt.Errorf("path variable %s: an encoded '/' in a segment", v.Field)
+			}
+			segs = append(segs, seg)
 		}
-		if err := bind(v.Field, val); err != nil {
+		if err := bind(v.Field, strings.Join(segs, "/")); err != nil {
 			return true, err
 		}
 	}

@@ -3,12 +3,14 @@ package transcode
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/source"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -117,7 +119,7 @@ func (s *Step) Handle(c *pipeline.Ctx) pipeline.Verdict {
 func (s *Step) fill(c *pipeline.Ctx, msg *dynamicpb.Message) (int, error) {
 	body := c.Req.Body()
 	if len(body) > 0 {
-		if ct := c.Req.Header.ContentType(); len(ct) > 0 && !isJSON(ct) {
+		if ct := c.Req.Header.ContentType(); len(ct) > 0 && source.MediaOf(ct) != source.MediaJSON {
 			return errNotJSON.Status, fmt.Errorf("%s", errNotJSON.Message)
 		}
 		var target proto.Message
@@ -147,16 +149,52 @@ func (s *Step) fill(c *pipeline.Ctx, msg *dynamicpb.Message) (int, error) {
 	if s.rule.Body == "*" {
 		return 0, nil // the body is the whole message: no query parameters
 	}
+	// A parameter may not redo what the path or the body set (filters and
+	// the route matched on those), and a single-valued field takes one
+	// value: which of two a backend would get is not for the client to
+	// play with.
 	var qerr error
+	var seen []string
 	c.QueryArgs().VisitAll(func(k, v []byte) {
-		if qerr == nil {
-			qerr = setField(msg, string(k), string(v), false)
+		if qerr != nil {
+			return
 		}
+		key := string(k)
+		if s.boundElsewhere(key) {
+			return
+		}
+		if fds, err := fieldPath(s.in, key); err == nil && !fds[len(fds)-1].IsList() {
+			if slices.Contains(seen, key) {
+				qerr = fmt.Errorf("field %q given twice", key)
+				return
+			}
+			seen = append(seen, key)
+		}
+		qerr = setField(msg, key, string(v), false)
 	})
 	if qerr != nil {
 		return fasthttp.StatusBadRequest, qerr
 	}
 	return 0, nil
+}
+
+// boundElsewhere reports a query key naming a field (or a field inside
+// one) that a path variable or the body field sets.
+func (s *Step) boundElsewhere(key string) bool {
+	covers := func(field string) bool {
+		return key == field || strings.HasPrefix(key, field+".")
+	}
+	if s.bodyField != nil && covers(string(s.bodyField.Name())) {
+		return true
+	}
+	if s.hasRule {
+		for _, v := range s.rule.Path.vars {
+			if covers(v.Field) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // HandleResponse implements pipeline.ResponseFilter: a reply becomes the
@@ -197,12 +235,6 @@ func (s *Step) HandleResponse(c *pipeline.Ctx) {
 	r.Header.SetContentType("application/json")
 	r.SetBody(b)
 	c.Scratch = b[:0]
-}
-
-func isJSON(ct []byte) bool {
-	mt, _, _ := strings.Cut(bytesconv.B2S(ct), ";")
-	mt = strings.TrimSpace(strings.ToLower(mt))
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 // jsonError is protojson's error without its "proto: " prefix: it names the

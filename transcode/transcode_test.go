@@ -62,7 +62,7 @@ func TestTemplates(t *testing.T) {
 	}{
 		{"/v1/orders/{id}", "/v1/orders/7", true, "id=7"},
 		{"/v1/orders/{id}", "/v1/orders/7/x", false, ""},
-		{"/v1/orders/{id}", "/v1/orders/a%2Fb", true, "id=a/b"},
+		{"/v1/orders/{id}", "/v1/orders/a%20b", true, "id=a b"},
 		{"/v1/{name=shelves/*/books/*}", "/v1/shelves/s1/books/b2", true, "name=shelves/s1/books/b2"},
 		{"/v1/{name=shelves/*/books/*}", "/v1/shelves/s1/cds/b2", false, ""}, // literals inside a variable still match exactly
 		{"/v1/files/{path=**}", "/v1/files/a/b/c", true, "path=a/b/c"},
@@ -79,6 +79,11 @@ func TestTemplates(t *testing.T) {
 		if err != nil || ok != tc.match || (ok && strings.Join(got, ",") != tc.vars) {
 			t.Fatalf("%s on %s: %v %v %v", tc.tmpl, tc.path, ok, got, err)
 		}
+	}
+	// An encoded '/' never becomes a separator inside a variable.
+	tp, _ := parseTemplate("/v1/orders/{id}")
+	if ok, err := tp.match("/v1/orders/a%2Fb", func(string, string) error { return nil }); !ok || err == nil {
+		t.Fatalf("an encoded slash in a variable: %v %v", ok, err)
 	}
 	for _, bad := range []string{"v1/x", "/v1/{id", "/v1/{=x}", "/v1/a{id}", "/v1//x", "/v1/**/x"} {
 		if _, err := parseTemplate(bad); err == nil {
@@ -109,6 +114,28 @@ func TestRequestAndReply(t *testing.T) {
 	s.HandleResponse(c)
 	if c.Resp.StatusCode() != 200 || !strings.Contains(string(c.Resp.Body()), `"totalCents":"12"`) {
 		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
+	}
+}
+
+// TestQueryCannotRedoThePath: a query parameter naming the field a path
+// variable set is not applied (the route and its filters saw the path),
+// and a single-valued field given twice is refused.
+func TestQueryCannotRedoThePath(t *testing.T) {
+	g := orders(t, "Get")
+	c := ctxFor("GET", "/v1/orders/o-1?id=o-2&limit=3", "")
+	if g.Handle(c) != pipeline.Continue {
+		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
+	}
+	in := dynamicpb.NewMessage(g.in)
+	if err := proto.Unmarshal(c.GRPC.Request, in); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := protojson.Marshal(in); !strings.Contains(string(got), `"id":"o-1"`) || !strings.Contains(string(got), `"limit":3`) {
+		t.Fatalf("built %s", got)
+	}
+	c = ctxFor("GET", "/v1/orders/o-1?limit=3&limit=4", "")
+	if g.Handle(c) != pipeline.Stop || c.Resp.StatusCode() != 400 || !strings.Contains(string(c.Resp.Body()), "limit") {
+		t.Fatalf("a repeated single-valued parameter: %d %s", c.Resp.StatusCode(), c.Resp.Body())
 	}
 }
 

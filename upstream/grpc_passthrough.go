@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -115,10 +116,25 @@ func grpcTimeout(v []byte) (time.Duration, bool) {
 	if err != nil || n < 0 {
 		return 0, false
 	}
-	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second,
-		'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
-	if unit == 0 {
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
 		return 0, false
+	}
+	if n > int64(math.MaxInt64/unit) {
+		return 0, false // longer than any budget: the route's applies
 	}
 	return time.Duration(n) * unit, true
 }

@@ -113,7 +113,7 @@ func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) error {
 			return nil
 		}
 		lp.drop(lc)
-		if attempt > 0 || !reused || !unanswered || !mayRepeat(c.Req) {
+		if attempt > 0 || !reused || !unanswered || c.Req.IsBodyStream() || !idempotent(&c.Req.Header, false) {
 			return err
 		}
 	}
@@ -147,11 +147,13 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 	if err = resp.ReadLimitBody(lc.br, p.MaxResponseBytes); err != nil {
 		return err, lc.br.Buffered() == 0 && closedEarly(err)
 	}
-	if req.Header.ConnectionClose() || resp.ConnectionClose() || lc.br.Buffered() > 0 {
-		// Bytes behind the answer are nothing a request asked for.
+	// The request sent never asks to close (the forwarding step drops the
+	// client's Connection field); the backend may. Bytes behind the answer
+	// are nothing a request asked for.
+	if resp.ConnectionClose() || lc.br.Buffered() > 0 {
 		lp.drop(lc)
 	} else {
-		lp.put(lc, now)
+		lp.put(lc, c.Now()) // idle from now, not from the exchange's start
 	}
 	return nil, false
 }
@@ -264,19 +266,9 @@ func sooner(deadline, now time.Time, d time.Duration) time.Time {
 	return deadline
 }
 
-// closedEarly reports a read that found the connection closed or reset.
+// closedEarly reports a read that found the connection closed or reset
+// before an answer began (a cut-short answer is not one).
 func closedEarly(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, fasthttp.ErrConnectionClosed)
-}
-
-// mayRepeat reports a request that can be sent again: a method that is
-// idempotent and a body still in memory.
-func mayRepeat(req *fasthttp.Request) bool {
-	if req.IsBodyStream() {
-		return false
-	}
-	h := &req.Header
-	return h.IsGet() || h.IsHead() || h.IsOptions() || h.IsPut() || h.IsDelete()
 }

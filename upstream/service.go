@@ -324,15 +324,18 @@ func (s *Service) mayRetry(c *pipeline.Ctx, f failure) bool {
 	if f != failRefused && f != failReset {
 		return false
 	}
-	if c.Req.IsBodyStream() {
-		return false
-	}
-	h := &c.Req.Header
+	return !c.Req.IsBodyStream() && idempotent(&c.Req.Header, s.RetryPutDelete)
+}
+
+// idempotent reports a method that may be sent twice: GET, HEAD and
+// OPTIONS, and PUT and DELETE when putDelete says their implementations
+// are idempotent too.
+func idempotent(h *fasthttp.RequestHeader, putDelete bool) bool {
 	switch {
 	case h.IsGet(), h.IsHead(), h.IsOptions():
 		return true
 	case h.IsPut(), h.IsDelete():
-		return s.RetryPutDelete
+		return putDelete
 	}
 	return false
 }

@@ -51,7 +51,10 @@ func grpcify(resp *fasthttp.Response) {
 	var shaped struct {
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(resp.Body(), &shaped) == nil && shaped.Message != "" {
+	// Only a small body already in memory is read for its message (the
+	// gateway's own refusals are): a streamed backend answer is not
+	// pulled in whole for it.
+	if !resp.IsBodyStream() && len(resp.Body()) <= 4096 && json.Unmarshal(resp.Body(), &shaped) == nil && shaped.Message != "" {
 		msg = shaped.Message
 	}
 	keep := make([][2]string, 0, 4)

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/codec"
-	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/server/transport"
 	"github.com/valyala/fasthttp"
 )
@@ -56,6 +55,8 @@ func (c *conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		c.h.ServeError(err, req, resp, c.peer)
 	} else {
+		// Its close-the-connection answer is HTTP/1.1's: a refused
+		// request does not end the other streams (see draining below).
 		c.h.Serve(req, resp, c.peer)
 	}
 	if u, ok := c.h.(transport.Upgrader); ok && resp.StatusCode() == http.StatusSwitchingProtocols {
@@ -71,6 +72,11 @@ func (c *conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if isGRPC(r) && !isGRPCAnswer(resp) {
 		grpcify(resp)
+	}
+	if d, ok := c.h.(interface{ Draining() bool }); ok && d.Draining() {
+		// x/net turns this into a GOAWAY with the answer, as an HTTP/1.1
+		// client gets Connection: close while the gateway drains.
+		w.Header().Set("Connection", "close")
 	}
 	writeAnswer(w, resp, r.Method == http.MethodHead)
 }
@@ -93,13 +99,11 @@ func (x *exchange) build(r *http.Request, o *Options) error {
 	if r.RequestURI[0] != '/' && (r.RequestURI != "*" || r.Method != http.MethodOptions) {
 		return codec.ErrBadTarget
 	}
-	// x/net resets a stream whose Host differs from :authority, and drops
-	// the field; this holds should a version let one through.
-	if hosts := r.Header["Host"]; len(hosts) > 0 {
-		if len(hosts) > 1 || !ascii.EqualFold([]byte(hosts[0]), r.Host) {
-			return codec.ErrHostAuthority
-		}
-	}
+	// (A Host field differing from :authority, or two of them, x/net has
+	// reset the stream for; it drops the field otherwise. Were one to get
+	// through, the head below would carry two Host fields, which the
+	// gateway's checks refuse.)
+	//
 	if r.ContentLength > 0 && o.MaxBodyBytes > 0 && r.ContentLength > o.MaxBodyBytes {
 		return codec.ErrBodyTooLarge
 	}
@@ -114,9 +118,7 @@ func (x *exchange) build(r *http.Request, o *Options) error {
 	// reaches the backend the same way.
 	x.keys = x.keys[:0]
 	for k := range r.Header {
-		if k != "Host" {
-			x.keys = append(x.keys, k)
-		}
+		x.keys = append(x.keys, k)
 	}
 	slices.Sort(x.keys)
 	for _, k := range x.keys {
@@ -137,7 +139,6 @@ func (x *exchange) build(r *http.Request, o *Options) error {
 			h = append(h, "\r\n"...)
 		}
 	}
-	x.head = h
 
 	// The body: with END_STREAM on the HEADERS frame there is none.
 	var streamed io.Reader
@@ -150,7 +151,14 @@ func (x *exchange) build(r *http.Request, o *Options) error {
 			return err
 		}
 	}
-	_, hasLength := r.Header["Content-Length"]
+	// x/net checks a declared length against the DATA frames that come,
+	// not against none at all (END_STREAM on the headers): a body read
+	// whole must be as long as declared, as one cut short over HTTP/1.1
+	// is refused.
+	declared, hasLength := r.Header["Content-Length"]
+	if hasLength && streamed == nil && (len(declared) != 1 || declared[0] != strconv.Itoa(len(body))) {
+		return codec.ErrBadContentLength
+	}
 	switch {
 	case streamed != nil && !hasLength:
 		h = append(h, "Transfer-Encoding: chunked\r\n"...)

@@ -71,8 +71,7 @@ type npConn struct {
 
 	// HTTP/2 (h2.go): the connection was handed to the HTTP/2 server,
 	// and its socket is read through the runtime's poller from then on.
-	handedOff bool
-	detached  bool
+	detached bool
 }
 
 // evIO is the readiness of one socket as the loop's edge-triggered events

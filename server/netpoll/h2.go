@@ -38,7 +38,6 @@ func (t *netpollTransport) handOffH2(c *npConn) {
 		c.rdl, c.wdl = 0, 0
 	}
 	c.detached = true
-	c.handedOff = true
 	_ = c.nc.SetDeadline(time.Time{})
 	// Shut with the transport if the HTTP/2 server's own shutdown ran
 	// out of time (stop ends relays the same way).

@@ -482,7 +482,7 @@ func (c *npConn) serve() {
 	w.bw.Reset(nil)
 	t.work.Put(w)
 
-	if c.handedOff {
+	if c.detached {
 		// The HTTP/2 server has it now (h2.go), and closes it.
 		finished = true
 		return
