@@ -69,6 +69,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	nRows := count("#routes-body tr")
 	must(chromedp.Do(ctx, chromedp.Sleep(2500*time.Millisecond)))
 	qps2, total2 := text("#qps"), text(`#routes-body tr[data-name="orders"] td.total`)
+	// A read can fall between two renders of the table (the row not
+	// there yet): read again until it is.
+	for try := 0; total2 == "" && try < 20; try++ {
+		must(chromedp.Do(ctx, chromedp.Sleep(100*time.Millisecond)))
+		total2 = text(`#routes-body tr[data-name="orders"] td.total`)
+	}
 	num := func(s string) float64 {
 		v, _ := strconv.ParseFloat(strings.ReplaceAll(strings.TrimSpace(s), ",", ""), 64)
 		return v
