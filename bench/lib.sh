@@ -174,16 +174,24 @@ wait_port_free() { # addr: up to 10 s
 	die "$1 is still in use"
 }
 
-# start_nginx runs nginx as the reference proxy (bench/nginx.conf.tmpl) on
-# $NGINX_ADDR to $UPSTREAM_ADDR with $NGINX_WORKERS workers, files in $TMP.
+# start_nginx [name addr fields]: runs nginx as the reference proxy
+# (bench/nginx.conf.tmpl) on addr (default $NGINX_ADDR) to $UPSTREAM_ADDR with
+# $NGINX_WORKERS workers, files in $TMP/name (default nginx). With fields=1 it
+# also adds the fields the gateway adds (bench/nginx-fields-*.inc).
 start_nginx() {
-	local prefix=$TMP/nginx user_line=""
-	port_busy $NGINX_ADDR && die "$NGINX_ADDR is already in use; stop whatever listens there"
+	local name=${1:-nginx} addr=${2:-$NGINX_ADDR} fields=${3:-0} prefix user_line="" http_fields="" location_fields=""
+	prefix=$TMP/$name
+	port_busy "$addr" && die "$addr is already in use; stop whatever listens there"
 	mkdir -p "$prefix"
 	if [[ $(id -u) == 0 ]]; then user_line="user nobody $(id -gn nobody 2>/dev/null || echo nogroup);"; fi
+	if [[ $fields == 1 ]]; then
+		http_fields="include $PWD/bench/nginx-fields-http.inc;"
+		location_fields="include $PWD/bench/nginx-fields-location.inc;"
+	fi
 	sed -e "s|@PREFIX@|$prefix|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" \
-		-e "s|@UPSTREAM@|$UPSTREAM_ADDR|g" -e "s|@LISTEN@|$NGINX_ADDR|g" \
-		-e "s|@USER_LINE@|$user_line|g" bench/nginx.conf.tmpl >"$prefix/nginx.conf"
-	start_pinned nginx "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
-	wait_http nginx "http://$NGINX_ADDR$REQ_PATH"
+		-e "s|@UPSTREAM@|$UPSTREAM_ADDR|g" -e "s|@LISTEN@|$addr|g" \
+		-e "s|@USER_LINE@|$user_line|g" -e "s|@HTTP_FIELDS@|$http_fields|g" \
+		-e "s|@LOCATION_FIELDS@|$location_fields|g" bench/nginx.conf.tmpl >"$prefix/nginx.conf"
+	start_pinned "$name" "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
+	wait_http "$name" "http://$addr$REQ_PATH"
 }

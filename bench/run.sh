@@ -2,10 +2,13 @@
 # Benchmark harness behind `make bench`. See bench/README.md for every knob.
 #
 # Starts a local upstream (127.0.0.1:9100), the gateway (127.0.0.1:8080) and
-# nginx as a reference proxy (127.0.0.1:8081) on the same upstream, then:
-#   1. wrk (closed loop, max throughput) in alternating rounds against both;
-#   2. the open-loop generator at a fixed rate against both;
-#   3. optionally (BENCH_IDLE=1) idle keep-alive connections against both;
+# nginx as a reference proxy on the same upstream, twice: as a bare proxy
+# (127.0.0.1:8081) and adding the fields the gateway adds (nginx-fields,
+# 127.0.0.1:8082); then:
+#   1. wrk (closed loop, max throughput) in rotating rounds against each;
+#   2. the open-loop generator at a fixed rate against each;
+#   3. optionally (BENCH_IDLE=1) idle keep-alive connections against the
+#      gateway and the bare nginx;
 # and prints one markdown table with the gateway/nginx ratios.
 set -euo pipefail
 
@@ -25,7 +28,7 @@ RATE=${BENCH_RATE:-13000}
 OPEN_LOOP=${BENCH_OPEN_LOOP:-1}
 SLACK=${BENCH_SLACK:-0}
 TRANSPORTS=${BENCH_TRANSPORTS:-netpoll fasthttp}
-TARGETS=${BENCH_TARGETS:-tollgate nginx}
+TARGETS=${BENCH_TARGETS:-tollgate nginx nginx-fields}
 WORKERS=${TOLLGATE_WORKERS:-$NPROC}
 NGINX_WORKERS=${BENCH_NGINX_WORKERS:-$WORKERS}
 BODY_BYTES=${BENCH_BODY_BYTES:-64}
@@ -42,6 +45,7 @@ UPSTREAM_PROCS=${BENCH_UPSTREAM_PROCS:-}
 UPSTREAM_ADDR=127.0.0.1:9100
 GATEWAY_ADDR=127.0.0.1:8080
 NGINX_ADDR=127.0.0.1:8081
+NGINX_FIELDS_ADDR=127.0.0.1:8082
 ADMIN_ADDR=127.0.0.1:9901
 GOROUTINES_URL=http://$ADMIN_ADDR/debug/goroutines
 HZ=$(getconf CLK_TCK)
@@ -56,7 +60,8 @@ has_target() { [[ " $TARGETS " == *" $1 "* ]]; }
 [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "TOLLGATE_WORKERS must be a positive integer"
 [[ $NGINX_WORKERS =~ ^[1-9][0-9]*$ ]] || die "BENCH_NGINX_WORKERS must be a positive integer"
 for t in $TARGETS; do
-	[[ $t == tollgate || $t == nginx ]] || die "unknown target '$t' in BENCH_TARGETS (tollgate, nginx)"
+	[[ $t == tollgate || $t == nginx || $t == nginx-fields ]] ||
+		die "unknown target '$t' in BENCH_TARGETS (tollgate, nginx, nginx-fields)"
 done
 has_target tollgate || TRANSPORTS=""
 
@@ -64,7 +69,8 @@ has_target tollgate || TRANSPORTS=""
 mapfile -t need < <(missing wrk curl)
 NGINX_BIN=$(command -v nginx 2>/dev/null || true)
 [[ -z $NGINX_BIN && -x /usr/sbin/nginx ]] && NGINX_BIN=/usr/sbin/nginx
-if [[ -z $NGINX_BIN ]] && has_target nginx; then need+=(nginx); fi
+uses_nginx() { has_target nginx || has_target nginx-fields; }
+if [[ -z $NGINX_BIN ]] && uses_nginx; then need+=(nginx); fi
 if ((${#need[@]})); then
 	apt_install "${need[@]}"
 	NGINX_BIN=$(command -v nginx 2>/dev/null || true)
@@ -147,20 +153,27 @@ other_ticks() { # pids...: CPU ticks of every process except these (reaped child
 
 now_ns() { date +%s%N; }
 
+cpu_idle_total() { awk '/^cpu /{ t = 0; for (i = 2; i <= NF; i++) t += $i; print $5 + $6, t; exit }' /proc/stat; } # idle+iowait, all: ticks of all cores
+
 # measure target outfile cmd...: runs cmd (a load generator) and appends its
 # result line plus proxy_ticks (CPU of the proxy, workers included) and
 # other_cpu_pct (CPU of every process that is neither the proxy, the upstream
-# nor this script and its load generators, as a share of all cores).
+# nor this script and its load generators, as a share of all cores) and
+# idle_pct (the machine's idle time, as a share of all cores).
 measure() {
 	local target=$1 out=$2 pid ours t0 o0 p0 t1 o1 p1
 	shift 2
 	pid=${PIDS[$target]}
 	ours="$$ ${PIDS[upstream]} $pid $(children "$pid" | tr '\n' ' ')"
+	read -r i0 a0 < <(cpu_idle_total)
 	t0=$(now_ns) o0=$(other_ticks "$ours") p0=$(proc_ticks "$pid")
 	"$@" >"$out.raw" 2>&1 || true
 	p1=$(proc_ticks "$pid") o1=$(other_ticks "$ours") t1=$(now_ns)
-	awk -v p=$((p1 - p0)) -v o=$((o1 - o0)) -v el=$((t1 - t0)) -v hz="$HZ" -v ncpu="$NPROC" '
-		{ print $0 " proxy_ticks=" p " other_cpu_pct=" sprintf("%.1f", 100 * o / (el / 1e9 * hz * ncpu)) }' \
+	read -r i1 a1 < <(cpu_idle_total)
+	awk -v p=$((p1 - p0)) -v o=$((o1 - o0)) -v el=$((t1 - t0)) -v hz="$HZ" -v ncpu="$NPROC" \
+		-v idle=$((i1 - i0)) -v all=$((a1 - a0)) '
+		{ print $0 " proxy_ticks=" p " other_cpu_pct=" sprintf("%.1f", 100 * o / (el / 1e9 * hz * ncpu)) \
+			" idle_pct=" sprintf("%.1f", all > 0 ? 100 * idle / all : 0) }' \
 		<(grep -E '^(WRKPCT|LOADGEN) ' "$out.raw" | tail -n 1) >"$out.line"
 	if [[ ! -s $out.line ]]; then
 		cat "$out.raw" >&2
@@ -169,7 +182,13 @@ measure() {
 	cat "$out.line" >>"$out"
 }
 
-url_of() { if [[ $1 == tollgate ]]; then echo "http://$GATEWAY_ADDR$REQ_PATH"; else echo "http://$NGINX_ADDR$REQ_PATH"; fi; }
+url_of() {
+	case $1 in
+	tollgate) echo "http://$GATEWAY_ADDR$REQ_PATH" ;;
+	nginx) echo "http://$NGINX_ADDR$REQ_PATH" ;;
+	nginx-fields) echo "http://$NGINX_FIELDS_ADDR$REQ_PATH" ;;
+	esac
+}
 
 run_wrk() { # target outfile duration
 	measure "$1" "$2" pin "$LOAD_CPUS" wrk -t"$THREADS" -c"$CONNS" -d"$3" -s bench/wrk/pct.lua "$(url_of "$1")"
@@ -187,11 +206,24 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else if (NR 
 
 sum() { awk '{s+=$1} END {print s+0}'; }
 
-cpu_us_per_req() { # file reqkey: median over lines of proxy CPU µs per request
+cpu_per_line() { # file reqkey: proxy CPU µs per request, one line per round
 	awk -v key="$2" -v hz="$HZ" '{
 		r = ""; p = ""
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) r = kv[2]; if (kv[1] == "proxy_ticks") p = kv[2] }
-		if (r > 0) printf "%.2f\n", p / hz * 1e6 / r }' "$1" | median | fmtd 2
+		printf "%.4f\n", (r > 0 ? p / hz * 1e6 / r : 0) }' "$1"
+}
+
+cpu_us_per_req() { cpu_per_line "$1" "$2" | median | fmtd 2; } # file reqkey: median over rounds
+
+# paired a b: a's values divided by b's, round by round (the rounds of two
+# targets alternate, so each pair ran a few seconds apart), as "median" or,
+# over several rounds, "median (min–max)".
+paired() {
+	paste -d' ' <(echo "$1") <(echo "$2") | awk '$1 > 0 && $2 > 0 { printf "%.4f\n", $1 / $2 }' | sort -g |
+		awk '{ a[NR] = $1 } END {
+			if (NR == 0) { print "n/a"; exit }
+			m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+			if (NR == 1) printf "%.2f\n", m; else printf "%.2f (%.2f–%.2f)\n", m, a[1], a[NR] }'
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f\n", a / b }'; }
@@ -201,46 +233,65 @@ ms() { median | fmtd 3; } # median of ms values
 
 fmt0() { awk -v v="$1" 'BEGIN { if (v == "n/a") print v; else printf "%.0f\n", v }'; }
 
+# ratios pass target kind key ref: "req/s ratio|CPU ratio" of target to the
+# reference proxy ref in the same pass, round by round (see paired; kind
+# wrk or open; key the request count's name); "n/a" where ref did not run,
+# 1.00 for ref itself.
+ratios() {
+	local f=$TMP/res/$1.$2.$3 r=$TMP/res/$1.$5.$3 rps=n/a
+	if [[ $2 == "$5" ]]; then
+		echo "1.00|1.00"
+	elif [[ -s $f && -s $r ]]; then
+		[[ $3 == wrk ]] && rps=$(paired "$(val rps "$f")" "$(val rps "$r")")
+		echo "$rps|$(paired "$(cpu_per_line "$f" "$4")" "$(cpu_per_line "$r" "$4")")"
+	else
+		echo "n/a|n/a"
+	fi
+}
+
+# ratio_cells pass target kind key: the table's ratio cells, to nginx and,
+# when it ran, to nginx-fields.
+ratio_cells() {
+	local ref r cells=""
+	for ref in nginx nginx-fields; do
+		[[ $ref == nginx-fields ]] && ! has_target nginx-fields && continue
+		r=$(ratios "$1" "$2" "$3" "$4" "$ref")
+		if [[ $3 == wrk ]]; then cells+="${r%%|*} | "; fi
+		cells+="${r##*|} | "
+	done
+	echo "${cells% | }"
+}
+
 # row_wrk pass target: one table row from the wrk rounds
 row_wrk() {
-	local f=$TMP/res/$1.$2.wrk rps lo hi cpu nrps ncpu r_rps r_cpu
+	local f=$TMP/res/$1.$2.wrk rps lo hi
 	rps=$(val rps "$f" | median) lo=$(val rps "$f" | sort -g | head -n1) hi=$(val rps "$f" | sort -g | tail -n1)
-	cpu=$(cpu_us_per_req "$f" requests)
-	r_rps=n/a r_cpu=n/a
-	if [[ $2 == tollgate && -s $TMP/res/$1.nginx.wrk ]]; then
-		nrps=$(val rps "$TMP/res/$1.nginx.wrk" | median)
-		ncpu=$(cpu_us_per_req "$TMP/res/$1.nginx.wrk" requests)
-		r_rps=$(ratio "$rps" "$nrps") r_cpu=$(ratio "$cpu" "$ncpu")
-	elif [[ $2 == nginx ]]; then
-		r_rps=1.00 r_cpu=1.00
-	fi
 	printf '| %s | %s | wrk -t%s -c%s %s ×%s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
 		"$1" "$2" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" \
 		"$(fmt0 "$rps")" "$(fmt0 "$lo")" "$(fmt0 "$hi")" \
 		"$(val p50_ms "$f" | ms)" "$(val p99_ms "$f" | ms)" "$(val p999_ms "$f" | ms)" "$(val p9999_ms "$f" | ms)" \
-		"$(val errors "$f" | sum)" "$cpu" "$(val other_cpu_pct "$f" | median | fmtd 1)" "$r_rps" "$r_cpu"
+		"$(val errors "$f" | sum)" "$(cpu_us_per_req "$f" requests)" "$(val other_cpu_pct "$f" | median | fmtd 1)" \
+		"$(val idle_pct "$f" | median | fmtd 1)" \
+		"$(ratio_cells "$1" "$2" wrk requests)"
 }
 
 # row_open pass target: one table row from the open-loop run
 row_open() {
-	local f=$TMP/res/$1.$2.open cpu ncpu r_cpu=n/a errs e n u q cells=""
+	local f=$TMP/res/$1.$2.open errs e n u q cells="" r=""
 	[[ -s $f ]] || return 0
-	cpu=$(cpu_us_per_req "$f" responses_total)
-	if [[ $2 == tollgate && -s $TMP/res/$1.nginx.open ]]; then
-		ncpu=$(cpu_us_per_req "$TMP/res/$1.nginx.open" responses_total)
-		r_cpu=$(ratio "$cpu" "$ncpu")
-	elif [[ $2 == nginx ]]; then
-		r_cpu=1.00
-	fi
 	e=$(val errors "$f" | sum) n=$(val non2xx "$f" | sum) u=$(val unsent "$f" | sum)
 	errs=$((e + n + u))
 	if ((errs > 0)); then errs="$errs ($e err, $n non-2xx, $u unsent)"; fi
 	for q in p50 p99 p999 p9999; do
 		cells+="$(val "c_${q}_ms" "$f" | ms) ($(val "s_${q}_ms" "$f" | ms)) | "
 	done
-	printf '| %s | %s | open loop %s/s %s | %s | %s%s | %s | %s | — | %s |\n' \
+	# Open-loop rows have no req/s ratio (the rate is the offered one).
+	r=$(ratio_cells "$1" "$2" open responses_total)
+	r="— | ${r//|/| — |}"
+	printf '| %s | %s | open loop %s/s %s | %s | %s%s | %s | %s | %s | %s |\n' \
 		"$1" "$2" "$RATE" "$DURATION" "$(fmt0 "$(val achieved_rps "$f" | median)")" "$cells" \
-		"$errs" "$cpu" "$(val other_cpu_pct "$f" | median | fmtd 1)" "$r_cpu"
+		"$errs" "$(cpu_us_per_req "$f" responses_total)" "$(val other_cpu_pct "$f" | median | fmtd 1)" \
+		"$(val idle_pct "$f" | median | fmtd 1)" "$r"
 }
 
 # ---------------------------------------------------------------- run
@@ -254,6 +305,7 @@ mkdir -p "$TMP/res"
 log "nproc=$NPROC workers=$WORKERS nginx_workers=$NGINX_WORKERS duration=$DURATION rounds=$ROUNDS rate=$RATE targets='$TARGETS' transports='$TRANSPORTS'"
 start_upstream
 if has_target nginx; then start_nginx; fi
+if has_target nginx-fields; then start_nginx nginx-fields "$NGINX_FIELDS_ADDR" 1; fi
 
 PASSES=()
 if has_target tollgate; then
@@ -270,17 +322,21 @@ for pass in "${PASSES[@]}"; do
 		start_gateway "$pass"
 		targets+=(tollgate)
 	fi
-	if has_target nginx; then targets+=(nginx); fi
+	for tg in nginx nginx-fields; do
+		if has_target $tg; then targets+=("$tg"); fi
+	done
 
 	for tg in "${targets[@]}"; do
 		log "[$pass] warm-up $tg ($WARMUP)"
 		run_wrk "$tg" "$TMP/warmup" "$WARMUP"
 	done
-	# Alternate the order every round (A B, B A, A B, ...) so slow drift on a
-	# shared box does not favour one side.
+	# Rotate the order every round (A B C, B C A, C A B, ...; with two: A B,
+	# B A) so slow drift on a shared box does not favour one side.
 	for ((r = 1; r <= ROUNDS; r++)); do
-		order=("${targets[@]}")
-		if ((r % 2 == 0 && ${#targets[@]} == 2)); then order=("${targets[1]}" "${targets[0]}"); fi
+		order=()
+		for ((i = 0; i < ${#targets[@]}; i++)); do
+			order+=("${targets[(i + r - 1) % ${#targets[@]}]}")
+		done
 		for tg in "${order[@]}"; do
 			run_wrk "$tg" "$TMP/res/$pass.$tg.wrk" "$DURATION"
 			log "[$pass] round $r $tg: $(cut -d' ' -f2- "$TMP/res/$pass.$tg.wrk.line")"
@@ -337,13 +393,18 @@ if [[ $IDLE == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- report
-TABLE="| pass | target | load | req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | errors | CPU µs/req | other CPU % | req/s ÷ nginx | CPU/req ÷ nginx |"$'\n'
-TABLE+="|---|---|---|---|---|---|---|---|---|---|---|---|---|"$'\n'
+TABLE="| pass | target | load | req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | errors | CPU µs/req | other CPU % | idle % | req/s ÷ nginx | CPU/req ÷ nginx |"
+RULE="|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+if has_target nginx-fields; then
+	TABLE+=" req/s ÷ nginx-fields | CPU/req ÷ nginx-fields |"
+	RULE+="---|---|"
+fi
+TABLE+=$'\n'"$RULE"$'\n'
 for pass in "${PASSES[@]}"; do
-	for tg in tollgate nginx; do
+	for tg in tollgate nginx nginx-fields; do
 		[[ -s $TMP/res/$pass.$tg.wrk ]] && TABLE+="$(row_wrk "$pass" "$tg")"$'\n'
 	done
-	for tg in tollgate nginx; do
+	for tg in tollgate nginx nginx-fields; do
 		[[ -s $TMP/res/$pass.$tg.open ]] && TABLE+="$(row_open "$pass" "$tg")"$'\n'
 	done
 done
