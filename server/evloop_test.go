@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -411,4 +412,117 @@ func TestLoopPoolReuse(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestEventLoopsWaitOnTheirOwn: with two loops, each waiting in its own
+// epoll_pwait, deadlines still wake them (requests parked on a timer are
+// answered after their wait, not never) and a request that left its loop
+// for a blocking call comes back and is answered.
+func TestEventLoopsWaitOnTheirOwn(t *testing.T) {
+	h := &loopStub{wait: 150 * time.Millisecond}
+	o := npOptions()
+	o.Workers = 2
+	_, addr := npServe(t, h, o)
+
+	start := time.Now()
+	errs := make(chan error, 8)
+	for i := range 8 {
+		path := "/sleep"
+		if i%2 == 1 {
+			path = "/block"
+		}
+		go func() {
+			conn, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := conn.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+				errs <- err
+				return
+			}
+			var resp fasthttp.Response
+			err = resp.Read(bufio.NewReader(conn))
+			if err == nil && resp.StatusCode() != 200 {
+				err = fmt.Errorf("%s: status %d", path, resp.StatusCode())
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < 150*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("8 requests waiting 150 ms took %v", took)
+	}
+}
+
+// TestEventLoopAcceptPausesWhenOutOfFiles: the loops accept new connections
+// themselves; when accept fails for want of file descriptors, a loop leaves
+// the listener alone for a moment instead of spinning on it (the listener
+// stays readable), and accepts again once descriptors are free.
+func TestEventLoopAcceptPausesWhenOutOfFiles(t *testing.T) {
+	o := npOptions()
+	o.Workers = 2
+	_, addr := npServe(t, &loopStub{}, o)
+	first := npDial(t, addr)
+	npWrite(t, first, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+	npCheck(t, npRead(t, first, bufio.NewReader(first), false), 200, "ok /first")
+
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the process at its limit: every free descriptor taken.
+	var held []int
+	release := func() {
+		for _, fd := range held {
+			_ = syscall.Close(fd)
+		}
+		held = nil
+	}
+	defer func() { release(); _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) }()
+	lim := old
+	lim.Cur = 4096
+	if lim.Cur > old.Max {
+		t.Skip("hard descriptor limit below 4096")
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skip("cannot set the descriptor limit:", err)
+	}
+	// Every descriptor but one taken, and the client's socket takes that
+	// one: the kernel completes the connection into the backlog, and the
+	// gateway's accept fails with EMFILE.
+	for {
+		fd, err := syscall.Dup(0)
+		if err != nil {
+			break
+		}
+		held = append(held, fd)
+	}
+	_ = syscall.Close(held[len(held)-1])
+	held = held[:len(held)-1]
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	npWrite(t, conn, "GET /waiting HTTP/1.1\r\nHost: x\r\n\r\n")
+
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	time.Sleep(500 * time.Millisecond)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	if cpu > 250*time.Millisecond {
+		t.Fatalf("the process used %v of CPU in 500 ms while out of descriptors: a loop spins on the listener", cpu)
+	}
+
+	release()
+	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	npCheck(t, npRead(t, conn, bufio.NewReader(conn), false), 200, "ok /waiting")
 }

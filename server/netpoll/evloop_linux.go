@@ -75,9 +75,8 @@ type evState struct {
 	// loop's requests set run from it, one clock read per batch of events.
 	clock int64
 
-	timers   fiberHeap   // fibers waiting with a deadline
-	timer    *time.Timer // wakes the loop at the earliest deadline or retirement
-	timerAt  int64       // when timer fires (transport clock), 0 when stopped
+	timers   fiberHeap // fibers waiting with a deadline
+	offLoop  int       // fibers running on goroutines (detached)
 	stopping atomic.Bool
 
 	ready []*fiber // unparked fibers, resumed once the running one yields
@@ -96,10 +95,7 @@ type evPost struct {
 }
 
 func newEvState(t *netpollTransport, l *npLoop, id int) *evState {
-	s := &evState{t: t, l: l, id: id}
-	s.timer = time.AfterFunc(time.Hour, l.kick)
-	s.timer.Stop()
-	return s
+	return &evState{t: t, l: l, id: id}
 }
 
 // fiber runs requests on its loop; see the top of this file.
@@ -147,7 +143,6 @@ func (f *fiber) body(yield func(fiberEvent) bool) {
 func (l *npLoop) runEvents() {
 	s := l.ev
 	defer func() {
-		s.timer.Stop()
 		for _, f := range s.free {
 			f.stop()
 		}
@@ -155,9 +150,9 @@ func (l *npLoop) runEvents() {
 		l.closeFDs()
 	}()
 	var drain [8]byte
+	wake := int64(0) // when the loop must wake without an event (transport clock), 0 for never
 	for {
-		l.n = 0
-		if err := l.rc.Read(l.wait); err != nil {
+		if err := l.waitEvents(wake); err != nil {
 			return
 		}
 		s.clock = s.t.now()
@@ -170,8 +165,12 @@ func (l *npLoop) runEvents() {
 			l.mu.RLock()
 			c := l.conns[ev.Fd]
 			var u *upConn
+			var ll *loopListener
 			if c == nil {
 				u = l.ups[ev.Fd]
+				if u == nil {
+					ll = l.lns[ev.Fd]
+				}
 			}
 			l.mu.RUnlock()
 			switch {
@@ -187,6 +186,8 @@ func (l *npLoop) runEvents() {
 				if u.io.waited() {
 					s.wake(&u.io)
 				}
+			case ll != nil && ll.gen == uint32(ev.Pad):
+				l.acceptFrom(ll)
 			}
 		}
 		s.takePosted()
@@ -198,11 +199,11 @@ func (l *npLoop) runEvents() {
 				return
 			}
 			// Another round soon, whether or not an event comes.
-			s.timer.Reset(10 * time.Millisecond)
+			wake = s.clock + int64(10*time.Millisecond)
 			continue
 		}
 		s.retire(s.clock)
-		s.armTimer(s.clock)
+		wake = s.nextWake()
 		if l.n > 0 {
 			// A busy loop never parks, and the runtime would let the
 			// other goroutines of its P (timers, the access log's writer,
@@ -281,7 +282,10 @@ func (s *evState) run(f *fiber) {
 func (s *evState) after(f *fiber, ev fiberEvent) {
 	switch ev {
 	case fiberDone:
-		f.detached = false
+		if f.detached {
+			f.detached = false
+			s.offLoop--
+		}
 		if f.job != nil {
 			f.job = nil
 			f.freeAt = s.clock
@@ -298,9 +302,11 @@ func (s *evState) after(f *fiber, ev fiberEvent) {
 			s.dispatch(c)
 		}
 	case fiberDetach:
+		s.offLoop++
 		go s.carry(f)
 	case fiberAttach:
 		f.detached = false
+		s.offLoop--
 		s.run(f)
 	case fiberWait:
 		// Registered in its socket's evIO or the timers; woken from there.
@@ -477,9 +483,9 @@ func (s *evState) retire(now int64) {
 	}
 }
 
-// armTimer makes sure the loop wakes for its earliest deadline and its
-// next retirement.
-func (s *evState) armTimer(now int64) {
+// nextWake is when the loop must wake for its earliest deadline or its
+// next retirement (transport clock), 0 for never.
+func (s *evState) nextWake() int64 {
 	at := int64(0)
 	if len(s.timers) > 0 {
 		at = s.timers[0].deadline
@@ -489,14 +495,7 @@ func (s *evState) armTimer(now int64) {
 			at = r
 		}
 	}
-	if at == 0 {
-		return // a stale timer firing wakes the loop once, harmlessly
-	}
-	if s.timerAt != 0 && s.timerAt <= at && s.timerAt > now {
-		return
-	}
-	s.timerAt = at
-	s.timer.Reset(time.Duration(max(at-now, 0)))
+	return at
 }
 
 // await parks the running fiber until io is ready (to write when write)

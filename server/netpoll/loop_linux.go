@@ -3,10 +3,12 @@
 package netpoll
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -22,24 +24,28 @@ const npArm = uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
 // buffer, whose window then closes, until the goroutine serving the
 // connection asks for them through its bounded bufio.Reader.
 //
-// The loop's goroutine waits for its epoll fd the way any Go code waits
-// for a socket, parked in the runtime's poller: it holds no thread, and it
-// is woken as promptly as the goroutines serving connections are.
+// In dispatch mode the loop's goroutine waits for its epoll fd the way any
+// Go code waits for a socket, parked in the runtime's poller: it holds no
+// thread, and it is woken as promptly as the goroutines serving
+// connections are. Event-loop mode waits differently (waitEvents).
 type npLoop struct {
 	epfd int
 	wake int      // eventfd: a write stops run
-	ep   *os.File // epfd, registered with the runtime's poller
+	ep   *os.File // epfd, registered with the runtime's poller (park)
 	rc   syscall.RawConn
 
-	events []syscall.EpollEvent
-	n      int
-	wait   func(fd uintptr) bool // l.poll, bound once
+	events    []syscall.EpollEvent
+	n         int
+	wait      func(fd uintptr) bool // l.poll, bound once
+	parkUntil int64                 // the epoll fd's read deadline (event-loop mode)
+	single    bool                  // the transport's only loop (event-loop mode)
 
-	mu     sync.RWMutex      // writers: add, remove, closing; readers: events, rearm
-	conns  map[int32]*npConn // by fd; an event also carries the connection's generation
-	ups    map[int32]*upConn // upstream connections (event-loop mode), by fd
-	closed bool              // epfd and wake are closed
-	done   chan struct{}     // closed when run returns
+	mu     sync.RWMutex            // writers: add, remove, closing; readers: events, rearm
+	conns  map[int32]*npConn       // by fd; an event also carries the connection's generation
+	ups    map[int32]*upConn       // upstream connections (event-loop mode), by fd
+	lns    map[int32]*loopListener // listening sockets (event-loop mode), by fd
+	closed bool                    // epfd and wake are closed
+	done   chan struct{}           // closed when run returns
 
 	// ev is the event-loop mode's state (nil in dispatch mode): the loop
 	// then runs requests itself, on fibers (see evloop_linux.go).
@@ -60,6 +66,7 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 		events: make([]syscall.EpollEvent, 256)}
 	if t.eventLoop {
 		l.ups = make(map[int32]*upConn)
+		l.lns = make(map[int32]*loopListener)
 		l.ev = newEvState(t, l, id)
 	}
 	l.wait = l.poll
@@ -83,6 +90,72 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 		return nil, fmt.Errorf("epoll: %w", err)
 	}
 	return l, nil
+}
+
+// waitEvents takes the ready events in event-loop mode: those ready now,
+// else it waits until one comes or wake (transport clock, 0 for never)
+// passes.
+//
+// With several loops, a loop waits in epoll_pwait itself, a blocking
+// syscall (the runtime gives its P to other goroutines if it lasts). In
+// the runtime's poller only one thread waits, for all of the process's
+// sockets: a loop whose events came while that thread was running another
+// loop waited for the runtime to look again, and a core sat idle with
+// requests waiting (bench/RESULTS.md, "A wait of its own for each loop").
+// A single loop, and a loop with requests off it on goroutines (a blocking
+// filter call, such as a Redis round trip), park in the runtime's poller
+// instead: their thread then also runs those goroutines and waits for
+// their sockets.
+func (l *npLoop) waitEvents(wake int64) error {
+	l.n = 0
+	if l.single || l.ev.offLoop > 0 {
+		return l.park(wake)
+	}
+	ev := uintptr(unsafe.Pointer(&l.events[0]))
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), ev, uintptr(len(l.events)), 0, 0, 0)
+	for errno == 0 && r == 0 {
+		timeout := -1
+		if wake != 0 {
+			// Rounded up: epoll counts milliseconds, and a deadline must
+			// not be looked at before it passed.
+			timeout = int(max(wake-l.ev.t.now()+int64(time.Millisecond)-1, 0) / int64(time.Millisecond))
+		}
+		r, _, errno = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), ev, uintptr(len(l.events)), uintptr(timeout), 0, 0)
+		if errno == syscall.EINTR {
+			r, errno = 0, 0
+			continue
+		}
+		if timeout >= 0 {
+			break // timed out (r == 0) or events
+		}
+	}
+	if errno != 0 {
+		return os.NewSyscallError("epoll_pwait", errno)
+	}
+	l.n = int(r)
+	return nil
+}
+
+// park is waitEvents through the runtime's poller: the epoll fd's read
+// deadline is the wake time, changed only when that changes.
+func (l *npLoop) park(wake int64) error {
+	if wake != l.parkUntil {
+		l.parkUntil = wake
+		var at time.Time
+		if wake != 0 {
+			at = l.ev.t.epoch.Add(time.Duration(wake))
+		}
+		if err := l.ep.SetReadDeadline(at); err != nil {
+			return err
+		}
+	}
+	err := l.rc.Read(l.wait)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Passed: reads fail at once until the deadline moves.
+		l.parkUntil = -1
+		return nil
+	}
+	return err
 }
 
 // poll takes the events ready now, without blocking; false makes the
@@ -128,7 +201,11 @@ func (l *npLoop) closeFDs() {
 	l.mu.Lock()
 	l.closed = true
 	_ = syscall.Close(l.wake)
-	_ = l.ep.Close()
+	if l.ep != nil {
+		_ = l.ep.Close()
+	} else {
+		_ = syscall.Close(l.epfd)
+	}
 	l.mu.Unlock()
 	close(l.done)
 }

@@ -11,7 +11,16 @@ import (
 )
 
 // npLoop is the epoll reactor's loop; it exists on Linux only.
-type npLoop struct{ ev *evState }
+type npLoop struct {
+	ev     *evState
+	single bool
+}
+
+// loopListener is a listener the loops accept from (Linux only).
+type loopListener struct{ done chan struct{} }
+
+func (*netpollTransport) listenOnLoops(net.Listener) (*loopListener, bool) { return nil, false }
+func (*loopListener) stop()                                                {}
 
 // evState, evPost and fiber are the event-loop mode's (Linux only).
 type (

@@ -73,6 +73,7 @@ type netpollTransport struct {
 	mu      sync.Mutex
 	live    map[*npConn]struct{} // admitted connections, for the sweeper and Shutdown
 	lns     []net.Listener
+	loopLns map[net.Listener]*loopListener // the listeners the loops accept from (event-loop mode)
 	loops   []*npLoop
 	started bool
 
@@ -147,6 +148,7 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		trailerBytes: sized.MaxHeaderBytes,
 		epoch:        time.Now(),
 		live:         make(map[*npConn]struct{}),
+		loopLns:      make(map[net.Listener]*loopListener),
 		stopSweep:    make(chan struct{}),
 		sweepDone:    make(chan struct{}),
 		workers:      newNpWorkers(),
@@ -207,6 +209,9 @@ func (t *netpollTransport) startLocked() error {
 		}
 		loops = append(loops, l)
 	}
+	if t.eventLoop && n == 1 {
+		loops[0].single = true
+	}
 	for _, l := range loops {
 		go l.run()
 	}
@@ -239,6 +244,20 @@ func (t *netpollTransport) Serve(ln net.Listener) error {
 	t.serving.Add(1)
 	t.mu.Unlock()
 	defer t.serving.Add(-1)
+
+	if t.eventLoop {
+		if ll, ok := t.listenOnLoops(ln); ok {
+			t.mu.Lock()
+			t.loopLns[ln] = ll
+			shut := t.shut.Load()
+			t.mu.Unlock()
+			if shut { // Shutdown took t.lns before ln joined it
+				ll.stop()
+			}
+			<-ll.done
+			return nil
+		}
+	}
 
 	var backoff time.Duration
 	for {
@@ -315,6 +334,8 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 	t.shut.Store(true)
 	lns := t.lns
 	t.lns = nil
+	loopLns := t.loopLns
+	t.loopLns = map[net.Listener]*loopListener{}
 	idle := make([]*npConn, 0, len(t.live))
 	for c := range t.live {
 		if c.state.Load() == npIdle {
@@ -342,6 +363,10 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 		// before it sent a byte) instead of completing connections nobody
 		// will accept.
 		shrinkBacklog(ln)
+		if ll := loopLns[ln]; ll != nil {
+			time.AfterFunc(npAcceptGrace, ll.stop)
+			continue
+		}
 		if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok && d.SetDeadline(time.Now().Add(npAcceptGrace)) == nil {
 			continue
 		}
