@@ -106,7 +106,7 @@ for tg in tollgate nginx; do
 	wait "$wrk_pid" 2>/dev/null || true
 done
 
-NOTES="gateway $([[ -n $GATEWAY_BIN ]] && echo "$(basename "$GATEWAY_BIN") ")workers $WORKERS (transport $TRANSPORT), nginx worker_processes $NGINX_WORKERS; curl, one new connection at a time, 50 ms apart."
+NOTES="gateway $([[ -n $GATEWAY_BIN ]] && echo "(NEWCONN_GATEWAY_BIN) ")workers $WORKERS (transport $TRANSPORT), nginx worker_processes $NGINX_WORKERS; curl, one new connection at a time, 50 ms apart."
 echo
 echo "$NOTES"
 echo
