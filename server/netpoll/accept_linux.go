@@ -136,11 +136,15 @@ func (l *npLoop) acceptFrom(ll *loopListener) {
 			l.pauseListener(ll)
 			return
 		}
+		// net.FileConn takes a second descriptor for a moment (it dups):
+		// with exactly one free, the connection is accepted and then
+		// dropped, and the loop pauses as for a failed accept.
 		f := os.NewFile(uintptr(nfd), "")
 		nc, err := net.FileConn(f)
 		_ = f.Close()
 		if err != nil {
-			continue
+			l.pauseListener(ll)
+			return
 		}
 		ll.t.accept(nc)
 	}
