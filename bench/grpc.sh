@@ -67,8 +67,7 @@ cat >"$TMP/tollgate.yaml" <<-EOF2
 	    grpc: {service: shop.v1.Orders, method: Create, descriptors: "$TMP/orders.pb"}
 	    service: orders
 EOF2
-start tollgate env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG -u TOLLGATE_REDIS -u TOLLGATE_NODES \
-	TOLLGATE_TRANSPORT="$TRANSPORT" TOLLGATE_WORKERS="$WORKERS" GOMAXPROCS="$WORKERS" bin/tollgate run -c "$TMP/tollgate.yaml"
+start_tollgate "" "$TRANSPORT" "$WORKERS" bin/tollgate "$TMP/tollgate.yaml"
 wait_port tollgate $GATEWAY_ADDR
 out=$(curl -sS -X POST -H 'Content-Type: application/json' -d '{"sku":"abc","quantity":2,"customerId":"c-1"}' "http://$GATEWAY_ADDR/v1/orders")
 [[ $out == *'"id":"o-abc"'* ]] || die "the transcoded route does not answer as it should: $out"

@@ -174,6 +174,33 @@ wait_port_free() { # addr: up to 10 s
 	die "$1 is still in use"
 }
 
+# start_tollgate cpus transport workers bin config: starts the gateway as
+# "tollgate" (pinned when cpus is a list) on a generated config, without the
+# inherited TOLLGATE_* settings that would override it.
+start_tollgate() {
+	start_pinned tollgate "$1" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG \
+		-u TOLLGATE_REDIS -u TOLLGATE_NODES TOLLGATE_TRANSPORT="$2" TOLLGATE_WORKERS="$3" GOMAXPROCS="$3" \
+		"$4" run -c "$5"
+}
+
+# plain_config file listen admin upstream: the gateway config of the plain
+# proxy benches: every path to one upstream, no access log (admin "off" for
+# none).
+plain_config() {
+	cat >"$1" <<-EOF
+		listen: "$2"
+		workers: 0
+		watch: false
+		admin: {listen: "$3"}
+		access_log: {path: "off"}
+		services:
+		  bench:
+		    instances: [{addr: "$4"}]
+		routes:
+		  - {name: plain, match: {prefix: /}, service: bench}
+	EOF
+}
+
 # start_nginx [name addr fields]: runs nginx as the reference proxy
 # (bench/nginx.conf.tmpl) on addr (default $NGINX_ADDR) to $UPSTREAM_ADDR with
 # $NGINX_WORKERS workers, files in $TMP/name (default nginx). With fields=1 it

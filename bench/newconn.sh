@@ -54,20 +54,8 @@ ulimit -n 65536 2>/dev/null || true
 
 start upstream bin/bench-upstream -listen $UPSTREAM_ADDR
 wait_port upstream $UPSTREAM_ADDR
-cat >"$TMP/tollgate.yaml" <<-EOF
-	listen: "$GATEWAY_ADDR"
-	admin: {listen: "off"}
-	access_log: {path: "off"}
-	services:
-	  bench:
-	    instances: [{addr: "$UPSTREAM_ADDR"}]
-	routes:
-	  - name: plain
-	    match: {prefix: /}
-	    service: bench
-EOF
-start tollgate env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG -u TOLLGATE_REDIS -u TOLLGATE_NODES \
-	TOLLGATE_TRANSPORT="$TRANSPORT" TOLLGATE_WORKERS="$WORKERS" GOMAXPROCS="$WORKERS" "$GW" run -c "$TMP/tollgate.yaml"
+plain_config "$TMP/tollgate.yaml" "$GATEWAY_ADDR" off "$UPSTREAM_ADDR"
+start_tollgate "$PROXY_CPUS" "$TRANSPORT" "$WORKERS" "$GW" "$TMP/tollgate.yaml"
 wait_http tollgate "http://$GATEWAY_ADDR/"
 start_nginx
 wait_http nginx "http://$NGINX_ADDR/"
@@ -106,7 +94,7 @@ for tg in tollgate nginx; do
 	wait "$wrk_pid" 2>/dev/null || true
 done
 
-NOTES="gateway $([[ -n $GATEWAY_BIN ]] && echo "(NEWCONN_GATEWAY_BIN) ")workers $WORKERS (transport $TRANSPORT), nginx worker_processes $NGINX_WORKERS; curl, one new connection at a time, 50 ms apart."
+NOTES="gateway ${GATEWAY_BIN:+(NEWCONN_GATEWAY_BIN) }workers $WORKERS (transport $TRANSPORT), nginx worker_processes $NGINX_WORKERS; curl, one new connection at a time, 50 ms apart."
 echo
 echo "$NOTES"
 echo

@@ -114,23 +114,8 @@ start_gateway() { # transport
 	local t=$1 cfg=$TMP/tollgate.yaml
 	port_busy $GATEWAY_ADDR && die "$GATEWAY_ADDR is already in use; stop whatever listens there"
 	port_busy $ADMIN_ADDR && die "$ADMIN_ADDR (gateway admin) is already in use; stop whatever listens there"
-	cat >"$cfg" <<-EOF
-		listen: "$GATEWAY_ADDR"
-		workers: 0
-		admin: {listen: "$ADMIN_ADDR"}
-		access_log: {path: "off"}
-		services:
-		  bench:
-		    instances: [{addr: "$UPSTREAM_ADDR"}]
-		routes:
-		  - name: plain
-		    match: {prefix: /}
-		    service: bench
-	EOF
-	# Drop inherited settings that would override the generated config.
-	start_pinned tollgate "$PROXY_CPUS" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG \
-		-u TOLLGATE_REDIS -u TOLLGATE_NODES \
-		TOLLGATE_TRANSPORT="$t" TOLLGATE_WORKERS="$WORKERS" GOMAXPROCS="$WORKERS" "$GW" run -c "$cfg"
+	plain_config "$cfg" "$GATEWAY_ADDR" "$ADMIN_ADDR" "$UPSTREAM_ADDR"
+	start_tollgate "$PROXY_CPUS" "$t" "$WORKERS" "$GW" "$cfg"
 	wait_http tollgate "http://$GATEWAY_ADDR$REQ_PATH"
 }
 

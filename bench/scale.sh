@@ -58,18 +58,7 @@ for addr in $UPSTREAM_ADDR $GATEWAY_ADDR $NGINX_ADDR; do
 	port_busy "$addr" && die "$addr is already in use; stop whatever listens there"
 done
 
-cat >"$TMP/tollgate.yaml" <<-EOF
-	listen: "$GATEWAY_ADDR"
-	workers: 0
-	watch: false
-	admin: {listen: "off"}
-	access_log: {path: "off"}
-	services:
-	  bench:
-	    instances: [{addr: "$UPSTREAM_ADDR"}]
-	routes:
-	  - {name: plain, match: {prefix: /}, service: bench}
-EOF
+plain_config "$TMP/tollgate.yaml" "$GATEWAY_ADDR" off "$UPSTREAM_ADDR"
 
 # procs pid: the pid and its children's (nginx's master and workers).
 procs() { echo "$1" $(pgrep -P "$1" || true); }
@@ -105,9 +94,7 @@ measure() { # target pid url body conns
 for body in $BODIES; do
 	start_pinned upstream "$LOAD_CPUS" bin/bench-upstream -listen $UPSTREAM_ADDR -body-bytes "$body"
 	wait_http upstream "http://$UPSTREAM_ADDR$REQ_PATH"
-	start_pinned tollgate "$PROXY_CPUS" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG \
-		-u TOLLGATE_REDIS -u TOLLGATE_NODES TOLLGATE_TRANSPORT="$TRANSPORT" TOLLGATE_WORKERS="$WORKERS" \
-		GOMAXPROCS="$WORKERS" bin/tollgate run -c "$TMP/tollgate.yaml"
+	start_tollgate "$PROXY_CPUS" "$TRANSPORT" "$WORKERS" bin/tollgate "$TMP/tollgate.yaml"
 	wait_http tollgate "http://$GATEWAY_ADDR$REQ_PATH"
 	start_nginx
 	for conns in $CONNS_LIST; do

@@ -85,9 +85,7 @@ cat >"$TMP/tollgate.yaml" <<-EOF2
 	routes:
 	  - {name: plain, match: {prefix: /}, service: up}
 EOF2
-start_pinned tollgate "$PROXY_CPUS" env -u TOLLGATE_LISTEN -u TOLLGATE_CONFIG -u TOLLGATE_ACCESS_LOG \
-	-u TOLLGATE_REDIS -u TOLLGATE_NODES TOLLGATE_TRANSPORT="$TRANSPORT" TOLLGATE_WORKERS="$WORKERS" \
-	GOMAXPROCS="$WORKERS" bin/tollgate run -c "$TMP/tollgate.yaml"
+start_tollgate "$PROXY_CPUS" "$TRANSPORT" "$WORKERS" bin/tollgate "$TMP/tollgate.yaml"
 wait_port tollgate $GATEWAY_TLS
 
 prefix=$TMP/nginx

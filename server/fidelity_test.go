@@ -262,19 +262,26 @@ var gatewayFields = []string{"X-Forwarded-For", "X-Real-IP", "X-Forwarded-Proto"
 
 // fidelityCase sends one request and compares the upstream's view with the
 // model; it returns a description of the difference, or "".
-func fidelityCase(gwAddr string, up *testutil.RecordingUpstream, method, target string, fields [][2]string) string {
-	host := "api.example.com"
-	var raw strings.Builder
-	raw.WriteString(method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\n")
+// fidelityRequest is the HTTP/1.1 request of a generated case, and its
+// body: Host api.example.com, the fields in order, and a 3-byte body for
+// POST and PUT.
+func fidelityRequest(method, target string, fields [][2]string) (raw, body string) {
+	var b strings.Builder
+	b.WriteString(method + " " + target + " HTTP/1.1\r\nHost: api.example.com\r\n")
 	for _, f := range fields {
-		raw.WriteString(f[0] + ": " + f[1] + "\r\n")
+		b.WriteString(f[0] + ": " + f[1] + "\r\n")
 	}
-	body := ""
 	if method == "POST" || method == "PUT" {
 		body = "b=1"
-		raw.WriteString("Content-Length: 3\r\n")
+		b.WriteString("Content-Length: 3\r\n")
 	}
-	raw.WriteString("\r\n" + body)
+	b.WriteString("\r\n" + body)
+	return b.String(), body
+}
+
+func fidelityCase(gwAddr string, up *testutil.RecordingUpstream, method, target string, fields [][2]string) string {
+	host := "api.example.com"
+	raw, body := fidelityRequest(method, target, fields)
 	want := refForward(method, target, host, fields)
 
 	before := up.Count()
@@ -284,7 +291,7 @@ func fidelityCase(gwAddr string, up *testutil.RecordingUpstream, method, target 
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := conn.Write([]byte(raw.String())); err != nil {
+	if _, err := conn.Write([]byte(raw)); err != nil {
 		return err.Error()
 	}
 	var resp fasthttp.Response

@@ -219,7 +219,14 @@ func BenchmarkGatewayServe(b *testing.B) {
 
 func benchGateway(tb testing.TB) (*Gateway, *fasthttp.Request, *fasthttp.Response, netip.AddrPort) {
 	up := testutil.StartQuietUpstream(tb, "ok")
-	f, err := config.Parse("b", []byte(oneService), func(string) (string, bool) { return up.Addr, true })
+	return oneServiceGateway(tb, up.Addr), &fasthttp.Request{}, &fasthttp.Response{}, netip.MustParseAddrPort("127.0.0.1:40000")
+}
+
+// oneServiceGateway is a Gateway on the oneService config with its
+// instance at upAddr.
+func oneServiceGateway(tb testing.TB, upAddr string) *Gateway {
+	tb.Helper()
+	f, err := config.Parse("b", []byte(oneService), func(string) (string, bool) { return upAddr, true })
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -228,7 +235,7 @@ func benchGateway(tb testing.TB) (*Gateway, *fasthttp.Request, *fasthttp.Respons
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return NewGateway(snap, nil), &fasthttp.Request{}, &fasthttp.Response{}, netip.MustParseAddrPort("127.0.0.1:40000")
+	return NewGateway(snap, nil)
 }
 
 var benchRaw = "GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: bench\r\nAccept: application/json\r\n\r\n"

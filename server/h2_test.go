@@ -734,19 +734,9 @@ func (e *h2Edge) h1Case(t *testing.T, method, target string, fields [][2]string)
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var raw strings.Builder
-	raw.WriteString(method + " " + target + " HTTP/1.1\r\nHost: api.example.com\r\n")
-	for _, f := range fields {
-		raw.WriteString(f[0] + ": " + f[1] + "\r\n")
-	}
-	body := ""
-	if method == "POST" || method == "PUT" {
-		body = "b=1"
-		raw.WriteString("Content-Length: 3\r\n")
-	}
-	raw.WriteString("\r\n" + body)
 	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := io.WriteString(c, raw.String()); err != nil {
+	raw, _ := fidelityRequest(method, target, fields)
+	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
 	var resp fasthttp.Response

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
@@ -82,17 +81,8 @@ const proxyPathRequest = "GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.examp
 
 func newProxyPath(tb testing.TB) *proxyPath {
 	tb.Helper()
-	f, err := config.Parse("b", []byte(oneService), func(string) (string, bool) { return "10.0.0.1:80", true })
-	if err != nil {
-		tb.Fatal(err)
-	}
-	f.Defaults()
-	snap, err := config.NewCompiler().Compile(f, "b")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	p := &proxyPath{
-		gw: NewGateway(snap, nil),
+		gw: oneServiceGateway(tb, "10.0.0.1:80"),
 		loop: &memLoop{now: time.Now(), answer: []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 64\r\n" +
 			"Date: Tue, 01 Dec 2026 14:00:00 GMT\r\n\r\n" + strings.Repeat("x", 64))},
 		peer: netip.MustParseAddrPort("127.0.0.1:40000"),

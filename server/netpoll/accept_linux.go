@@ -15,10 +15,11 @@ import (
 // loopListener is a listening socket the event loops accept from
 // themselves: it is in every loop's epoll set (EPOLLEXCLUSIVE, so one
 // loop wakes per connection). An acceptor goroutine waits in the
-// runtime's poller, which the loops' own waits leave unwatched while they
-// are busy: new connections then waited for the runtime's monitor (2.4 ms
-// from connect to first answer byte under wrk, 7 ms once loops waited in
-// epoll_pwait themselves).
+// runtime's poller, which the loops leave unwatched while they are busy or
+// in their own waits: new connections then waited for the runtime's
+// monitor (under wrk, from connect to first answer byte: 1.75 ms median and
+// 7.3 ms at most before the loops' own waits, bench/newconn.sh; 7 ms median
+// with them).
 type loopListener struct {
 	t    *netpollTransport
 	ln   net.Listener
@@ -81,31 +82,11 @@ func (ll *loopListener) stop() {
 
 // addListener starts watching a listening socket.
 func (l *npLoop) addListener(ll *loopListener) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return net.ErrClosed
-	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: ll.fd, Pad: int32(ll.gen)}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(ll.fd), &ev); err != nil {
-		return os.NewSyscallError("epoll_ctl", err)
-	}
-	l.lns[ll.fd] = ll
-	return nil
+	return watch(l, l.lns, ll, ll.fd, ll.gen, syscall.EPOLLIN|unix.EPOLLEXCLUSIVE)
 }
 
 // removeListener stops watching a listening socket.
-func (l *npLoop) removeListener(ll *loopListener) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lns[ll.fd] != ll {
-		return
-	}
-	delete(l.lns, ll.fd)
-	if !l.closed {
-		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, int(ll.fd), nil)
-	}
-}
+func (l *npLoop) removeListener(ll *loopListener) { unwatch(l, l.lns, ll, ll.fd) }
 
 // acceptFrom takes the connections waiting on ll (loop only), a bounded
 // number per event: the listener is level-triggered, so the rest wake a

@@ -5,6 +5,7 @@ package netpoll
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -137,9 +138,11 @@ func (l *npLoop) waitEvents(wake int64) error {
 }
 
 // park is waitEvents through the runtime's poller: the epoll fd's read
-// deadline is the wake time, changed only when that changes.
+// deadline is the wake time. A deadline still ahead and no later than wake
+// is kept, as the loop's timer was: the earliest request deadline moves
+// with almost every batch, and waking early only costs a look.
 func (l *npLoop) park(wake int64) error {
-	if wake != l.parkUntil {
+	if keep := l.parkUntil > l.ev.clock && (wake == 0 || l.parkUntil <= wake); !keep {
 		l.parkUntil = wake
 		var at time.Time
 		if wake != 0 {
@@ -226,24 +229,43 @@ func (l *npLoop) kick() {
 	_, _ = syscall.Write(l.wake, one[:])
 }
 
-// add starts watching a new idle connection.
-func (l *npLoop) add(c *npConn) error {
+// watch starts watching fd for events, its owner v recorded in m (one of
+// the loop's maps by fd); an event carries gen, which tells v's events from
+// those of an fd's earlier owner.
+func watch[T any](l *npLoop, m map[int32]*T, v *T, fd int32, gen uint32, events uint32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return syscall.EBADF
+		return net.ErrClosed
 	}
-	l.conns[c.fd] = c
+	m[fd] = v
+	ev := syscall.EpollEvent{Events: events, Fd: fd, Pad: int32(gen)}
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+		delete(m, fd)
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}
+
+// unwatch stops watching fd, whose owner v is about to close it.
+func unwatch[T any](l *npLoop, m map[int32]*T, v *T, fd int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m[fd] == v {
+		delete(m, fd)
+	}
+	if !l.closed {
+		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
+	}
+}
+
+// add starts watching a new idle connection.
+func (l *npLoop) add(c *npConn) error {
 	arm := npArm
 	if l.ev != nil {
 		arm = evArm
 	}
-	ev := syscall.EpollEvent{Events: arm, Fd: c.fd, Pad: int32(c.gen)}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(c.fd), &ev); err != nil {
-		delete(l.conns, c.fd)
-		return err
-	}
-	return nil
+	return watch(l, l.conns, c, c.fd, c.gen, arm)
 }
 
 // rearm watches a connection that went back to idle. The caller holds c.mu,
@@ -259,13 +281,4 @@ func (l *npLoop) rearm(c *npConn) error {
 }
 
 // remove stops watching a connection about to be closed.
-func (l *npLoop) remove(c *npConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.conns[c.fd] == c {
-		delete(l.conns, c.fd)
-	}
-	if !l.closed {
-		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, int(c.fd), nil)
-	}
-}
+func (l *npLoop) remove(c *npConn) { unwatch(l, l.conns, c, c.fd) }

@@ -201,29 +201,7 @@ func (u *upConn) SetWriteDeadline(t time.Time) error {
 }
 
 // addUp starts watching an upstream connection.
-func (l *npLoop) addUp(u *upConn) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return net.ErrClosed
-	}
-	l.ups[u.fd] = u
-	ev := syscall.EpollEvent{Events: evArm, Fd: u.fd, Pad: int32(u.gen)}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(u.fd), &ev); err != nil {
-		delete(l.ups, u.fd)
-		return os.NewSyscallError("epoll_ctl", err)
-	}
-	return nil
-}
+func (l *npLoop) addUp(u *upConn) error { return watch(l, l.ups, u, u.fd, u.gen, evArm) }
 
 // removeUp stops watching an upstream connection about to be closed.
-func (l *npLoop) removeUp(u *upConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ups[u.fd] == u {
-		delete(l.ups, u.fd)
-	}
-	if !l.closed {
-		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, int(u.fd), nil)
-	}
-}
+func (l *npLoop) removeUp(u *upConn) { unwatch(l, l.ups, u, u.fd) }
