@@ -26,6 +26,7 @@ THREADS=${BENCH_THREADS:-2}
 CONNS=${BENCH_CONNS:-64}
 RATE=${BENCH_RATE:-13000}
 OPEN_LOOP=${BENCH_OPEN_LOOP:-1}
+CLOSE=${BENCH_CLOSE:-0}
 SLACK=${BENCH_SLACK:-0}
 TRANSPORTS=${BENCH_TRANSPORTS:-netpoll fasthttp}
 TARGETS=${BENCH_TARGETS:-tollgate nginx nginx-fields}
@@ -57,6 +58,7 @@ COMMAND=$(command_line 'BENCH|TOLLGATE' 'TOKEN|SECRET|PASSWORD|KEY' bench/run.sh
 has_target() { [[ " $TARGETS " == *" $1 "* ]]; }
 
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
+[[ $CLOSE == 0 || $CLOSE == 1 ]] || die "BENCH_CLOSE must be 0 or 1"
 [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "TOLLGATE_WORKERS must be a positive integer"
 [[ $NGINX_WORKERS =~ ^[1-9][0-9]*$ ]] || die "BENCH_NGINX_WORKERS must be a positive integer"
 for t in $TARGETS; do
@@ -175,8 +177,14 @@ url_of() {
 	esac
 }
 
+# With BENCH_CLOSE=1 every wrk request asks for Connection: close: one new
+# connection per request.
+WRK_HEADERS=()
+WRK_LOAD_NOTE=""
+if ((CLOSE)); then WRK_HEADERS=(-H "Connection: close") WRK_LOAD_NOTE=" Connection: close"; fi
+
 run_wrk() { # target outfile duration
-	measure "$1" "$2" pin "$LOAD_CPUS" wrk -t"$THREADS" -c"$CONNS" -d"$3" -s bench/wrk/pct.lua "$(url_of "$1")"
+	measure "$1" "$2" pin "$LOAD_CPUS" wrk -t"$THREADS" -c"$CONNS" -d"$3" "${WRK_HEADERS[@]}" -s bench/wrk/pct.lua "$(url_of "$1")"
 }
 
 run_loadgen() { # target outfile
@@ -251,8 +259,8 @@ ratio_cells() {
 row_wrk() {
 	local f=$TMP/res/$1.$2.wrk rps lo hi
 	rps=$(val rps "$f" | median) lo=$(val rps "$f" | sort -g | head -n1) hi=$(val rps "$f" | sort -g | tail -n1)
-	printf '| %s | %s | wrk -t%s -c%s %s ×%s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
-		"$1" "$2" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" \
+	printf '| %s | %s | wrk -t%s -c%s %s ×%s%s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+		"$1" "$2" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" "$WRK_LOAD_NOTE" \
 		"$(fmt0 "$rps")" "$(fmt0 "$lo")" "$(fmt0 "$hi")" \
 		"$(val p50_ms "$f" | ms)" "$(val p99_ms "$f" | ms)" "$(val p999_ms "$f" | ms)" "$(val p9999_ms "$f" | ms)" \
 		"$(val errors "$f" | sum)" "$(cpu_us_per_req "$f" requests)" "$(val other_cpu_pct "$f" | median | fmtd 1)" \

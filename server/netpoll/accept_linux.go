@@ -4,6 +4,7 @@ package netpoll
 
 import (
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"syscall"
@@ -86,21 +87,21 @@ func (l *npLoop) addListener(ll *loopListener) error {
 }
 
 // removeListener stops watching a listening socket.
-func (l *npLoop) removeListener(ll *loopListener) { unwatch(l, l.lns, ll, ll.fd) }
+func (l *npLoop) removeListener(ll *loopListener) { unwatch(l, l.lns, ll, ll.fd, false) }
 
 // acceptFrom takes the connections waiting on ll (loop only), a bounded
 // number per event: the listener is level-triggered, so the rest wake a
-// loop again.
+// loop again. A connection accepted here stays a bare descriptor, never
+// registered with the runtime's poller (acceptFD).
 func (l *npLoop) acceptFrom(ll *loopListener) {
 	for range 32 {
-		var nfd int
+		var nfd int32
+		var peer netip.AddrPort
 		var err error
 		// A listener's RawConn has Control only (Read is EINVAL); Control
 		// holds the fd open meanwhile.
 		if rerr := ll.rc.Control(func(fd uintptr) {
-			// Blocking, as net.FileConn wants it: it puts a non-blocking
-			// copy in the runtime's poller.
-			nfd, _, err = syscall.Accept4(int(fd), syscall.SOCK_CLOEXEC)
+			nfd, peer, err = sysAccept(fd)
 		}); rerr != nil {
 			l.removeListener(ll) // closed
 			return
@@ -117,17 +118,7 @@ func (l *npLoop) acceptFrom(ll *loopListener) {
 			l.pauseListener(ll)
 			return
 		}
-		// net.FileConn takes a second descriptor for a moment (it dups):
-		// with exactly one free, the connection is accepted and then
-		// dropped, and the loop pauses as for a failed accept.
-		f := os.NewFile(uintptr(nfd), "")
-		nc, err := net.FileConn(f)
-		_ = f.Close()
-		if err != nil {
-			l.pauseListener(ll)
-			return
-		}
-		ll.t.accept(nc)
+		ll.t.acceptFD(nfd, peer)
 	}
 }
 
@@ -146,3 +137,56 @@ func (l *npLoop) pauseListener(ll *loopListener) {
 // npAcceptPause is how long a loop leaves a listener alone after an
 // accept error such as running out of file descriptors.
 const npAcceptPause = 50 * time.Millisecond
+
+// acceptFD is accept for a socket an event loop accepted itself: it stays
+// a bare non-blocking descriptor that only the loops watch. Made a net.Conn
+// (net.FileConn) it cost fourteen more syscalls per connection — a dup and
+// its close, flag reads and writes, the runtime poller's registration and
+// removal, four socket options for TCP keep-alive, three address and type
+// lookups — and needed a second descriptor for a moment, so that at the
+// descriptor limit a connection was accepted and then dropped. Only a
+// connection handed to the HTTP/2 server gets a net.Conn (netConn).
+func (t *netpollTransport) acceptFD(fd int32, peer netip.AddrPort) {
+	if !t.admit() {
+		_ = sysClose(fd)
+		return
+	}
+	// Answers go out whole, and a pipelined or streamed one must not wait
+	// for the ACK of the last (Nagle's algorithm), as net.TCPConn has it.
+	sysNoDelay(fd)
+	t.adopt(&npConn{t: t, peer: peer, fd: fd})
+}
+
+// localAddr is the address a bare socket was accepted on.
+func (c *npConn) localAddr() net.Addr {
+	if sa, err := syscall.Getsockname(int(c.fd)); err == nil {
+		if a := sockaddrTCP(sa); a != nil {
+			return a
+		}
+	}
+	return &net.TCPAddr{}
+}
+
+// netConn gives a bare socket (acceptFD) the net.Conn the HTTP/2 server
+// reads and writes through the runtime's poller, on a descriptor of its
+// own; c.fd stays open beside it until close. Only the goroutine serving c
+// calls it, before handing the connection over.
+func (c *npConn) netConn() error {
+	if c.nc != nil {
+		return nil
+	}
+	dup, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("fcntl", err)
+	}
+	f := os.NewFile(uintptr(dup), "")
+	nc, err := net.FileConn(f) // a copy of its own
+	_ = f.Close()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.nc = nc
+	c.mu.Unlock()
+	return nil
+}

@@ -21,7 +21,10 @@ import (
 // go to the socket only when the reader needs bytes, so what a connection
 // holds is bounded by the reader's size, whatever the client sends.
 type npConn struct {
-	t    *netpollTransport
+	t *netpollTransport
+	// nc is the connection as the runtime's poller knows it; nil for a
+	// socket a loop accepted (acceptFD), which is the bare fd until the
+	// HTTP/2 server needs a net.Conn (netConn).
 	nc   net.Conn
 	rc   syscall.RawConn
 	loop *npLoop
@@ -242,14 +245,30 @@ func (c *npConn) close() {
 		return
 	}
 	c.closed = true
-	c.loop.remove(c)
-	_ = c.nc.Close()
+	if c.nc == nil {
+		// Closing the only descriptor of a socket takes it out of every
+		// epoll set: no epoll_ctl needed.
+		c.loop.forget(c)
+	} else {
+		c.loop.remove(c)
+	}
+	c.closeSocket()
 	c.mu.Unlock()
 	t := c.t
 	t.mu.Lock()
 	delete(t.live, c)
 	t.mu.Unlock()
 	t.conns.Add(-1)
+}
+
+// closeSocket closes the connection's descriptors.
+func (c *npConn) closeSocket() {
+	if c.nc != nil {
+		_ = c.nc.Close()
+	}
+	if c.rc == nil && c.fd >= 0 {
+		_ = sysClose(c.fd)
+	}
 }
 
 // Lingering close, after an answer the client may not have read yet while
@@ -262,11 +281,11 @@ const (
 )
 
 // finish closes the connection from the goroutine serving it. Unless the
-// client has already gone, it first ends the answer with a FIN and, when
-// input is waiting or was left unread, reads and drops it for a while.
+// client has already gone, when input is waiting or was left unread it
+// first ends the answer with a FIN and reads and drops what comes for a
+// while.
 func (c *npConn) finish() {
-	if tc, ok := c.nc.(interface{ CloseWrite() error }); ok && !isGone(c.rerr) && c.werr == nil &&
-		tc.CloseWrite() == nil && (c.linger || c.inputWaiting()) {
+	if !isGone(c.rerr) && c.werr == nil && (c.linger || c.inputWaiting()) && c.closeWrite() == nil {
 		if c.loop.ev != nil {
 			c.evLinger()
 		} else {
@@ -277,6 +296,17 @@ func (c *npConn) finish() {
 	c.close()
 }
 
+// closeWrite sends a FIN (the serving goroutine only: the socket is open).
+func (c *npConn) closeWrite() error {
+	if c.nc == nil {
+		return sysShutdown(c.fd, syscall.SHUT_WR)
+	}
+	if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		return tc.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 // inputWaiting reports whether unread bytes wait in the socket, without
 // reading or blocking. While draining, Shutdown's sweep and the goroutine
 // that just served the connection may both ask: the lock keeps their peeks
@@ -285,18 +315,19 @@ func (c *npConn) inputWaiting() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.peekN = 0
-	if c.closed || c.rc == nil || c.rc.Control(c.peekFn) != nil {
+	switch {
+	case c.closed:
+		return false
+	case c.nc == nil:
+		c.peek(uintptr(c.fd))
+	case c.rc == nil || c.rc.Control(c.peekFn) != nil:
 		return false
 	}
 	return c.peekN > 0
 }
 
 func (c *npConn) peek(fd uintptr) {
-	var b [1]byte
-	n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	if err == nil {
-		c.peekN = n
-	}
+	c.peekN = sysPeek(int32(fd))
 }
 
 // isGone reports a read error after which nothing can reach the client.

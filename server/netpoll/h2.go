@@ -31,8 +31,12 @@ func (t *netpollTransport) handshakeForH2(c *npConn) (h2 bool, err error) {
 
 // handOffH2 gives the connection to the HTTP/2 server, on a goroutine of
 // its own; the connection is closed, and stops counting as in flight,
-// when the server returns.
-func (t *netpollTransport) handOffH2(c *npConn) {
+// when the server returns. An error (no descriptor left for the net.Conn
+// the server reads) leaves the connection to the caller to drop.
+func (t *netpollTransport) handOffH2(c *npConn) error {
+	if err := c.netConn(); err != nil {
+		return err
+	}
 	if c.loop.ev != nil {
 		c.loop.remove(c)
 		c.rdl, c.wdl = 0, 0
@@ -48,4 +52,5 @@ func (t *netpollTransport) handOffH2(c *npConn) {
 		c.close()
 		t.inflight.Add(-1)
 	}()
+	return nil
 }

@@ -240,22 +240,24 @@ func watch[T any](l *npLoop, m map[int32]*T, v *T, fd int32, gen uint32, events 
 	}
 	m[fd] = v
 	ev := syscall.EpollEvent{Events: events, Fd: fd, Pad: int32(gen)}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+	if err := sysEpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		delete(m, fd)
 		return os.NewSyscallError("epoll_ctl", err)
 	}
 	return nil
 }
 
-// unwatch stops watching fd, whose owner v is about to close it.
-func unwatch[T any](l *npLoop, m map[int32]*T, v *T, fd int32) {
+// unwatch stops watching fd, whose owner v is about to close it; with
+// closing, v's closing of fd (its only descriptor) is what takes it out of
+// the epoll set.
+func unwatch[T any](l *npLoop, m map[int32]*T, v *T, fd int32, closing bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if m[fd] == v {
 		delete(m, fd)
 	}
-	if !l.closed {
-		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
+	if !l.closed && !closing {
+		_ = sysEpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
 	}
 }
 
@@ -277,8 +279,12 @@ func (l *npLoop) rearm(c *npConn) error {
 		return syscall.EBADF
 	}
 	ev := syscall.EpollEvent{Events: npArm, Fd: c.fd, Pad: int32(c.gen)}
-	return syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, int(c.fd), &ev)
+	return sysEpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, &ev)
 }
 
 // remove stops watching a connection about to be closed.
-func (l *npLoop) remove(c *npConn) { unwatch(l, l.conns, c, c.fd) }
+func (l *npLoop) remove(c *npConn) { unwatch(l, l.conns, c, c.fd, false) }
+
+// forget stops watching a connection whose only descriptor is about to be
+// closed.
+func (l *npLoop) forget(c *npConn) { unwatch(l, l.conns, c, c.fd, true) }

@@ -5,6 +5,7 @@ package netpoll
 import (
 	"errors"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/tollgate/tollgate/pipeline"
@@ -38,10 +39,13 @@ func (*npLoop) stop()                       {}
 func (*npLoop) add(*npConn) error           { return errors.ErrUnsupported }
 func (*npLoop) rearm(*npConn) error         { return errors.ErrUnsupported }
 func (*npLoop) remove(*npConn)              {}
+func (*npLoop) forget(*npConn)              {}
 func (*evState) post(evPost)                {}
 func (*npConn) evRead([]byte) (int, error)  { return 0, errors.ErrUnsupported }
 func (*npConn) evWrite([]byte) (int, error) { return 0, errors.ErrUnsupported }
 func (*npConn) evLinger()                   {}
+func (*npConn) netConn() error              { return nil }
+func (c *npConn) localAddr() net.Addr       { return &net.TCPAddr{} }
 
 func (*fiber) Sleep(*pipeline.Ctx, time.Duration)           {}
 func (*fiber) Blocking(*pipeline.Ctx, bool)                 {}
@@ -52,3 +56,15 @@ func (*fiber) Park(*pipeline.ParkQueue, time.Duration) bool { return false }
 func (*fiber) Now() time.Time                               { return time.Now() }
 
 func (*fiber) spawn(fn func()) func() { fn(); return func() {} }
+
+func sysClose(fd int32) error             { return syscall.Close(int(fd)) }
+func sysShutdown(fd int32, how int) error { return syscall.Shutdown(int(fd), how) }
+
+func sysPeek(fd int32) int {
+	var b [1]byte
+	n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	if err != nil {
+		return 0
+	}
+	return n
+}

@@ -48,8 +48,19 @@ func (s npSocket) Close() error {
 	return nil
 }
 
-func (s npSocket) LocalAddr() net.Addr  { return s.c.nc.LocalAddr() }
-func (s npSocket) RemoteAddr() net.Addr { return s.c.nc.RemoteAddr() }
+func (s npSocket) LocalAddr() net.Addr {
+	if s.c.nc == nil {
+		return s.c.localAddr()
+	}
+	return s.c.nc.LocalAddr()
+}
+
+func (s npSocket) RemoteAddr() net.Addr {
+	if s.c.nc == nil {
+		return net.TCPAddrFromAddrPort(s.c.peer)
+	}
+	return s.c.nc.RemoteAddr()
+}
 
 // SetDeadline and SetWriteDeadline are the HTTP/2 server's, once it has
 // the connection; the npConn's own writes arm theirs per answer.

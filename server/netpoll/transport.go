@@ -288,22 +288,28 @@ func (t *netpollTransport) accept(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	c := &npConn{t: t, nc: nc, peer: transport.PeerOf(nc.RemoteAddr()), gen: t.gen.Add(1), fd: -1}
-	c.peekFn = c.peek
-	if t.o.TLS != nil {
-		c.startTLS(t.o.TLS)
-	}
+	c := &npConn{t: t, nc: nc, peer: transport.PeerOf(nc.RemoteAddr()), fd: -1}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.rc = rc
 			_ = rc.Control(func(fd uintptr) { c.fd = int32(fd) })
 		}
 	}
+	t.adopt(c)
+}
+
+// adopt gives a new admitted connection to a loop.
+func (t *netpollTransport) adopt(c *npConn) {
+	c.gen = t.gen.Add(1)
+	c.peekFn = c.peek
+	if t.o.TLS != nil {
+		c.startTLS(t.o.TLS)
+	}
 	c.last.Store(t.clock.Load())
 	t.mu.Lock()
 	if c.fd < 0 || len(t.loops) == 0 {
 		t.mu.Unlock()
-		_ = nc.Close()
+		c.closeSocket()
 		t.conns.Add(-1)
 		return
 	}
@@ -549,7 +555,9 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 		case err != nil:
 			return t.drop(c, w)
 		case h2:
-			t.handOffH2(c)
+			if t.handOffH2(c) != nil {
+				return t.drop(c, w)
+			}
 			return false
 		}
 	}

@@ -165,7 +165,7 @@ func (u *upConn) Close() error {
 	}
 	u.closed = true
 	u.s.l.removeUp(u)
-	return syscall.Close(int(u.fd))
+	return sysClose(u.fd)
 }
 
 // Shutdown ends the connection's pending reads and writes (a relay's end:
@@ -203,5 +203,7 @@ func (u *upConn) SetWriteDeadline(t time.Time) error {
 // addUp starts watching an upstream connection.
 func (l *npLoop) addUp(u *upConn) error { return watch(l, l.ups, u, u.fd, u.gen, evArm) }
 
-// removeUp stops watching an upstream connection about to be closed.
-func (l *npLoop) removeUp(u *upConn) { unwatch(l, l.ups, u, u.fd) }
+// removeUp stops watching an upstream connection about to be closed; its
+// descriptor is its socket's only one, so closing it is what takes it out
+// of the epoll set.
+func (l *npLoop) removeUp(u *upConn) { unwatch(l, l.ups, u, u.fd, true) }
