@@ -14,6 +14,9 @@ import (
 var (
 	strTraceparent = []byte("traceparent")
 	strRequestID   = []byte("X-Request-Id")
+	// The answer's names as fasthttp would normalize them, so that they
+	// are set without a copy and a normalizing pass.
+	strTraceparentCanonical = []byte("Traceparent")
 )
 
 // StartTrace fills c.Trace: the client's trace id when it sent a valid
@@ -39,8 +42,8 @@ func StartTrace(c *pipeline.Ctx) {
 // StampResponse returns the trace context to the client.
 func StampResponse(c *pipeline.Ctx) {
 	c.Scratch = c.Trace.AppendTraceparent(c.Scratch[:0])
-	c.Resp.Header.SetBytesKV(strTraceparent, c.Scratch)
-	c.Resp.Header.SetBytesKV(strRequestID, c.Trace.RequestID)
+	c.Resp.Header.SetCanonical(strTraceparentCanonical, c.Scratch)
+	c.Resp.Header.SetCanonical(strRequestID, c.Trace.RequestID)
 }
 
 // validRequestID accepts ids a log line and a header can carry verbatim.

@@ -83,7 +83,7 @@ func (ll *loopListener) stop() {
 
 // addListener starts watching a listening socket.
 func (l *npLoop) addListener(ll *loopListener) error {
-	return watch(l, l.lns, ll, ll.fd, ll.gen, syscall.EPOLLIN|unix.EPOLLEXCLUSIVE)
+	return watch(l, l.lns, ll, fdOwner{ln: ll}, ll.fd, ll.gen, syscall.EPOLLIN|unix.EPOLLEXCLUSIVE)
 }
 
 // removeListener stops watching a listening socket.

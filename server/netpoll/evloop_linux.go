@@ -74,6 +74,9 @@ type evState struct {
 	// clock is the transport clock when the loop last woke: deadlines the
 	// loop's requests set run from it, one clock read per batch of events.
 	clock int64
+	// now is clock as a time.Time (Now), made once per batch that asks.
+	now   time.Time
+	nowAt int64
 
 	timers   fiberHeap // fibers waiting with a deadline
 	offLoop  int       // fibers running on goroutines (detached)
@@ -95,7 +98,7 @@ type evPost struct {
 }
 
 func newEvState(t *netpollTransport, l *npLoop, id int) *evState {
-	return &evState{t: t, l: l, id: id}
+	return &evState{t: t, l: l, id: id, nowAt: -1}
 }
 
 // fiber runs requests on its loop; see the top of this file.
@@ -162,18 +165,11 @@ func (l *npLoop) runEvents() {
 				_, _ = syscall.Read(l.wake, drain[:])
 				continue
 			}
-			l.mu.RLock()
-			c := l.conns[ev.Fd]
-			var u *upConn
-			var ll *loopListener
-			if c == nil {
-				u = l.ups[ev.Fd]
-				if u == nil {
-					ll = l.lns[ev.Fd]
-				}
+			o := l.owners.get(ev.Fd)
+			if o == nil {
+				continue
 			}
-			l.mu.RUnlock()
-			switch {
+			switch c, u, ll := o.conn, o.up, o.ln; {
 			case c != nil && c.gen == uint32(ev.Pad):
 				c.io.note(ev.Events)
 				if c.io.waited() {
@@ -626,7 +622,17 @@ func (f *fiber) Blocking(_ *pipeline.Ctx, start bool) {
 func (f *fiber) ID() int { return f.s.id }
 
 // Now implements pipeline.Loop: the clock read when the loop last woke.
-func (f *fiber) Now() time.Time { return f.s.t.epoch.Add(time.Duration(f.s.clock)) }
+func (f *fiber) Now() time.Time {
+	s := f.s
+	if f.detached {
+		// On a goroutine of its own, beside the loop, which sets the clock.
+		return time.Now()
+	}
+	if s.nowAt != s.clock {
+		s.now, s.nowAt = s.t.epoch.Add(time.Duration(s.clock)), s.clock
+	}
+	return s.now
+}
 
 // Dial implements pipeline.Loop: a connection watched by the fiber's loop.
 func (f *fiber) Dial(addr string, timeout time.Duration) (net.Conn, error) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -41,10 +42,11 @@ type npLoop struct {
 	parkUntil int64                 // the epoll fd's read deadline (event-loop mode)
 	single    bool                  // the transport's only loop (event-loop mode)
 
-	mu     sync.RWMutex            // writers: add, remove, closing; readers: events, rearm
+	mu     sync.RWMutex            // writers: add, remove, closing; readers: rearm
 	conns  map[int32]*npConn       // by fd; an event also carries the connection's generation
 	ups    map[int32]*upConn       // upstream connections (event-loop mode), by fd
 	lns    map[int32]*loopListener // listening sockets (event-loop mode), by fd
+	owners fdTable                 // the three maps by fd, for the loop's look-ups without mu
 	closed bool                    // epfd and wake are closed
 	done   chan struct{}           // closed when run returns
 
@@ -187,13 +189,10 @@ func (l *npLoop) run() {
 			if ev.Fd == int32(l.wake) {
 				return
 			}
-			l.mu.RLock()
-			c := l.conns[ev.Fd]
-			l.mu.RUnlock()
 			// A connection closed since the event was queued, and perhaps
 			// replaced by a new one on the same fd, has another generation.
-			if c != nil && c.gen == uint32(ev.Pad) {
-				c.t.dispatch(c)
+			if o := l.owners.get(ev.Fd); o != nil && o.conn != nil && o.conn.gen == uint32(ev.Pad) {
+				o.conn.t.dispatch(o.conn)
 			}
 		}
 	}
@@ -229,19 +228,65 @@ func (l *npLoop) kick() {
 	_, _ = syscall.Write(l.wake, one[:])
 }
 
+// fdOwner is what a watched descriptor belongs to: one of the three.
+type fdOwner struct {
+	conn *npConn
+	up   *upConn
+	ln   *loopListener
+}
+
+// fdTable finds the owner of an event's descriptor without a lock: the
+// loop looks one up for every event, and the read lock and up to three map
+// look-ups it took cost about as much as the rest of the event's handling
+// (bench/RESULTS.md, "New connections without the runtime's poller").
+// Writers hold the loop's mu; the slots grow by copy.
+type fdTable struct {
+	slots atomic.Pointer[[]atomic.Pointer[fdOwner]]
+}
+
+func (t *fdTable) get(fd int32) *fdOwner {
+	if s := t.slots.Load(); s != nil && fd >= 0 && int(fd) < len(*s) {
+		return (*s)[fd].Load()
+	}
+	return nil
+}
+
+// set records fd's owner (nil for none); the caller holds the loop's mu.
+func (t *fdTable) set(fd int32, o *fdOwner) {
+	s := t.slots.Load()
+	if s == nil || int(fd) >= len(*s) {
+		if o == nil {
+			return
+		}
+		var old []atomic.Pointer[fdOwner]
+		if s != nil {
+			old = *s
+		}
+		grown := make([]atomic.Pointer[fdOwner], max(64, 2*len(old), int(fd)+1))
+		for i := range old {
+			grown[i].Store(old[i].Load())
+		}
+		t.slots.Store(&grown)
+		s = &grown
+	}
+	(*s)[fd].Store(o)
+}
+
 // watch starts watching fd for events, its owner v recorded in m (one of
-// the loop's maps by fd); an event carries gen, which tells v's events from
-// those of an fd's earlier owner.
-func watch[T any](l *npLoop, m map[int32]*T, v *T, fd int32, gen uint32, events uint32) error {
+// the loop's maps by fd) and, as own, in the owners table; an event
+// carries gen, which tells v's events from those of an fd's earlier owner.
+func watch[T any](l *npLoop, m map[int32]*T, v *T, own fdOwner, fd int32, gen uint32, events uint32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return net.ErrClosed
 	}
 	m[fd] = v
+	l.owners.set(fd, &own)
 	ev := syscall.EpollEvent{Events: events, Fd: fd, Pad: int32(gen)}
 	if err := sysEpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		delete(m, fd)
+		l.owners.set(fd, nil)
 		return os.NewSyscallError("epoll_ctl", err)
 	}
 	return nil
@@ -255,6 +300,7 @@ func unwatch[T any](l *npLoop, m map[int32]*T, v *T, fd int32, closing bool) {
 	defer l.mu.Unlock()
 	if m[fd] == v {
 		delete(m, fd)
+		l.owners.set(fd, nil)
 	}
 	if !l.closed && !closing {
 		_ = sysEpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
@@ -267,7 +313,7 @@ func (l *npLoop) add(c *npConn) error {
 	if l.ev != nil {
 		arm = evArm
 	}
-	return watch(l, l.conns, c, c.fd, c.gen, arm)
+	return watch(l, l.conns, c, fdOwner{conn: c}, c.fd, c.gen, arm)
 }
 
 // rearm watches a connection that went back to idle. The caller holds c.mu,
