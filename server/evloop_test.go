@@ -43,6 +43,9 @@ func (s *loopStub) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 		s.loops.Add(1)
 	}
 	switch {
+	case bytes.Equal(target, []byte("/loop")) && loop != nil:
+		resp.SetBodyString(fmt.Sprintf("loop %d", loop.ID()))
+		return false
 	case bytes.Equal(target, []byte("/sleep")) && loop != nil:
 		loop.Sleep(nil, s.wait)
 	case bytes.Equal(target, []byte("/block")) && loop != nil:
@@ -458,6 +461,34 @@ func TestEventLoopsWaitOnTheirOwn(t *testing.T) {
 	}
 	if took := time.Since(start); took < 150*time.Millisecond || took > 3*time.Second {
 		t.Fatalf("8 requests waiting 150 ms took %v", took)
+	}
+}
+
+// TestEventLoopsShareNewConns: a loop keeps what it accepts only while it
+// serves no more than a few connections above the other loops, so that a
+// burst of keep-alive connections (wrk's start) is spread evenly and not
+// left on whichever loop woke first.
+func TestEventLoopsShareNewConns(t *testing.T) {
+	if npDispatch {
+		t.Skip("event-loop mode only")
+	}
+	o := npOptions()
+	o.Workers = 2
+	_, addr := npServe(t, &loopStub{}, o)
+	const n = 64
+	conns := make([]net.Conn, n)
+	for i := range conns { // all connected before any is served
+		conns[i] = npDial(t, addr)
+	}
+	perLoop := map[string]int{}
+	for _, conn := range conns {
+		npWrite(t, conn, "GET /loop HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp := npRead(t, conn, bufio.NewReader(conn), false)
+		perLoop[string(resp.Body())]++
+	}
+	a, b := perLoop["loop 0"], perLoop["loop 1"]
+	if a+b != n || a-b > 3 || b-a > 3 {
+		t.Fatalf("connections per loop %v: want %d spread within 3 (the accepting loop keeps a connection while it has at most 2 more)", perLoop, n)
 	}
 }
 

@@ -118,7 +118,7 @@ func (l *npLoop) acceptFrom(ll *loopListener) {
 			l.pauseListener(ll)
 			return
 		}
-		ll.t.acceptFD(nfd, peer)
+		ll.t.acceptFD(nfd, peer, l)
 	}
 }
 
@@ -146,7 +146,7 @@ const npAcceptPause = 50 * time.Millisecond
 // lookups — and needed a second descriptor for a moment, so that at the
 // descriptor limit a connection was accepted and then dropped. Only a
 // connection handed to the HTTP/2 server gets a net.Conn (netConn).
-func (t *netpollTransport) acceptFD(fd int32, peer netip.AddrPort) {
+func (t *netpollTransport) acceptFD(fd int32, peer netip.AddrPort, accepting *npLoop) {
 	if !t.admit() {
 		_ = sysClose(fd)
 		return
@@ -154,7 +154,7 @@ func (t *netpollTransport) acceptFD(fd int32, peer netip.AddrPort) {
 	// Answers go out whole, and a pipelined or streamed one must not wait
 	// for the ACK of the last (Nagle's algorithm), as net.TCPConn has it.
 	sysNoDelay(fd)
-	t.adopt(&npConn{t: t, peer: peer, fd: fd})
+	t.adopt(&npConn{t: t, peer: peer, fd: fd}, accepting)
 }
 
 // localAddr is the address a bare socket was accepted on.

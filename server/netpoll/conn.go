@@ -254,6 +254,7 @@ func (c *npConn) close() {
 	}
 	c.closeSocket()
 	c.mu.Unlock()
+	c.loop.live.Add(-1)
 	t := c.t
 	t.mu.Lock()
 	delete(t.live, c)

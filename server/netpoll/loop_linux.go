@@ -47,6 +47,7 @@ type npLoop struct {
 	ups    map[int32]*upConn       // upstream connections (event-loop mode), by fd
 	lns    map[int32]*loopListener // listening sockets (event-loop mode), by fd
 	owners fdTable                 // the three maps by fd, for the loop's look-ups without mu
+	live   atomic.Int32            // client connections given to the loop and not closed
 	closed bool                    // epfd and wake are closed
 	done   chan struct{}           // closed when run returns
 

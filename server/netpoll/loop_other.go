@@ -5,6 +5,7 @@ package netpoll
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 type npLoop struct {
 	ev     *evState
 	single bool
+	live   atomic.Int32
 }
 
 // loopListener is a listener the loops accept from (Linux only).
