@@ -184,6 +184,13 @@ func TestEventLoopUpstreamOnTheLoop(t *testing.T) {
 	npWrite(t, conn, "GET /up/"+up.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
 	npCheck(t, npRead(t, conn, br, false), 200, "from-up!")
 
+	// By name: looked up off the loop, then from the transport's cache.
+	_, port, _ := net.SplitHostPort(up.Addr().String())
+	for range 2 {
+		npWrite(t, conn, "GET /up/localhost:"+port+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		npCheck(t, npRead(t, conn, br, false), 200, "from-up!")
+	}
+
 	npWrite(t, conn, "GET /up/"+closedAddr+" HTTP/1.1\r\nHost: x\r\n\r\n")
 	if resp := npRead(t, conn, br, false); resp.StatusCode() != 502 || !bytes.Contains(resp.Body(), []byte("refused")) {
 		t.Fatalf("dial to a closed port: %d %s", resp.StatusCode(), resp.Body())

@@ -63,6 +63,7 @@ type netpollTransport struct {
 	clock atomic.Int64 // coarse clock, set by the sweeper every sweepTick
 	work  sync.Pool    // *npWork
 	gen   atomic.Uint32
+	dns   *dnsCache // upstream host names dialed from the loops
 
 	conns    atomic.Int64 // open, admitted connections
 	inflight atomic.Int64 // connections being served
@@ -146,6 +147,7 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		streamBytes:  o.StreamBodyBytes,
 		trailerBytes: sized.MaxHeaderBytes,
 		epoch:        time.Now(),
+		dns:          newDNSCache(),
 		live:         make(map[*npConn]struct{}),
 		loopLns:      make(map[net.Listener]*loopListener),
 		stopSweep:    make(chan struct{}),

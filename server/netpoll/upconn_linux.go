@@ -4,7 +4,6 @@ package netpoll
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -94,7 +93,8 @@ func (s *evState) dial(f *fiber, addr string, timeout time.Duration) (net.Conn, 
 	return u, nil
 }
 
-// resolve looks a host name up off the loop (the lookup blocks).
+// resolve finds host's address in the transport's cache, or looks it up
+// off the loop (the lookup blocks).
 func resolve(f *fiber, addr string, timeout time.Duration) (netip.AddrPort, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -104,23 +104,19 @@ func resolve(f *fiber, addr string, timeout time.Duration) (netip.AddrPort, erro
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
+	dns := f.s.t.dns
+	if ip, ok := dns.cached(host, time.Now()); ok {
+		return netip.AddrPortFrom(ip, uint16(pn)), nil
+	}
 	f.Blocking(nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	ip, err := dns.resolve(ctx, host, time.Now())
 	cancel()
 	f.Blocking(nil, false)
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	for _, ip := range ips {
-		if ip.Unmap().Is4() {
-			return netip.AddrPortFrom(ip.Unmap(), uint16(pn)), nil
-		}
-	}
-	if len(ips) == 0 {
-		return netip.AddrPort{}, errors.New("no address for " + host)
-	}
-	return netip.AddrPortFrom(ips[0], uint16(pn)), nil
+	return netip.AddrPortFrom(ip, uint16(pn)), nil
 }
 
 func sockaddrTCP(sa syscall.Sockaddr) *net.TCPAddr {
