@@ -9,10 +9,10 @@ import (
 	"github.com/tollgate/tollgate/server/transport"
 )
 
-// alpnListener is the fasthttp transport's TLS listener when HTTP/2 is
-// offered: it completes each handshake (under the header timeout) before
-// fasthttp sees the connection, hands a client that chose h2 to the
-// HTTP/2 server, and lets fasthttp accept the others as HTTP/1.1.
+// alpnListener is the fasthttp transport's TLS listener: it completes each
+// handshake (its reads and writes under the header timeout) before fasthttp
+// sees the connection, hands a client that chose h2 to the HTTP/2 server
+// (when one is offered), and lets fasthttp accept the others as HTTP/1.1.
 type alpnListener struct {
 	net.Listener
 	conf    *tls.Config
@@ -83,7 +83,7 @@ func (l *alpnListener) handshake(raw net.Conn) {
 	shaken()
 	_ = raw.SetDeadline(time.Time{})
 	if c.ConnectionState().NegotiatedProtocol == "h2" {
-		if l.open() >= l.max {
+		if l.h2 == nil || l.open() >= l.max {
 			_ = raw.Close()
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,6 +397,65 @@ routes:
 
 // TestTLSSlowHandshakeCut: a client that starts a handshake and stalls
 // (slowloris on the TLS port) is cut at the header timeout, like one that
+// TestTLSHandshakeWritesTimeOut: a client that sends its hello and then
+// never reads cannot hold a connection past the header timeout, even when
+// the server's flight (here an 8 MiB certificate) outgrows the socket
+// buffers and crypto/tls's write blocks inside the first read.
+func TestTLSHandshakeWritesTimeOut(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewTestCA(t)
+	cert, key := ca.IssuePadded(t, dir, "big", "Big", 8<<20, "big.test")
+	store, err := edgetls.NewStore([]edgetls.Pair{{Cert: cert, Key: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			up := testutil.StartRecordingUpstream(t)
+			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) {
+				o.TLS = store.Config(tls.VersionTLS12, []string{"http/1.1"})
+				o.HeaderTimeout = 300 * time.Millisecond
+			})
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) {
+					_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+				})
+			}}
+			raw, err := d.Dial("tcp", g.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			stall := make(chan struct{})
+			defer close(stall)
+			client := tls.Client(stalledReads{raw, stall}, &tls.Config{ServerName: "big.test", InsecureSkipVerify: true})
+			go func() { _ = client.Handshake() }() // sends its hello, then waits to read
+			// The client does not read for a second: the server's flight
+			// stays stuck in its write meanwhile, until the header timeout
+			// ends the connection. Then what the kernel still held of it
+			// arrives, and the close: not the whole certificate, which
+			// is larger than any socket buffer here.
+			time.Sleep(time.Second)
+			_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := io.Copy(io.Discard, raw)
+			if err != nil || n >= 8<<20 {
+				t.Fatalf("the client got %d bytes, then %v; want less than the 8 MiB certificate, then the close the header timeout made", n, err)
+			}
+		})
+	}
+}
+
+// stalledReads is a connection whose reads wait until stall closes.
+type stalledReads struct {
+	net.Conn
+	stall chan struct{}
+}
+
+func (s stalledReads) Read([]byte) (int, error) {
+	<-s.stall
+	return 0, io.EOF
+}
+
 // stalls in its headers.
 func TestTLSSlowHandshakeCut(t *testing.T) {
 	for _, kind := range transports {

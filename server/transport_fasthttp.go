@@ -127,12 +127,11 @@ func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 }
 
 func (t *fastHTTPTransport) Serve(ln net.Listener) error {
-	switch {
-	case t.tlsConf != nil && t.h2 != nil:
+	if t.tlsConf != nil {
+		// Handshakes complete before fasthttp reads: inside its first read
+		// the handshake's writes had no deadline. Under TLS the bare-LF
+		// check (fhConn) reads the plaintext.
 		ln = newALPNListener(ln, t.tlsConf, t.h2, t.h, t.hdrTimeout, t.maxConns, t.Conns)
-	case t.tlsConf != nil:
-		// Under TLS the bare-LF check (fhConn) reads the plaintext.
-		ln = tls.NewListener(ln, t.tlsConf)
 	}
 	return t.srv.Serve(fhListener{Listener: ln, limit: t.hdrLimit})
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"math/big"
 	"os"
@@ -62,6 +63,18 @@ func (ca *TestCA) PEM() []byte {
 // organization org (to tell certificates apart). It returns both paths.
 func (ca *TestCA) Issue(t testing.TB, dir, name, org string, names ...string) (certFile, keyFile string) {
 	t.Helper()
+	return ca.issue(t, dir, name, org, 0, names)
+}
+
+// IssuePadded is Issue with a non-critical extension of pad bytes in the
+// certificate: a handshake whose server flight is that large.
+func (ca *TestCA) IssuePadded(t testing.TB, dir, name, org string, pad int, names ...string) (certFile, keyFile string) {
+	t.Helper()
+	return ca.issue(t, dir, name, org, pad, names)
+}
+
+func (ca *TestCA) issue(t testing.TB, dir, name, org string, pad int, names []string) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +84,10 @@ func (ca *TestCA) Issue(t testing.TB, dir, name, org string, names ...string) (c
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		DNSNames: names, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if pad > 0 {
+		// A private-use OID; the value is an opaque OCTET STRING's content.
+		tmpl.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 55555, 1}, Value: make([]byte, pad)}}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -49,6 +49,7 @@ type npConn struct {
 	rarmed   bool             // the read deadline for this phase is set
 	rset     bool             // a read deadline is set on the socket
 	warmed   bool             // the write deadline for this answer is set
+	wset     bool             // a read phase set a write deadline on the socket (armHandshakeWrites)
 	rerr     error            // first read error; sticky
 	werr     error            // first write error; sticky
 	body     codec.Body       // the streamed body of the current request
@@ -175,7 +176,10 @@ func (c *npConn) armWriteDeadline() {
 		}
 	case d > 0:
 		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
+	case c.wset:
+		_ = c.nc.SetWriteDeadline(noDeadline)
 	}
+	c.wset = false
 }
 
 // flushOut sends everything written so far.

@@ -127,7 +127,26 @@ func (c *npConn) readPlain(p []byte) (int, error) {
 		p[0] = c.probe[0]
 		return 1, nil
 	}
+	c.armHandshakeWrites()
 	return c.tls.Read(p)
+}
+
+// armHandshakeWrites bounds what crypto/tls writes inside a read (the
+// handshake's flight, a session ticket, an alert) by the read phase's
+// deadline while no answer's write deadline is set: a client that sends
+// its hello and then stops reading would otherwise hold the connection
+// and its fiber or goroutine for as long as it likes once the flight
+// outgrows the socket buffers.
+func (c *npConn) armHandshakeWrites() {
+	if c.warmed || c.rtimeout <= 0 {
+		return
+	}
+	if c.loop.ev != nil {
+		c.wdl = c.rdl
+	} else {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.rtimeout))
+		c.wset = true
+	}
 }
 
 // writePlain writes an answer's bytes, through TLS when the client uses it.
