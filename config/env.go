@@ -58,7 +58,7 @@ func listFlag(dst func(*File) *[]string) func(*File, string) error {
 // TOLLGATE_CONFIG (the file itself) is read by the command, not here.
 var EnvFlags = []EnvFlag{
 	{"TOLLGATE_LISTEN", ":8080", "address the gateway listens on", strFlag(func(f *File) *string { return &f.Listen })},
-	{"TOLLGATE_WORKERS", "0 (one per core)", "GOMAXPROCS for the gateway", intFlag(func(f *File) *int { return &f.Workers })},
+	{"TOLLGATE_WORKERS", "0 (one per core)", "cores the gateway works on: event loops on netpoll (GOMAXPROCS one higher), GOMAXPROCS otherwise", intFlag(func(f *File) *int { return &f.Workers })},
 	{"TOLLGATE_TRANSPORT", "netpoll", "client-side transport: netpoll (epoll event loops), netpoll-dispatch (epoll reactor handing connections to goroutines) or fasthttp", strFlag(func(f *File) *string { return &f.Transport })},
 	{"TOLLGATE_NODE_ID", "hostname:port", "this node's name in logs and the cluster", strFlag(func(f *File) *string { return &f.NodeID })},
 	{"TOLLGATE_LOG_LEVEL", "info", "debug, info, warn or error", strFlag(func(f *File) *string { return &f.LogLevel })},

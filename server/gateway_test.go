@@ -313,3 +313,19 @@ func TestCookieForwardedVerbatim(t *testing.T) {
 		})
 	}
 }
+
+func TestProcsFor(t *testing.T) {
+	for _, c := range []struct {
+		transport string
+		workers   int
+		want      int
+	}{{"netpoll", 2, 3}, {"netpoll", 1, 2}, {"netpoll-dispatch", 2, 2}, {"fasthttp", 4, 4}} {
+		f := &config.File{Transport: c.transport, Workers: c.workers}
+		if got := ProcsFor(f); got != c.want || WorkersFor(f) != c.workers {
+			t.Errorf("%s with %d workers: GOMAXPROCS %d, workers %d; want %d, %d", c.transport, c.workers, got, WorkersFor(f), c.want, c.workers)
+		}
+	}
+	if f := (&config.File{Transport: "netpoll"}); WorkersFor(f) != defaultProcs || ProcsFor(f) != defaultProcs+1 {
+		t.Errorf("workers 0: %d workers, GOMAXPROCS %d; want the runtime's %d, and one more", WorkersFor(f), ProcsFor(f), defaultProcs)
+	}
+}

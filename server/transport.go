@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/server/h2"
@@ -30,8 +31,36 @@ func OptionsFor(f *config.File) Options {
 		IdleTimeout:     c.IdleTimeout.D(),
 		WriteTimeout:    c.WriteTimeout.D(),
 		MaxConns:        c.MaxConns,
-		Workers:         f.Workers,
+		Workers:         WorkersFor(f),
 	}
+}
+
+// defaultProcs is the runtime's own choice of GOMAXPROCS (the cores, or
+// the container's CPU limit), taken before ProcsFor changes it.
+var defaultProcs = runtime.GOMAXPROCS(0)
+
+// WorkersFor is how many cores a configuration's gateway works on:
+// workers, or the runtime's default when it is 0.
+func WorkersFor(f *config.File) int {
+	if f.Workers > 0 {
+		return f.Workers
+	}
+	return defaultProcs
+}
+
+// ProcsFor is the GOMAXPROCS a configuration's gateway runs with. The
+// default transport runs one event loop per worker, each in its own epoll
+// wait, and one P more for everything else on goroutines: the admin
+// listener, health probes, Redis replies to requests that left their loop,
+// the access log's writer. Without it such a goroutine waiting for its
+// socket was seen only when the runtime's monitor polled, every 10 ms,
+// while the loops were busy (bench/RESULTS.md, "Background goroutines
+// under load").
+func ProcsFor(f *config.File) int {
+	if f.Transport == "netpoll" {
+		return WorkersFor(f) + 1
+	}
+	return WorkersFor(f)
 }
 
 // HTTP2For is the HTTP/2 server of a configuration's TLS listener, with

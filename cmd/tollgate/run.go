@@ -96,9 +96,7 @@ func serve(path string, stderr io.Writer) error {
 	}
 	f := snap.File
 	_ = level.UnmarshalText([]byte(f.LogLevel))
-	if f.Workers > 0 {
-		runtime.GOMAXPROCS(f.Workers)
-	}
+	runtime.GOMAXPROCS(server.ProcsFor(f))
 
 	accessLog, err := observe.OpenAccessLog(observe.AccessLogOptions{
 		Path: f.AccessLog.Path, Buffer: f.AccessLog.Buffer, Node: f.NodeID,

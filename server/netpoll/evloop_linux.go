@@ -200,11 +200,13 @@ func (l *npLoop) runEvents() {
 		}
 		s.retire(s.clock)
 		wake = s.nextWake()
-		if l.n > 0 {
-			// A busy loop never parks, and the runtime would let the
-			// other goroutines of its P (timers, the access log's writer,
-			// Redis clients) wait for a forced preemption: they run
-			// between batches instead.
+		if l.n > 0 && l.ep != nil {
+			// Without a P of their own (server.ProcsFor), the other
+			// goroutines of a busy loop's P (timers, the access log's
+			// writer, Redis clients) would wait for a forced preemption:
+			// they run between batches instead. (A yield does not poll
+			// the network, so those waiting for a socket still wait for
+			// the runtime's monitor, up to 10 ms.)
 			runtime.Gosched()
 		}
 	}

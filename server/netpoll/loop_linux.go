@@ -80,6 +80,11 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 		// A non-blocking fd given to os.NewFile joins the runtime's poller.
 		err = syscall.SetNonblock(epfd, true)
 	}
+	if err == nil && t.spareP {
+		// Never parked in the runtime's poller (waitEvents): there it would
+		// wake the poller's thread at every batch.
+		return l, nil
+	}
 	if err == nil {
 		l.ep = os.NewFile(uintptr(epfd), "epoll")
 		l.rc, err = l.ep.SyscallConn()
@@ -106,13 +111,15 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 // sockets: a loop whose events came while that thread was running another
 // loop waited for the runtime to look again, and a core sat idle with
 // requests waiting (bench/RESULTS.md, "A wait of its own for each loop").
-// A single loop, and a loop with requests off it on goroutines (a blocking
-// filter call, such as a Redis round trip), park in the runtime's poller
-// instead: their thread then also runs those goroutines and waits for
-// their sockets.
+// Without a P beyond the loops (server.ProcsFor), a single loop, and a
+// loop with requests off it on goroutines (a blocking filter call, such as
+// a Redis round trip), park in the runtime's poller instead: their thread
+// then also runs those goroutines and waits for their sockets. With one,
+// goroutines run there and every loop waits on its own: its epoll fd is
+// then not in the runtime's poller at all (l.ep is nil).
 func (l *npLoop) waitEvents(wake int64) error {
 	l.n = 0
-	if l.single || l.ev.offLoop > 0 {
+	if l.ep != nil && (l.single || l.ev.offLoop > 0) {
 		return l.park(wake)
 	}
 	ev := uintptr(unsafe.Pointer(&l.events[0]))

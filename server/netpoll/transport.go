@@ -64,6 +64,8 @@ type netpollTransport struct {
 	work  sync.Pool    // *npWork
 	gen   atomic.Uint32
 	dns   *dnsCache // upstream host names dialed from the loops
+	// spareP: GOMAXPROCS leaves a P beyond the event loops (server.ProcsFor).
+	spareP bool
 
 	conns    atomic.Int64 // open, admitted connections
 	inflight atomic.Int64 // connections being served
@@ -197,6 +199,9 @@ func (t *netpollTransport) startLocked() error {
 	n := cores/20 + 1
 	if t.eventLoop {
 		n = cores
+		// With a P beyond the loops, goroutines run there: every loop
+		// waits on its own and never yields (waitEvents).
+		t.spareP = runtime.GOMAXPROCS(0) > n
 	}
 	loops := make([]*npLoop, 0, n)
 	for i := range n {

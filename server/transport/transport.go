@@ -69,7 +69,7 @@ type Options struct {
 	IdleTimeout     time.Duration // keep-alive wait between requests
 	WriteTimeout    time.Duration // writing one answer
 	MaxConns        int           // open client connections
-	Workers         int           // cores the gateway uses (GOMAXPROCS), 0 for all; the reactor runs one epoll loop per 20
+	Workers         int           // cores the gateway works on (server.WorkersFor), 0 for GOMAXPROCS; the reactor runs one epoll loop per 20
 	// EventLoop makes the netpoll reactor run requests on its loops (one
 	// per core), with upstream sockets in the same epoll sets, instead of
 	// handing each ready connection to a goroutine.
