@@ -70,20 +70,11 @@ chmod 644 "$TMP/key.pem" "$TMP/cert.pem" # nginx's workers run as nobody
 start_pinned upstream "$LOAD_CPUS" bin/bench-upstream -listen $UPSTREAM_ADDR
 wait_port upstream $UPSTREAM_ADDR
 
-cat >"$TMP/tollgate.yaml" <<-EOF2
-	listen: "$GATEWAY_ADDR"
+plain_config "$TMP/tollgate.yaml" "$GATEWAY_ADDR" off "$UPSTREAM_ADDR"
+cat >>"$TMP/tollgate.yaml" <<-EOF2
 	tls:
 	  listen: "$GATEWAY_TLS"
 	  certs: [{cert: "$TMP/cert.pem", key: "$TMP/key.pem"}]
-	workers: 0
-	watch: false
-	admin: {listen: "off"}
-	access_log: {path: "off"}
-	services:
-	  up:
-	    instances: [{addr: "$UPSTREAM_ADDR"}]
-	routes:
-	  - {name: plain, match: {prefix: /}, service: up}
 EOF2
 start_tollgate "$PROXY_CPUS" "$TRANSPORT" "$WORKERS" bin/tollgate "$TMP/tollgate.yaml"
 wait_port tollgate $GATEWAY_TLS

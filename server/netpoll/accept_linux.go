@@ -83,11 +83,11 @@ func (ll *loopListener) stop() {
 
 // addListener starts watching a listening socket.
 func (l *npLoop) addListener(ll *loopListener) error {
-	return watch(l, l.lns, ll, fdOwner{ln: ll}, ll.fd, ll.gen, syscall.EPOLLIN|unix.EPOLLEXCLUSIVE)
+	return watch(l, fdOwner{ln: ll}, ll.fd, ll.gen, syscall.EPOLLIN|unix.EPOLLEXCLUSIVE)
 }
 
 // removeListener stops watching a listening socket.
-func (l *npLoop) removeListener(ll *loopListener) { unwatch(l, l.lns, ll, ll.fd, false) }
+func (l *npLoop) removeListener(ll *loopListener) { unwatch(l, fdOwner{ln: ll}, ll.fd, false) }
 
 // acceptFrom takes the connections waiting on ll (loop only), a bounded
 // number per event: the listener is level-triggered, so the rest wake a

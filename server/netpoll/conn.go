@@ -266,7 +266,9 @@ func (c *npConn) close() {
 	t.conns.Add(-1)
 }
 
-// closeSocket closes the connection's descriptors.
+// closeSocket closes the connection's descriptors: nc, and c.fd when the
+// connection came from a loop's accept (no RawConn then: c.fd is its own,
+// not nc's).
 func (c *npConn) closeSocket() {
 	if c.nc != nil {
 		_ = c.nc.Close()

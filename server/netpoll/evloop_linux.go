@@ -429,16 +429,14 @@ func (s *evState) abort() bool {
 	l := s.l
 	l.mu.RLock()
 	var waiting []*evIO
-	for _, c := range l.conns {
-		if c.io.waited() {
-			waiting = append(waiting, &c.io)
+	l.owners.each(func(o *fdOwner) {
+		switch {
+		case o.conn != nil && o.conn.io.waited():
+			waiting = append(waiting, &o.conn.io)
+		case o.up != nil && o.up.io.waited():
+			waiting = append(waiting, &o.up.io)
 		}
-	}
-	for _, u := range l.ups {
-		if u.io.waited() {
-			waiting = append(waiting, &u.io)
-		}
-	}
+	})
 	l.mu.RUnlock()
 	for _, io := range waiting {
 		if f := io.rwaiter; f != nil {
@@ -457,11 +455,11 @@ func (s *evState) abort() bool {
 func (s *evState) busy() int {
 	n := 0
 	s.l.mu.RLock()
-	for _, c := range s.l.conns {
-		if c.fiber != nil {
+	s.l.owners.each(func(o *fdOwner) {
+		if o.conn != nil && o.conn.fiber != nil {
 			n++
 		}
-	}
+	})
 	s.l.mu.RUnlock()
 	return n
 }

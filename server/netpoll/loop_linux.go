@@ -42,14 +42,13 @@ type npLoop struct {
 	parkUntil int64                 // the epoll fd's read deadline (event-loop mode)
 	single    bool                  // the transport's only loop (event-loop mode)
 
-	mu     sync.RWMutex            // writers: add, remove, closing; readers: rearm
-	conns  map[int32]*npConn       // by fd; an event also carries the connection's generation
-	ups    map[int32]*upConn       // upstream connections (event-loop mode), by fd
-	lns    map[int32]*loopListener // listening sockets (event-loop mode), by fd
-	owners fdTable                 // the three maps by fd, for the loop's look-ups without mu
-	live   atomic.Int32            // client connections given to the loop and not closed
-	closed bool                    // epfd and wake are closed
-	done   chan struct{}           // closed when run returns
+	mu sync.RWMutex // writers: watch, unwatch, closing; readers: rearm, walks of owners
+	// owners: the client and upstream connections and listening sockets
+	// watched, by fd; an event also carries its owner's generation.
+	owners fdTable
+	live   atomic.Int32  // client connections given to the loop and not closed
+	closed bool          // epfd and wake are closed
+	done   chan struct{} // closed when run returns
 
 	// ev is the event-loop mode's state (nil in dispatch mode): the loop
 	// then runs requests itself, on fibers (see evloop_linux.go).
@@ -66,11 +65,9 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 		_ = syscall.Close(epfd)
 		return nil, fmt.Errorf("eventfd2: %w", errno)
 	}
-	l := &npLoop{epfd: epfd, wake: int(r), conns: make(map[int32]*npConn), done: make(chan struct{}),
+	l := &npLoop{epfd: epfd, wake: int(r), done: make(chan struct{}),
 		events: make([]syscall.EpollEvent, 256)}
 	if t.eventLoop {
-		l.ups = make(map[int32]*upConn)
-		l.lns = make(map[int32]*loopListener)
 		l.ev = newEvState(t, l, id)
 	}
 	l.wait = l.poll
@@ -244,10 +241,10 @@ type fdOwner struct {
 }
 
 // fdTable finds the owner of an event's descriptor without a lock: the
-// loop looks one up for every event, and the read lock and up to three map
-// look-ups it took cost about as much as the rest of the event's handling
-// (bench/RESULTS.md, "New connections without the runtime's poller").
-// Writers hold the loop's mu; the slots grow by copy.
+// loop looks one up for every event, where it took a read lock and up to
+// three map look-ups (0.93 % of the gateway's samples under wrk, 0.71 %
+// with the table; bench/RESULTS.md, "New connections without the
+// runtime's poller"). Writers hold the loop's mu; the slots grow by copy.
 type fdTable struct {
 	slots atomic.Pointer[[]atomic.Pointer[fdOwner]]
 }
@@ -280,34 +277,41 @@ func (t *fdTable) set(fd int32, o *fdOwner) {
 	(*s)[fd].Store(o)
 }
 
-// watch starts watching fd for events, its owner v recorded in m (one of
-// the loop's maps by fd) and, as own, in the owners table; an event
-// carries gen, which tells v's events from those of an fd's earlier owner.
-func watch[T any](l *npLoop, m map[int32]*T, v *T, own fdOwner, fd int32, gen uint32, events uint32) error {
+// each calls f for every owner recorded; the caller holds the loop's mu.
+func (t *fdTable) each(f func(*fdOwner)) {
+	if s := t.slots.Load(); s != nil {
+		for i := range *s {
+			if o := (*s)[i].Load(); o != nil {
+				f(o)
+			}
+		}
+	}
+}
+
+// watch starts watching fd for events on behalf of own; an event carries
+// gen, which tells own's events from those of an fd's earlier owner.
+func watch(l *npLoop, own fdOwner, fd int32, gen uint32, events uint32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return net.ErrClosed
 	}
-	m[fd] = v
 	l.owners.set(fd, &own)
 	ev := syscall.EpollEvent{Events: events, Fd: fd, Pad: int32(gen)}
 	if err := sysEpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		delete(m, fd)
 		l.owners.set(fd, nil)
 		return os.NewSyscallError("epoll_ctl", err)
 	}
 	return nil
 }
 
-// unwatch stops watching fd, whose owner v is about to close it; with
-// closing, v's closing of fd (its only descriptor) is what takes it out of
-// the epoll set.
-func unwatch[T any](l *npLoop, m map[int32]*T, v *T, fd int32, closing bool) {
+// unwatch stops watching fd, whose owner own is about to close it; with
+// closing, own's closing of fd (its only descriptor) is what takes it out
+// of the epoll set.
+func unwatch(l *npLoop, own fdOwner, fd int32, closing bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if m[fd] == v {
-		delete(m, fd)
+	if o := l.owners.get(fd); o != nil && *o == own {
 		l.owners.set(fd, nil)
 	}
 	if !l.closed && !closing {
@@ -321,7 +325,7 @@ func (l *npLoop) add(c *npConn) error {
 	if l.ev != nil {
 		arm = evArm
 	}
-	return watch(l, l.conns, c, fdOwner{conn: c}, c.fd, c.gen, arm)
+	return watch(l, fdOwner{conn: c}, c.fd, c.gen, arm)
 }
 
 // rearm watches a connection that went back to idle. The caller holds c.mu,
@@ -337,8 +341,8 @@ func (l *npLoop) rearm(c *npConn) error {
 }
 
 // remove stops watching a connection about to be closed.
-func (l *npLoop) remove(c *npConn) { unwatch(l, l.conns, c, c.fd, false) }
+func (l *npLoop) remove(c *npConn) { unwatch(l, fdOwner{conn: c}, c.fd, false) }
 
 // forget stops watching a connection whose only descriptor is about to be
 // closed.
-func (l *npLoop) forget(c *npConn) { unwatch(l, l.conns, c, c.fd, true) }
+func (l *npLoop) forget(c *npConn) { unwatch(l, fdOwner{conn: c}, c.fd, true) }

@@ -308,11 +308,10 @@ func (t *netpollTransport) accept(nc net.Conn) {
 // it unless it serves more than loopSlack connections above the least
 // busy one, which gets it then. The accepting loop is awake already;
 // handing every connection to the next loop in turn, as before, woke a
-// second loop for each (0.52 ms from connect to first byte on an idle
-// gateway against nginx's 0.30), and with a connection per request it cost
-// 10 % of the rate (bench/RESULTS.md, "New connections without the
-// runtime's poller"). The slack keeps keep-alive connections, which stay
-// where they land, spread evenly.
+// second loop for each: 0.52 ms from connect to first byte on an idle
+// gateway, 0.37 ms now, nginx's 0.36 (bench/RESULTS.md, "New connections
+// without the runtime's poller"). The slack keeps keep-alive connections,
+// which stay where they land, spread evenly.
 func pickLoop(loops []*npLoop, accepting *npLoop) *npLoop {
 	least := loops[0]
 	for _, l := range loops[1:] {

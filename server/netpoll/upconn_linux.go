@@ -198,10 +198,10 @@ func (u *upConn) SetWriteDeadline(t time.Time) error {
 
 // addUp starts watching an upstream connection.
 func (l *npLoop) addUp(u *upConn) error {
-	return watch(l, l.ups, u, fdOwner{up: u}, u.fd, u.gen, evArm)
+	return watch(l, fdOwner{up: u}, u.fd, u.gen, evArm)
 }
 
 // removeUp stops watching an upstream connection about to be closed; its
 // descriptor is its socket's only one, so closing it is what takes it out
 // of the epoll set.
-func (l *npLoop) removeUp(u *upConn) { unwatch(l, l.ups, u, u.fd, true) }
+func (l *npLoop) removeUp(u *upConn) { unwatch(l, fdOwner{up: u}, u.fd, true) }
