@@ -143,23 +143,28 @@ now_ns() { date +%s%N; }
 cpu_idle_total() { awk '/^cpu /{ t = 0; for (i = 2; i <= NF; i++) t += $i; print $5 + $6, t; exit }' /proc/stat; } # idle+iowait, all: ticks of all cores
 
 # measure target outfile cmd...: runs cmd (a load generator) and appends its
-# result line plus proxy_ticks (CPU of the proxy, workers included) and
-# other_cpu_pct (CPU of every process that is neither the proxy, the upstream
+# result line plus proxy_ticks (CPU of the proxy, workers included),
+# upstream_ticks (CPU of the upstream), load_cpu_s (CPU seconds of the load
+# generator: what the answers cost the client side), other_cpu_pct (CPU of every process that is neither the proxy, the upstream
 # nor this script and its load generators, as a share of all cores) and
 # idle_pct (the machine's idle time, as a share of all cores).
 measure() {
-	local target=$1 out=$2 pid ours t0 o0 p0 t1 o1 p1
+	local target=$1 out=$2 pid ours t0 o0 p0 u0 t1 o1 p1 u1 load
 	shift 2
 	pid=${PIDS[$target]}
 	ours="$$ ${PIDS[upstream]} $pid $(children "$pid" | tr '\n' ' ')"
 	read -r i0 a0 < <(cpu_idle_total)
-	t0=$(now_ns) o0=$(other_ticks "$ours") p0=$(proc_ticks "$pid")
-	"$@" >"$out.raw" 2>&1 || true
-	p1=$(proc_ticks "$pid") o1=$(other_ticks "$ours") t1=$(now_ns)
+	t0=$(now_ns) o0=$(other_ticks "$ours") p0=$(proc_ticks "$pid") u0=$(proc_ticks "${PIDS[upstream]}")
+	# The load generator's own CPU (user + system), from bash's time.
+	local TIMEFORMAT='LOADCPU %3U %3S'
+	{ time "$@" >"$out.raw" 2>&1; } 2>"$out.load" || true
+	p1=$(proc_ticks "$pid") u1=$(proc_ticks "${PIDS[upstream]}") o1=$(other_ticks "$ours") t1=$(now_ns)
 	read -r i1 a1 < <(cpu_idle_total)
-	awk -v p=$((p1 - p0)) -v o=$((o1 - o0)) -v el=$((t1 - t0)) -v hz="$HZ" -v ncpu="$NPROC" \
+	load=$(awk '/^LOADCPU /{ printf "%.3f", $2 + $3 }' "$out.load")
+	awk -v p=$((p1 - p0)) -v u=$((u1 - u0)) -v load="${load:-0}" -v o=$((o1 - o0)) -v el=$((t1 - t0)) -v hz="$HZ" -v ncpu="$NPROC" \
 		-v idle=$((i1 - i0)) -v all=$((a1 - a0)) '
-		{ print $0 " proxy_ticks=" p " other_cpu_pct=" sprintf("%.1f", 100 * o / (el / 1e9 * hz * ncpu)) \
+		{ print $0 " proxy_ticks=" p " upstream_ticks=" u " load_cpu_s=" load \
+			" other_cpu_pct=" sprintf("%.1f", 100 * o / (el / 1e9 * hz * ncpu)) \
 			" idle_pct=" sprintf("%.1f", all > 0 ? 100 * idle / all : 0) }' \
 		<(grep -E '^(WRKPCT|LOADGEN) ' "$out.raw" | tail -n 1) >"$out.line"
 	if [[ ! -s $out.line ]]; then
@@ -199,14 +204,18 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else if (NR 
 
 sum() { awk '{s+=$1} END {print s+0}'; }
 
-cpu_per_line() { # file reqkey: proxy CPU µs per request, one line per round
-	awk -v key="$2" -v hz="$HZ" '{
+# cpu_per_line file reqkey [cpukey]: CPU µs per request, one line per round;
+# cpukey proxy_ticks (the default) or upstream_ticks in clock ticks,
+# load_cpu_s in seconds.
+cpu_per_line() {
+	awk -v key="$2" -v ck="${3:-proxy_ticks}" -v hz="$HZ" '{
 		r = ""; p = ""
-		for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) r = kv[2]; if (kv[1] == "proxy_ticks") p = kv[2] }
-		printf "%.4f\n", (r > 0 ? p / hz * 1e6 / r : 0) }' "$1"
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) r = kv[2]; if (kv[1] == ck) p = kv[2] }
+		s = (ck ~ /_s$/) ? p : p / hz
+		printf "%.4f\n", (r > 0 && p != "" ? s * 1e6 / r : 0) }' "$1"
 }
 
-cpu_us_per_req() { cpu_per_line "$1" "$2" | median | fmtd 2; } # file reqkey: median over rounds
+cpu_us_per_req() { cpu_per_line "$1" "$2" "${3:-}" | median | fmtd 2; } # file reqkey [cpukey]: median over rounds
 
 # paired a b: a's values divided by b's, round by round (the rounds of two
 # targets alternate, so each pair ran a few seconds apart), as "median" or,
@@ -259,11 +268,13 @@ ratio_cells() {
 row_wrk() {
 	local f=$TMP/res/$1.$2.wrk rps lo hi
 	rps=$(val rps "$f" | median) lo=$(val rps "$f" | sort -g | head -n1) hi=$(val rps "$f" | sort -g | tail -n1)
-	printf '| %s | %s | wrk -t%s -c%s %s ×%s%s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+	printf '| %s | %s | wrk -t%s -c%s %s ×%s%s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
 		"$1" "$2" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" "$WRK_LOAD_NOTE" \
 		"$(fmt0 "$rps")" "$(fmt0 "$lo")" "$(fmt0 "$hi")" \
 		"$(val p50_ms "$f" | ms)" "$(val p99_ms "$f" | ms)" "$(val p999_ms "$f" | ms)" "$(val p9999_ms "$f" | ms)" \
-		"$(val errors "$f" | sum)" "$(cpu_us_per_req "$f" requests)" "$(val other_cpu_pct "$f" | median | fmtd 1)" \
+		"$(val errors "$f" | sum)" "$(cpu_us_per_req "$f" requests)" \
+		"$(cpu_us_per_req "$f" requests upstream_ticks)" "$(cpu_us_per_req "$f" requests load_cpu_s)" \
+		"$(val other_cpu_pct "$f" | median | fmtd 1)" \
 		"$(val idle_pct "$f" | median | fmtd 1)" \
 		"$(ratio_cells "$1" "$2" wrk requests)"
 }
@@ -281,9 +292,10 @@ row_open() {
 	# Open-loop rows have no req/s ratio (the rate is the offered one).
 	r=$(ratio_cells "$1" "$2" open responses_total)
 	r="— | ${r//|/| — |}"
-	printf '| %s | %s | open loop %s/s %s | %s | %s%s | %s | %s | %s | %s |\n' \
+	printf '| %s | %s | open loop %s/s %s | %s | %s%s | %s | %s | %s | %s | %s | %s |\n' \
 		"$1" "$2" "$RATE" "$DURATION" "$(fmt0 "$(val achieved_rps "$f" | median)")" "$cells" \
-		"$errs" "$(cpu_us_per_req "$f" responses_total)" "$(val other_cpu_pct "$f" | median | fmtd 1)" \
+		"$errs" "$(cpu_us_per_req "$f" responses_total)" "$(cpu_us_per_req "$f" responses_total upstream_ticks)" \
+		"$(cpu_us_per_req "$f" responses_total load_cpu_s)" "$(val other_cpu_pct "$f" | median | fmtd 1)" \
 		"$(val idle_pct "$f" | median | fmtd 1)" "$r"
 }
 
@@ -386,8 +398,8 @@ if [[ $IDLE == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- report
-TABLE="| pass | target | load | req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | errors | CPU µs/req | other CPU % | idle % | req/s ÷ nginx | CPU/req ÷ nginx |"
-RULE="|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+TABLE="| pass | target | load | req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | errors | CPU µs/req | upstream CPU µs/req | load CPU µs/req | other CPU % | idle % | req/s ÷ nginx | CPU/req ÷ nginx |"
+RULE="|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 if has_target nginx-fields; then
 	TABLE+=" req/s ÷ nginx-fields | CPU/req ÷ nginx-fields |"
 	RULE+="---|---|"
