@@ -72,10 +72,12 @@ func nextLine(raw []byte) (line, rest []byte) {
 
 // FieldList is an ordered list of header fields held in one reusable
 // buffer: the forwarding step builds the upstream header section in it
-// before writing it into the request. The zero value is ready to use; it
-// allocates only while its buffers grow.
+// before writing it into the request. Each field is kept as the line it is
+// sent as ("name: value" and CRLF), so the section goes out in one write.
+// The zero value is ready to use; it allocates only while its buffers
+// grow.
 type FieldList struct {
-	buf   []byte
+	buf   []byte // the field lines, in order
 	spans []fieldSpan
 	// Working buffers of one forwarding step.
 	chain  []byte // X-Forwarded-For values a trusted proxy sent, joined
@@ -85,30 +87,44 @@ type FieldList struct {
 	method []byte
 }
 
+// fieldSpan locates a field's name (buf[ks:ke]) and value (buf[ke+2:ve])
+// in its line.
 type fieldSpan struct{ ks, ke, ve int }
 
 // Reset empties l, keeping its buffers.
 func (l *FieldList) Reset() {
+	l.ResetKeepConn()
+	l.conn = l.conn[:0]
+}
+
+// ResetKeepConn is Reset but for the client's Connection options, which a
+// second pass over the same request starts from.
+func (l *FieldList) ResetKeepConn() {
 	l.buf, l.spans = l.buf[:0], l.spans[:0]
-	l.chain, l.conn, l.uri, l.query, l.method = l.chain[:0], l.conn[:0], l.uri[:0], l.query[:0], l.method[:0]
+	l.chain, l.uri, l.query, l.method = l.chain[:0], l.uri[:0], l.query[:0], l.method[:0]
 }
 
 // Add appends a field; name and value are copied.
 func (l *FieldList) Add(name, value []byte) {
 	ks := len(l.buf)
 	l.buf = append(l.buf, name...)
-	ke := len(l.buf)
-	l.buf = append(l.buf, value...)
-	l.spans = append(l.spans, fieldSpan{ks, ke, len(l.buf)})
+	l.endField(ks, value)
 }
 
 // AddString is Add with a string name.
 func (l *FieldList) AddString(name string, value []byte) {
 	ks := len(l.buf)
 	l.buf = append(l.buf, name...)
+	l.endField(ks, value)
+}
+
+// endField completes the line whose name starts at ks.
+func (l *FieldList) endField(ks int, value []byte) {
 	ke := len(l.buf)
+	l.buf = append(l.buf, ':', ' ')
 	l.buf = append(l.buf, value...)
 	l.spans = append(l.spans, fieldSpan{ks, ke, len(l.buf)})
+	l.buf = append(l.buf, '\r', '\n')
 }
 
 // Len reports the number of fields.
@@ -117,7 +133,7 @@ func (l *FieldList) Len() int { return len(l.spans) }
 // Field returns field i; the bytes alias l until it is reset.
 func (l *FieldList) Field(i int) (name, value []byte) {
 	s := l.spans[i]
-	return l.buf[s.ks:s.ke], l.buf[s.ke:s.ve]
+	return l.buf[s.ks:s.ke], l.buf[s.ke+2 : s.ve]
 }
 
 // Get returns the value of the first field named name (ASCII case

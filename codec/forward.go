@@ -167,14 +167,57 @@ func (p *HeaderPolicy) passes(name []byte) bool {
 	return true
 }
 
-// anyFold is anyName with plain ASCII case folding.
-func anyFold(b []byte, names []string) bool {
-	for _, n := range names {
-		if ascii.EqualFold(b, n) {
-			return true
+// fieldClass is what the forwarding step needs to know of a client field's
+// name before it is forwarded.
+type fieldClass uint8
+
+const (
+	classDrop       fieldClass = 1 << iota // framing or hop-by-hop: never forwarded
+	classOwned                             // GatewayOwned: the gateway's word alone
+	classConnection                        // Connection: its options name more hop-by-hop fields
+)
+
+// specialName is a name of one of the classes, with the folding it is
+// compared with: hop-by-hop and framing names fold case only (Connection's
+// options name them that way), the gateway's own also read '_' as '-'.
+type specialName struct {
+	name       string
+	class      fieldClass
+	underscore bool
+}
+
+// specialByLen holds the names of every class by length, so that a field
+// is compared with the few of its own length instead of each list in turn.
+var specialByLen = func() (t [32][]specialName) {
+	add := func(names []string, class fieldClass, underscore bool) {
+		for _, n := range names {
+			if len(n) >= len(t) {
+				panic("codec: field name longer than the class table: " + n)
+			}
+			c := class
+			if n == "Connection" {
+				c |= classConnection
+			}
+			t[len(n)] = append(t[len(n)], specialName{n, c, underscore})
 		}
 	}
-	return false
+	add(framing, classDrop, false)
+	add(hopByHop, classDrop, false)
+	add(GatewayOwned, classOwned, true)
+	return t
+}()
+
+// classify returns the classes of a field name (0 for an ordinary field).
+func classify(k []byte) fieldClass {
+	if len(k) >= len(specialByLen) {
+		return 0
+	}
+	for _, s := range specialByLen[len(k)] {
+		if s.underscore && nameIs(k, s.name) || !s.underscore && ascii.EqualFold(k, s.name) {
+			return s.class
+		}
+	}
+	return 0
 }
 
 func anyName(b []byte, names []string) bool {
@@ -220,23 +263,45 @@ var (
 // Connection, every copy of a GatewayOwned field, internal prefixes, and
 // what the route's policy refuses. The caller may Add more fields (the
 // identity and trace) before Apply.
+//
+// The fields are read once. A Connection field may name fields sent
+// before it; only when one of its options names no field that goes anyway
+// and the request has a field of that name is the section read again,
+// with every option known from the start.
 func CollectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
-	l.Reset()
+	if collectFields(l, h, o, false) {
+		return
+	}
+	collectFields(l, h, o, true)
+}
+
+// collectFields is CollectFields in one pass over h. With known, l.conn
+// already holds the client's Connection options (an earlier pass); without,
+// it gathers them as it goes and reports false, with l unfinished, when
+// one of them names a field the request has and the pass let through
+// before the option was read.
+func collectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing, known bool) bool {
+	if known {
+		l.ResetKeepConn()
+	} else {
+		l.Reset()
+	}
 	l.AddString("Host", o.Host)
+	var proto, fwdHost []byte
+	lateOptions := false // an option that names no field dropped anyway
 	for k, v := range Fields(h) {
-		if ascii.EqualFold(k, "Connection") {
+		class := classify(k)
+		if class&classConnection != 0 && !known {
 			forEachToken(v, func(tok []byte) {
 				l.conn = append(l.conn, tok...)
 				l.conn = append(l.conn, ',')
+				lateOptions = lateOptions || classify(tok)&classDrop == 0
 			})
 		}
-	}
-	var proto, fwdHost []byte
-	for k, v := range Fields(h) {
 		switch {
-		case anyFold(k, framing), anyFold(k, hopByHop), l.connNamed(k):
+		case class&classDrop != 0, len(l.conn) > 0 && l.connNamed(k):
 			continue
-		case anyName(k, GatewayOwned):
+		case class&classOwned != 0:
 			if o.PeerTrusted {
 				switch {
 				case nameIs(k, "X-Forwarded-For"):
@@ -257,6 +322,14 @@ func CollectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
 			continue
 		}
 		l.Add(k, v)
+	}
+	if lateOptions {
+		// Were a field named by an option ahead of it, it went through.
+		for k := range Fields(h) {
+			if l.connNamed(k) {
+				return false
+			}
+		}
 	}
 	if o.Peer.IsValid() {
 		// l.chain holds a trusted proxy's chain, and nothing otherwise.
@@ -282,6 +355,7 @@ func CollectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
 	} else {
 		l.AddString("X-Forwarded-Host", o.ClientHost)
 	}
+	return true
 }
 
 // connNamed reports whether the client's Connection fields named k.
@@ -342,7 +416,6 @@ func Apply(req *fasthttp.Request, l *FieldList) {
 
 var (
 	strSpaceHTTP11CRLF = []byte(" HTTP/1.1\r\n")
-	strColonSpace      = []byte(": ")
 	strCRLF            = []byte("\r\n")
 	strCLColonSpace    = []byte("Content-Length: ")
 )
@@ -363,13 +436,7 @@ func WriteRequest(w *bufio.Writer, req *fasthttp.Request, l *FieldList) (ok bool
 	_ = w.WriteByte(' ')
 	_, _ = w.Write(l.uri)
 	_, _ = w.Write(strSpaceHTTP11CRLF)
-	for i := range l.spans {
-		k, v := l.Field(i)
-		_, _ = w.Write(k)
-		_, _ = w.Write(strColonSpace)
-		_, _ = w.Write(v)
-		_, _ = w.Write(strCRLF)
-	}
+	_, _ = w.Write(l.buf)
 	body := req.Body()
 	// As fasthttp frames a raw-mode request: a length whenever there is a
 	// body or the method may carry one.

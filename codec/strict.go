@@ -83,14 +83,10 @@ var targetChars = func() (t [256]bool) {
 }()
 
 var (
-	strContentLength    = []byte("Content-Length")
-	strTransferEncoding = []byte("Transfer-Encoding")
-	strHost             = []byte("Host")
-	strContentType      = []byte("Content-Type")
-	strChunked          = []byte("chunked")
-	strHTTP11           = []byte("HTTP/1.1")
-	strHTTP10           = []byte("HTTP/1.0")
-	strOPTIONS          = []byte("OPTIONS")
+	strChunked = []byte("chunked")
+	strHTTP11  = []byte("HTTP/1.1")
+	strHTTP10  = []byte("HTTP/1.0")
+	strOPTIONS = []byte("OPTIONS")
 )
 
 // Check applies the edge's parsing rules to a request whose header fasthttp
@@ -125,7 +121,7 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 		}
 		value = ascii.TrimOWS(value)
 		switch {
-		case bytes.EqualFold(name, strContentLength):
+		case ascii.EqualFold(name, "Content-Length"):
 			if clSeen {
 				return ErrDupContentLength
 			}
@@ -133,12 +129,12 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 			if !isDigits(value) || len(value) > 18 {
 				return ErrBadContentLength
 			}
-		case bytes.EqualFold(name, strTransferEncoding):
+		case ascii.EqualFold(name, "Transfer-Encoding"):
 			if teSeen || !bytes.EqualFold(value, strChunked) {
 				return ErrBadTE
 			}
 			teSeen = true
-		case bytes.EqualFold(name, strContentType):
+		case ascii.EqualFold(name, "Content-Type"):
 			// A singleton: were it repeated, the gateway and a backend
 			// could each read another one (a form to one, text to the
 			// other, and the reserved-name stripping skipped).
@@ -146,7 +142,7 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 				return ErrDupContentType
 			}
 			ctSeen = true
-		case bytes.EqualFold(name, strHost):
+		case ascii.EqualFold(name, "Host"):
 			hostSeen = true
 			hosts++
 		}

@@ -70,6 +70,7 @@ type proxyPath struct {
 	gw   *Gateway
 	loop *memLoop
 	peer netip.AddrPort
+	raw  string // the client's request
 	in   *strings.Reader
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -79,14 +80,28 @@ type proxyPath struct {
 
 const proxyPathRequest = "GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n"
 
-func newProxyPath(tb testing.TB) *proxyPath {
+// browserRequest is proxyPathRequest as a browser sends it: the fields
+// every one of them is checked against the framing, hop-by-hop, gateway-
+// owned and internal names and the route's policy before it is forwarded.
+const browserRequest = "GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.example.com\r\n" +
+	"User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0\r\n" +
+	"Accept: application/json, text/plain, */*\r\nAccept-Language: en-US,en;q=0.5\r\n" +
+	"Accept-Encoding: gzip, deflate, br, zstd\r\nReferer: https://shop.example.com/orders\r\n" +
+	"Origin: https://shop.example.com\r\nConnection: keep-alive\r\n" +
+	"Cookie: session=2b7e151628aed2a6abf7158809cf4f3c; theme=dark\r\nSec-Fetch-Dest: empty\r\n" +
+	"Sec-Fetch-Mode: cors\r\nSec-Fetch-Site: same-site\r\nPriority: u=0\r\n\r\n"
+
+func newProxyPath(tb testing.TB) *proxyPath { return newProxyPathFor(tb, proxyPathRequest) }
+
+func newProxyPathFor(tb testing.TB, raw string) *proxyPath {
 	tb.Helper()
 	p := &proxyPath{
-		gw: oneServiceGateway(tb, "10.0.0.1:80"),
+		raw: raw,
+		gw:  oneServiceGateway(tb, "10.0.0.1:80"),
 		loop: &memLoop{now: time.Now(), answer: []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 64\r\n" +
 			"Date: Tue, 01 Dec 2026 14:00:00 GMT\r\n\r\n" + strings.Repeat("x", 64))},
 		peer: netip.MustParseAddrPort("127.0.0.1:40000"),
-		in:   strings.NewReader(proxyPathRequest),
+		in:   strings.NewReader(raw),
 		bw:   bufio.NewWriterSize(io.Discard, 4096),
 	}
 	p.br = bufio.NewReaderSize(p.in, 4096)
@@ -95,7 +110,7 @@ func newProxyPath(tb testing.TB) *proxyPath {
 
 // serve runs the request once; it reports the answer's status.
 func (p *proxyPath) serve() int {
-	p.in.Reset(proxyPathRequest)
+	p.in.Reset(p.raw)
 	p.br.Reset(p.in)
 	if err := p.req.Header.Read(p.br); err != nil {
 		return -1
@@ -114,7 +129,12 @@ func (p *proxyPath) serve() int {
 // GET on an event loop: what the gateway adds to the syscalls every proxy
 // pays.
 func BenchmarkProxyPath(b *testing.B) {
-	p := newProxyPath(b)
+	b.Run("wrk", func(b *testing.B) { benchmarkProxyPath(b, proxyPathRequest) })
+	b.Run("browser", func(b *testing.B) { benchmarkProxyPath(b, browserRequest) })
+}
+
+func benchmarkProxyPath(b *testing.B, raw string) {
+	p := newProxyPathFor(b, raw)
 	b.ReportAllocs()
 	for b.Loop() {
 		if st := p.serve(); st != 200 {
