@@ -173,6 +173,7 @@ type fieldClass uint8
 
 const (
 	classDrop       fieldClass = 1 << iota // framing or hop-by-hop: never forwarded
+	classHop                               // hop-by-hop (of the drop class)
 	classOwned                             // GatewayOwned: the gateway's word alone
 	classConnection                        // Connection: its options name more hop-by-hop fields
 )
@@ -202,7 +203,7 @@ var specialByLen = func() (t [32][]specialName) {
 		}
 	}
 	add(framing, classDrop, false)
-	add(hopByHop, classDrop, false)
+	add(hopByHop, classDrop|classHop, false)
 	add(GatewayOwned, classOwned, true)
 	return t
 }()
@@ -495,12 +496,7 @@ func StripResponseHopByHop(h *fasthttp.ResponseHeader) {
 		if present {
 			break
 		}
-		for _, hop := range hopByHop {
-			if ascii.EqualFold(k, hop) {
-				present = true
-				break
-			}
-		}
+		present = classify(k)&classHop != 0
 	}
 	if present {
 		for _, k := range hopByHop {

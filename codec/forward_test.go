@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,6 +83,9 @@ func TestClassify(t *testing.T) {
 			if classify([]byte(k))&classDrop == 0 {
 				t.Errorf("%s: not dropped", k)
 			}
+			if hop := classify([]byte(k))&classHop != 0; hop != slices.Contains(hopByHop, n) {
+				t.Errorf("%s: hop-by-hop %v", k, hop)
+			}
 		}
 		if u := strings.ReplaceAll(n, "-", "_"); u != n && classify([]byte(u)) != 0 {
 			t.Errorf("%s: hop-by-hop names fold case only", u)
@@ -94,7 +98,7 @@ func TestClassify(t *testing.T) {
 			}
 		}
 	}
-	if classify([]byte("connection")) != classDrop|classConnection || classify([]byte("Keep-Alive")) != classDrop {
+	if classify([]byte("connection")) != classDrop|classHop|classConnection || classify([]byte("Keep-Alive")) != classDrop|classHop {
 		t.Error("only Connection carries options")
 	}
 	for _, k := range []string{"Accept", "User-Agent", "X-Forwarded-Fo", "Hosts", "", strings.Repeat("a", 40)} {
