@@ -279,8 +279,9 @@ func CollectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
 // collectFields is CollectFields in one pass over h. With known, l.conn
 // already holds the client's Connection options (an earlier pass); without,
 // it gathers them as it goes and reports false, with l unfinished, when
-// one of them names a field the request has and the pass let through
-// before the option was read.
+// one of them names a field that is not dropped anyway and the request has
+// a field of that name (which the pass may have let through before the
+// option was read).
 func collectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing, known bool) bool {
 	if known {
 		l.ResetKeepConn()
@@ -293,11 +294,7 @@ func collectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing, known b
 	for k, v := range Fields(h) {
 		class := classify(k)
 		if class&classConnection != 0 && !known {
-			forEachToken(v, func(tok []byte) {
-				l.conn = append(l.conn, tok...)
-				l.conn = append(l.conn, ',')
-				lateOptions = lateOptions || classify(tok)&classDrop == 0
-			})
+			lateOptions = l.addConnOptions(v) || lateOptions
 		}
 		switch {
 		case class&classDrop != 0, len(l.conn) > 0 && l.connNamed(k):
@@ -357,6 +354,17 @@ func collectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing, known b
 		l.AddString("X-Forwarded-Host", o.ClientHost)
 	}
 	return true
+}
+
+// addConnOptions records the options of a Connection field value; it
+// reports whether one names a field that is not dropped anyway.
+func (l *FieldList) addConnOptions(v []byte) (names bool) {
+	forEachToken(v, func(tok []byte) {
+		l.conn = append(l.conn, tok...)
+		l.conn = append(l.conn, ',')
+		names = names || classify(tok)&classDrop == 0
+	})
+	return names
 }
 
 // connNamed reports whether the client's Connection fields named k.

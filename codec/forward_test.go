@@ -19,10 +19,7 @@ func collectTwoPass(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing) {
 	l.Reset()
 	for k, v := range Fields(h) {
 		if ascii.EqualFold(k, "Connection") {
-			forEachToken(v, func(tok []byte) {
-				l.conn = append(l.conn, tok...)
-				l.conn = append(l.conn, ',')
-			})
+			l.addConnOptions(v)
 		}
 	}
 	collectFields(l, h, o, true)

@@ -91,6 +91,11 @@ const browserRequest = "GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.example
 	"Cookie: session=2b7e151628aed2a6abf7158809cf4f3c; theme=dark\r\nSec-Fetch-Dest: empty\r\n" +
 	"Sec-Fetch-Mode: cors\r\nSec-Fetch-Site: same-site\r\nPriority: u=0\r\n\r\n"
 
+// lateConnectionRequest names in Connection a field sent before it: the
+// forwarding step reads the header section a second time.
+const lateConnectionRequest = "GET /api/order/list HTTP/1.1\r\nHost: api.example.com\r\nX-Hop: 1\r\n" +
+	"Connection: keep-alive, X-Hop\r\nAccept: */*\r\n\r\n"
+
 func newProxyPath(tb testing.TB) *proxyPath { return newProxyPathFor(tb, proxyPathRequest) }
 
 func newProxyPathFor(tb testing.TB, raw string) *proxyPath {

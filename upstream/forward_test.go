@@ -60,8 +60,10 @@ func TestForwardHeaders(t *testing.T) {
 	// Parsed from the wire, as a transport hands it over.
 	req := &fasthttp.Request{}
 	resp := &fasthttp.Response{}
-	raw := "GET /a/b?x=1&internal_role=admin&y=2 HTTP/1.1\r\nHost: api.example.com\r\n" +
-		"Connection: keep-alive, X-Hop\r\nX-Hop: must go\r\nKeep-Alive: timeout=5\r\n" +
+	// X-Early comes before the Connection field that names it (in
+	// another case); X-Hop after.
+	raw := "GET /a/b?x=1&internal_role=admin&y=2 HTTP/1.1\r\nHost: api.example.com\r\nx-early: named later\r\n" +
+		"Connection: keep-alive, X-Hop, X-EARLY\r\nX-Hop: must go\r\nKeep-Alive: timeout=5\r\n" +
 		"X-Internal-User: root\r\nx-internal-token: t\r\nX-Forwarded-For: 1.2.3.4\r\nX-Keep: yes\r\n\r\n"
 	if err := req.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
 		t.Fatal(err)
@@ -78,7 +80,7 @@ func TestForwardHeaders(t *testing.T) {
 		t.Fatalf("status %d body %q", resp.StatusCode(), resp.Body())
 	}
 	got := up.Last()
-	for _, k := range []string{"Connection", "X-Hop", "Keep-Alive", "X-Internal-User", "x-internal-token"} {
+	for _, k := range []string{"Connection", "X-Hop", "X-Early", "Keep-Alive", "X-Internal-User", "x-internal-token"} {
 		if v := got.Header(k); v != "" {
 			t.Errorf("%s forwarded: %q", k, v)
 		}
