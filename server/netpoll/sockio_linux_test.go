@@ -1,0 +1,112 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"bytes"
+	"net"
+	"syscall"
+	"testing"
+	"unsafe"
+)
+
+// loopbackPair is a connected TCP pair on loopback as two non-blocking
+// descriptors the test owns.
+func loopbackPair(tb testing.TB) (a, b int32) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fd := func(conn net.Conn) int32 {
+		f, err := conn.(*net.TCPConn).File()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		conn.Close()
+		tb.Cleanup(func() { f.Close() })
+		fd := int(f.Fd()) // Fd makes the descriptor blocking; once, then back
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			tb.Fatal(err)
+		}
+		return int32(fd)
+	}
+	return fd(c), fd(s)
+}
+
+func TestSockSendRecv(t *testing.T) {
+	a, b := loopbackPair(t)
+	msg := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if n, err := sockSend(a, msg); err != nil || n != len(msg) {
+		t.Fatalf("send: %d, %v", n, err)
+	}
+	buf := make([]byte, 64)
+	var got []byte
+	for len(got) < len(msg) {
+		n, err := sockRecv(b, buf)
+		if err == syscall.EAGAIN {
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Fatalf("recv: %d, %v", n, err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("recv %q, want %q", got, msg)
+	}
+	if _, err := sockRecv(b, buf); err != syscall.EAGAIN {
+		t.Fatalf("recv on an empty socket: %v, want EAGAIN", err)
+	}
+	// A send to a peer that has gone must fail with EPIPE or ECONNRESET,
+	// not raise SIGPIPE.
+	syscall.Close(int(b))
+	var err error
+	for range 100 {
+		if _, err = sockSend(a, msg); err != nil {
+			break
+		}
+	}
+	if err != syscall.EPIPE && err != syscall.ECONNRESET {
+		t.Fatalf("send to a closed peer: %v, want EPIPE or ECONNRESET", err)
+	}
+}
+
+// BenchmarkSocketCalls is one loopback write and the read that takes it,
+// through the socket calls the loops use and through read(2)/write(2),
+// which pass the file layer first.
+func BenchmarkSocketCalls(b *testing.B) {
+	msg := bytes.Repeat([]byte("x"), 200)
+	buf := make([]byte, 4096)
+	b.Run("send-recv", func(b *testing.B) {
+		w, r := loopbackPair(b)
+		for b.Loop() {
+			if _, err := sockSend(w, msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sockRecv(r, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write-read", func(b *testing.B) {
+		w, r := loopbackPair(b)
+		for b.Loop() {
+			if _, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(w), uintptr(unsafe.Pointer(&msg[0])), uintptr(len(msg))); e != 0 {
+				b.Fatal(e)
+			}
+			if _, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(r), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf))); e != 0 {
+				b.Fatal(e)
+			}
+		}
+	})
+}
