@@ -329,15 +329,21 @@ func collectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing, known b
 			}
 		}
 	}
+	peer := -1 // where the peer's address starts in l.chain
 	if o.Peer.IsValid() {
 		// l.chain holds a trusted proxy's chain, and nothing otherwise.
 		if len(l.chain) > 0 {
 			l.chain = append(l.chain, strCommaSpace...)
 		}
+		peer = len(l.chain)
 		l.chain = o.Peer.AppendTo(l.chain)
 		l.AddString("X-Forwarded-For", l.chain)
 	}
-	if o.Client.IsValid() {
+	switch {
+	case peer >= 0 && o.Client == o.Peer:
+		// The usual case, the client is the peer: its text is written.
+		l.AddString("X-Real-IP", l.chain[peer:])
+	case o.Client.IsValid():
 		mark := len(l.chain)
 		l.chain = o.Client.AppendTo(l.chain)
 		l.AddString("X-Real-IP", l.chain[mark:])
