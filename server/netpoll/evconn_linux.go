@@ -106,9 +106,11 @@ func (c *npConn) evLinger() {
 // runtime knows of lets its monitor hand the loop's P to another thread
 // whenever one takes over 20 µs (a loopback send that runs the receiver's
 // TCP path does), which costs a thread wake-up and a context switch on
-// both sides. They go to the socket directly; read(2) and write(2) would
-// pass through the file layer first (its position lock, permission and
-// notification hooks), which was about 3 % of the loop's CPU under wrk.
+// both sides. They go to the socket directly: read(2) and write(2) pass
+// through the file layer first (the position lock, the permission and
+// notification hooks, the iterator wrappers), 4.4 % of the loop's perf
+// samples under wrk, where the socket calls' own entry is 3.0 %
+// (bench/RESULTS.md, "Socket calls without the file layer").
 func sockRecv(fd int32, p []byte) (int, error) {
 	r, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), 0, 0, 0)
 	if errno != 0 {
