@@ -15,41 +15,55 @@ import (
 
 // loopListener is a listening socket the event loops accept from
 // themselves: it is in every loop's epoll set (EPOLLEXCLUSIVE, so one
-// loop wakes per connection). An acceptor goroutine waits in the
+// loop wakes per connection). An acceptor goroutine would wait in the
 // runtime's poller, which the loops leave unwatched while they are busy or
 // in their own waits: new connections then waited for the runtime's
 // monitor (under wrk, from connect to first answer byte: 1.75 ms median and
 // 7.3 ms at most before the loops' own waits, bench/newconn.sh; 7 ms median
 // with them).
+//
+// The loops watch a descriptor of their own for the socket, and the
+// net.Listener it came from is closed, which takes the socket out of the
+// runtime's poller too. Left there, every new connection also woke the
+// thread waiting in the runtime's poller (for the admin listener, say),
+// to find no goroutine waiting for it: with a connection per request and
+// 2 workers that was half of the gateway's context switches, 1.33 per
+// connection against 0.64 without it and nginx's 0.51 (bench/RESULTS.md,
+// "The listener out of the runtime's poller").
 type loopListener struct {
 	t    *netpollTransport
-	ln   net.Listener
-	rc   syscall.RawConn
-	fd   int32
+	ln   net.Listener // closed once fd is taken; the key in t.loopLns
 	gen  uint32
 	once sync.Once
 	done chan struct{} // closed when the loops stopped accepting from it
 
-	mu      sync.Mutex
+	// mu guards fd's life: accepting and shrinking the queue read-lock it
+	// and find it open unless stopped; stop closes it under the write lock.
+	mu      sync.RWMutex
+	fd      int32
 	stopped bool
 }
 
-// listenOnLoops registers ln with every loop; false when ln has no file
-// descriptor to watch (the caller then accepts on a goroutine).
+// listenOnLoops registers ln with every loop; false when ln is not a TCP
+// listener with a descriptor to take (the caller then accepts on a
+// goroutine).
 func (t *netpollTransport) listenOnLoops(ln net.Listener) (*loopListener, bool) {
-	sc, ok := ln.(syscall.Conn)
+	tl, ok := ln.(*net.TCPListener)
 	if !ok {
 		return nil, false
 	}
-	rc, err := sc.SyscallConn()
+	rc, err := tl.SyscallConn()
 	if err != nil {
 		return nil, false
 	}
 	fd := int32(-1)
-	if rc.Control(func(f uintptr) { fd = int32(f) }) != nil || fd < 0 {
+	if rc.Control(func(f uintptr) { fd = sysDupCloexec(f) }) != nil || fd < 0 {
 		return nil, false
 	}
-	ll := &loopListener{t: t, ln: ln, rc: rc, fd: fd, gen: t.gen.Add(1), done: make(chan struct{})}
+	// The duplicate shares the socket and its flags (non-blocking);
+	// closing the original leaves the runtime's poller.
+	_ = tl.Close()
+	ll := &loopListener{t: t, ln: ln, fd: fd, gen: t.gen.Add(1), done: make(chan struct{})}
 	t.mu.Lock()
 	loops := t.loops
 	t.mu.Unlock()
@@ -58,27 +72,38 @@ func (t *netpollTransport) listenOnLoops(ln net.Listener) (*loopListener, bool) 
 			for _, l := range loops[:i] {
 				l.removeListener(ll)
 			}
+			_ = sysClose(fd)
 			return nil, false
 		}
 	}
 	return ll, true
 }
 
-// stop ends accepting from ll on every loop and closes its listener.
+// stop ends accepting from ll on every loop and closes its socket.
 func (ll *loopListener) stop() {
 	ll.once.Do(func() {
 		ll.mu.Lock()
 		ll.stopped = true
-		ll.mu.Unlock()
 		ll.t.mu.Lock()
 		loops := ll.t.loops
 		ll.t.mu.Unlock()
 		for _, l := range loops {
 			l.removeListener(ll)
 		}
-		_ = ll.ln.Close()
+		_ = sysClose(ll.fd)
+		ll.mu.Unlock()
 		close(ll.done)
 	})
+}
+
+// shrinkBacklog empties the queue of connections the kernel completes for
+// ll (see shrinkBacklog).
+func (ll *loopListener) shrinkBacklog() {
+	ll.mu.RLock()
+	defer ll.mu.RUnlock()
+	if !ll.stopped {
+		_ = syscall.Listen(int(ll.fd), 0)
+	}
 }
 
 // addListener starts watching a listening socket.
@@ -94,18 +119,13 @@ func (l *npLoop) removeListener(ll *loopListener) { unwatch(l, fdOwner{ln: ll}, 
 // loop again. A connection accepted here stays a bare descriptor, never
 // registered with the runtime's poller (acceptFD).
 func (l *npLoop) acceptFrom(ll *loopListener) {
+	ll.mu.RLock()
+	defer ll.mu.RUnlock()
+	if ll.stopped {
+		return
+	}
 	for range 32 {
-		var nfd int32
-		var peer netip.AddrPort
-		var err error
-		// A listener's RawConn has Control only (Read is EINVAL); Control
-		// holds the fd open meanwhile.
-		if rerr := ll.rc.Control(func(fd uintptr) {
-			nfd, peer, err = sysAccept(fd)
-		}); rerr != nil {
-			l.removeListener(ll) // closed
-			return
-		}
+		nfd, peer, err := sysAccept(uintptr(ll.fd))
 		switch err {
 		case nil:
 		case syscall.EAGAIN:
@@ -122,12 +142,13 @@ func (l *npLoop) acceptFrom(ll *loopListener) {
 	}
 }
 
-// pauseListener stops watching ll for a moment after an accept error.
+// pauseListener stops watching ll for a moment after an accept error
+// (ll.mu read-locked).
 func (l *npLoop) pauseListener(ll *loopListener) {
 	l.removeListener(ll)
 	time.AfterFunc(npAcceptPause, func() {
-		ll.mu.Lock()
-		defer ll.mu.Unlock()
+		ll.mu.RLock()
+		defer ll.mu.RUnlock()
 		if !ll.stopped {
 			_ = l.addListener(ll)
 		}

@@ -24,6 +24,7 @@ type loopListener struct{ done chan struct{} }
 
 func (*netpollTransport) listenOnLoops(net.Listener) (*loopListener, bool) { return nil, false }
 func (*loopListener) stop()                                                {}
+func (*loopListener) shrinkBacklog()                                       {}
 
 // evState, evPost and fiber are the event-loop mode's (Linux only).
 type (

@@ -25,6 +25,15 @@ func sysClose(fd int32) error {
 	return nil
 }
 
+// sysDupCloexec is a close-on-exec duplicate of fd, or -1.
+func sysDupCloexec(fd uintptr) int32 {
+	r, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1
+	}
+	return int32(r)
+}
+
 func sysShutdown(fd int32, how int) error {
 	if _, _, e := syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(fd), uintptr(how), 0); e != 0 {
 		return e

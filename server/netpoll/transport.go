@@ -402,11 +402,12 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 		// new SYNs (the client retries and then meets the closed port,
 		// before it sent a byte) instead of completing connections nobody
 		// will accept.
-		shrinkBacklog(ln)
 		if ll := loopLns[ln]; ll != nil {
+			ll.shrinkBacklog()
 			time.AfterFunc(npAcceptGrace, ll.stop)
 			continue
 		}
+		shrinkBacklog(ln)
 		if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok && d.SetDeadline(time.Now().Add(npAcceptGrace)) == nil {
 			continue
 		}
