@@ -4,14 +4,12 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tollgate/tollgate/server/netpoll"
 )
@@ -36,19 +34,7 @@ func TestEventLoopListenerLeavesRuntimePoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	served := make(chan error, 1)
-	go func() { served <- tr.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tr.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	addr := npServeOn(t, tr, ln)
 	conn := npDial(t, addr)
 	npWrite(t, conn, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
 	npCheck(t, npRead(t, conn, bufio.NewReader(conn), false), 200, "ok /first")

@@ -114,6 +114,12 @@ func npListen(tb testing.TB, tr Transport) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return npServeOn(tb, tr, ln)
+}
+
+// npServeOn serves ln with tr until the test ends, and returns its address.
+func npServeOn(tb testing.TB, tr Transport, ln net.Listener) string {
+	tb.Helper()
 	served := make(chan error, 1)
 	go func() { served <- tr.Serve(ln) }()
 	tb.Cleanup(func() {
