@@ -32,7 +32,6 @@ import (
 // "The listener out of the runtime's poller").
 type loopListener struct {
 	t    *netpollTransport
-	ln   net.Listener // closed once fd is taken; the key in t.loopLns
 	gen  uint32
 	once sync.Once
 	done chan struct{} // closed when the loops stopped accepting from it
@@ -63,7 +62,7 @@ func (t *netpollTransport) listenOnLoops(ln net.Listener) (*loopListener, bool) 
 	// The duplicate shares the socket and its flags (non-blocking);
 	// closing the original leaves the runtime's poller.
 	_ = tl.Close()
-	ll := &loopListener{t: t, ln: ln, fd: fd, gen: t.gen.Add(1), done: make(chan struct{})}
+	ll := &loopListener{t: t, fd: fd, gen: t.gen.Add(1), done: make(chan struct{})}
 	t.mu.Lock()
 	loops := t.loops
 	t.mu.Unlock()

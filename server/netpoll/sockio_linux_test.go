@@ -5,8 +5,11 @@ package netpoll
 import (
 	"bytes"
 	"net"
+	"os"
+	"os/signal"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -67,8 +70,12 @@ func TestSockSendRecv(t *testing.T) {
 	if _, err := sockRecv(b, buf); err != syscall.EAGAIN {
 		t.Fatalf("recv on an empty socket: %v, want EAGAIN", err)
 	}
-	// A send to a peer that has gone must fail with EPIPE or ECONNRESET,
-	// not raise SIGPIPE.
+	// A send to a peer that has gone must fail with EPIPE or ECONNRESET
+	// and raise no SIGPIPE. The runtime drops a SIGPIPE for a socket
+	// unless it is asked for, so the test asks.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
 	syscall.Close(int(b))
 	var err error
 	for range 100 {
@@ -78,6 +85,14 @@ func TestSockSendRecv(t *testing.T) {
 	}
 	if err != syscall.EPIPE && err != syscall.ECONNRESET {
 		t.Fatalf("send to a closed peer: %v, want EPIPE or ECONNRESET", err)
+	}
+	if _, err = sockSend(a, msg); err != syscall.EPIPE {
+		t.Fatalf("send after the reset: %v, want EPIPE", err)
+	}
+	select {
+	case <-pipe:
+		t.Fatal("a send to a closed peer raised SIGPIPE")
+	case <-time.After(100 * time.Millisecond):
 	}
 }
 

@@ -14,9 +14,10 @@ import (
 // blocks, and a syscall the runtime knows of lets its monitor hand the
 // loop's P to another thread whenever one lasts over 20 µs (closing a
 // loopback socket runs the peer's TCP path), which costs a thread wake-up
-// and a context switch. With Connection: close on every request, the runtime's monitor
-// went round 2,064 times in 2 s for this, 172 times with the raw calls
-// (bench/RESULTS.md, "New connections without the runtime's poller").
+// and a context switch. With Connection: close on every request, the
+// runtime's monitor went round 2,064 times in 2 s for this, 172 times
+// with the raw calls (bench/RESULTS.md, "New connections without the
+// runtime's poller").
 
 func sysClose(fd int32) error {
 	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0); e != 0 {

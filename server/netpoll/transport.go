@@ -233,7 +233,9 @@ func (t *netpollTransport) startLocked() error {
 	return nil
 }
 
-// Serve implements Transport.
+// Serve implements Transport. In event-loop mode a TCP listener is closed
+// as soon as the loops hold a descriptor of its socket (listenOnLoops):
+// from then on only Shutdown stops the accepting.
 func (t *netpollTransport) Serve(ln net.Listener) error {
 	t.mu.Lock()
 	if t.shut.Load() {
