@@ -122,6 +122,20 @@ func TestForwardRefusedRetriesGETElsewhere(t *testing.T) {
 	}
 }
 
+// TestForwardRetryWithNowhereToGo: a GET refused by the only instance
+// may be retried, but there is nowhere else to go; the client gets the
+// failed try's 502, not the empty 200 the answer was reset to before
+// the retry was known to have an instance.
+func TestForwardRetryWithNowhereToGo(t *testing.T) {
+	svc := newService(t, ServiceConfig{Name: "s", Retry: 1}, Pool{}, testutil.FreeAddr(t))
+	c, resp := serve(t, svc, "GET", "/x")
+	if resp.StatusCode() != 502 || !hasCode(resp.Body()) || c.Outcome.Attempts != 1 {
+		t.Fatalf("status %d (%q) after %d attempts, want the 502 of the one try", resp.StatusCode(), resp.Body(), c.Outcome.Attempts)
+	}
+}
+
+func hasCode(body []byte) bool { return strings.Contains(string(body), `"code":502`) }
+
 func TestForwardRefusedPOSTNotRetried(t *testing.T) {
 	up := testutil.StartUpstream(t, "alive")
 	dead := testutil.FreeAddr(t)

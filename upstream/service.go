@@ -239,6 +239,11 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 			// try's error answer stays.
 			break
 		}
+		if tried != nil {
+			// Only now that there is another try: until then the
+			// failed one's error answer stands.
+			c.Resp.Reset()
+		}
 		c.Outcome.Instance = in.Addr
 		c.Outcome.Attempts++
 		in.requests.Add(1)
@@ -270,7 +275,6 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 			break
 		}
 		tried = in
-		c.Resp.Reset()
 	}
 	c.Outcome.Latency = c.Now().Sub(began)
 	if s.breaker != nil {
