@@ -487,7 +487,9 @@ func forEachToken(v []byte, f func([]byte)) {
 var strConnection = []byte("Connection")
 
 // StripResponseHopByHop removes hop-by-hop fields, and those the upstream
-// named in Connection, from an upstream's answer.
+// named in Connection, from an upstream's answer, and every copy of the
+// trace fields the gateway stamps on answers itself (traceparent,
+// X-Request-Id): the client gets the gateway's word on the trace alone.
 //
 // Most answers carry none of them: one pass over the fields finds out, and
 // only a field that is there is deleted (each deletion scans the fields
@@ -501,20 +503,29 @@ func StripResponseHopByHop(h *fasthttp.ResponseHeader) {
 		})
 		h.DelBytes(strConnection)
 	}
-	present := false
+	hop := false
 	for range h.Trailers() {
-		present = true
+		hop = true
 		break
 	}
+	trace := false
 	for k := range h.All() {
-		if present {
-			break
-		}
-		present = classify(k)&classHop != 0
+		hop = hop || classify(k)&classHop != 0
+		trace = trace || isTraceField(k)
 	}
-	if present {
+	if hop {
 		for _, k := range hopByHop {
 			h.Del(k)
 		}
 	}
+	if trace {
+		h.Del("traceparent")
+		h.Del("X-Request-Id")
+	}
+}
+
+// isTraceField reports the trace fields the gateway stamps on answers.
+func isTraceField(k []byte) bool {
+	return len(k) == len("traceparent") && ascii.EqualFold(k, "traceparent") ||
+		len(k) == len("X-Request-Id") && ascii.EqualFold(k, "X-Request-Id")
 }

@@ -40,8 +40,15 @@ func StartTrace(c *pipeline.Ctx) {
 }
 
 // StampResponse returns the trace context to the client.
+// An answer held as read (c.Answer) gets them as two more lines: Read
+// left out the backend's own copies.
 func StampResponse(c *pipeline.Ctx) {
 	c.Scratch = c.Trace.AppendTraceparent(c.Scratch[:0])
+	if a := c.Answer; a.Active() {
+		a.Add("Traceparent", c.Scratch)
+		a.Add("X-Request-Id", c.Trace.RequestID)
+		return
+	}
 	c.Resp.Header.SetCanonical(strTraceparentCanonical, c.Scratch)
 	c.Resp.Header.SetCanonical(strRequestID, c.Trace.RequestID)
 }

@@ -44,6 +44,7 @@ func NewCanned(status int, message string) *Canned {
 // WriteTo replaces c's response with this answer, stamped with c's trace id.
 func (e *Canned) WriteTo(c *Ctx) {
 	r := c.Resp
+	c.DropAnswer()
 	r.Reset()
 	r.SetStatusCode(e.Status)
 	r.Header.SetContentTypeBytes(contentTypeJSON)
@@ -70,6 +71,7 @@ type Static struct {
 // WriteTo replaces c's response with s.
 func (s *Static) WriteTo(c *Ctx) {
 	r := c.Resp
+	c.DropAnswer()
 	r.Reset()
 	r.SetStatusCode(s.Status)
 	if len(s.ContentType) > 0 {
@@ -88,6 +90,7 @@ func (s *Static) WriteTo(c *Ctx) {
 // It allocates; Canned is for the answers that can be built at load.
 func WriteError(c *Ctx, status int, message string, extra ...string) {
 	r := c.Resp
+	c.DropAnswer()
 	r.Reset()
 	r.SetStatusCode(status)
 	r.Header.SetContentTypeBytes(contentTypeJSON)

@@ -41,6 +41,9 @@ type Chain struct {
 	// so Run does no type assertions per request.
 	after  []ResponseFilter
 	action Action
+	// answered says a filter sees the answer (a ResponseFilter): the
+	// answer is then built in the fasthttp.Response, never held as read.
+	answered bool
 }
 
 // NewChain builds a chain that runs filters in order and then action.
@@ -49,6 +52,7 @@ func NewChain(action Action, filters ...Filter) *Chain {
 	for i, f := range filters {
 		if rf, ok := f.(ResponseFilter); ok {
 			ch.after[i] = rf
+			ch.answered = true
 		}
 	}
 	return ch
@@ -56,6 +60,10 @@ func NewChain(action Action, filters ...Filter) *Chain {
 
 // Filters returns the chain's filters in order (for reports: admin, metrics).
 func (ch *Chain) Filters() []Filter { return ch.filters }
+
+// PassesAnswer reports that no filter of the chain sees the answer, so
+// an upstream's may be written as read (Ctx.Answer).
+func (ch *Chain) PassesAnswer() bool { return !ch.answered }
 
 // Len reports the number of filters.
 func (ch *Chain) Len() int { return len(ch.filters) }

@@ -124,6 +124,17 @@ type Ctx struct {
 	// from that loop's own pools and waited for by it.
 	Loop Loop
 
+	// Answer, when set, is where the loop's exchange may leave an
+	// upstream's answer header section as read (codec.Answer) for the
+	// transport to write as it is. It is set only for a request whose
+	// answer nothing reads or changes after the exchange but the trace
+	// stamp: a route without response filters (the gateway clears it
+	// otherwise; see Observer), on a transport that holds one
+	// (AnswerHolder).
+	// Anything that replaces the answer resets it (Canned, Static,
+	// WriteError).
+	Answer *codec.Answer
+
 	// waiter, when set by the transport, runs the request's waits.
 	waiter Waiter
 
@@ -189,6 +200,14 @@ func (c *Ctx) SetUpstreamPath(p []byte) {
 	c.upPath = p[:0]
 }
 
+// DropAnswer forgets an answer held as read (Ctx.Answer): c.Resp is the
+// answer from here on.
+func (c *Ctx) DropAnswer() {
+	if c.Answer != nil {
+		c.Answer.Reset()
+	}
+}
+
 // Reject makes the gateway's own answer from a canned error and stops the
 // chain. It replaces whatever response was being built.
 func (c *Ctx) Reject(e *Canned) Verdict {
@@ -229,6 +248,13 @@ type Loop interface {
 	// caches its time, since a clock read costs 25–60 ns and a request
 	// takes several (its start and end, its upstream deadlines).
 	Now() time.Time
+}
+
+// AnswerHolder is a Loop whose transport writes an upstream's answer
+// header section as read: it holds the request's codec.Answer (see
+// Ctx.Answer).
+type AnswerHolder interface {
+	Answer() *codec.Answer
 }
 
 // Upgrade is a protocol switch (RFC 9110 §7.8) passed through to the
@@ -348,7 +374,9 @@ func (c *Ctx) EndBlocking() {
 // Observer sees every request the gateway finished, refused ones
 // included: counters, metrics, the access log. Observe runs on the
 // request's goroutine after the answer is built and must not block or
-// keep c.
+// keep c. It may read the answer's status and body, not its header
+// fields: an upstream's header section may be held as read (c.Answer),
+// which a filter that needs it prevents by being a ResponseFilter.
 type Observer interface {
 	Observe(c *Ctx, end time.Time)
 }

@@ -31,14 +31,20 @@ func TestGatewayServeAllocs(t *testing.T) {
 // must not allocate in steady state.
 func TestProxyPathAllocs(t *testing.T) {
 	for name, raw := range map[string]string{"wrk": proxyPathRequest, "browser": browserRequest, "late Connection": lateConnectionRequest} {
-		p := newProxyPathFor(t, raw)
-		for range 100 {
-			if st := p.serve(); st != 200 {
-				t.Fatalf("%s: status %d", name, st)
+		for _, parsed := range []bool{false, true} {
+			p := newProxyPathFor(t, raw)
+			p.loop.parsed = parsed
+			for range 100 {
+				if st := p.serve(); st != 200 {
+					t.Fatalf("%s: status %d", name, st)
+				}
 			}
-		}
-		if n := testing.AllocsPerRun(500, func() { p.serve() }); n != 0 {
-			t.Errorf("%s: a proxied GET on an event loop allocates %.2f times per request, want 0", name, n)
+			if held := p.held > 0; held == parsed {
+				t.Fatalf("%s: %d of 100 answers held as read, with the answer parsed: %v", name, p.held, parsed)
+			}
+			if n := testing.AllocsPerRun(500, func() { p.serve() }); n != 0 {
+				t.Errorf("%s (answer parsed: %v): a proxied GET on an event loop allocates %.2f times per request, want 0", name, parsed, n)
+			}
 		}
 	}
 }

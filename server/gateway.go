@@ -116,6 +116,9 @@ func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	if loop != nil {
 		c.Loop = loop
 		c.SetWaiter(loop)
+		if h, ok := loop.(pipeline.AnswerHolder); ok {
+			c.Answer = h.Answer()
+		}
 	}
 	c.Start = c.Now()
 	g.Stats.Begin()
@@ -206,22 +209,32 @@ func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {
 	}
 	if r := snap.Router.Match(c); r != nil {
 		c.RouteName = r.Name
-		r.Chain.Run(c)
+		g.run(r.Chain, c)
 		return
 	}
 	switch {
 	case snap.Default != nil:
 		c.RouteName = "(default)"
-		snap.Default.Run(c)
+		g.run(snap.Default, c)
 	case snap.Fallback != nil:
 		c.RouteName = "(fallback)"
-		snap.Fallback.Run(c)
+		g.run(snap.Fallback, c)
 	case snap.NotFound != nil:
 		snap.NotFound.WriteTo(c)
 		c.Decision = "no route"
 	default:
 		snap.NotFoundDefault.WriteTo(c)
 	}
+}
+
+// run runs a route's chain. The upstream's answer may be kept as read
+// (pipeline.Ctx.Answer) only when no filter of the chain looks at it
+// (observers read only its status and body).
+func (g *Gateway) run(ch *pipeline.Chain, c *pipeline.Ctx) {
+	if c.Answer != nil && !ch.PassesAnswer() {
+		c.Answer = nil
+	}
+	ch.Run(c)
 }
 
 // ServeError answers a request the transport could not parse (or that broke

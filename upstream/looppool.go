@@ -144,13 +144,24 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 	resp.Reset()
 	resp.Header.SetNoDefaultContentType(true) // as every transport serves
 	resp.SkipBody = req.Header.IsHead()
-	if err = resp.ReadLimitBody(lc.br, p.MaxResponseBytes); err != nil {
-		return err, lc.br.Buffered() == 0 && closedEarly(err)
+	taken := false
+	if c.Answer != nil {
+		// The common answer is kept as read; Read leaves any other for
+		// fasthttp.
+		if taken, err = c.Answer.Read(lc.br, resp, p.MaxResponseBytes, resp.SkipBody, now); err != nil {
+			c.Answer.Reset()
+			return err, false
+		}
+	}
+	if !taken {
+		if err = resp.ReadLimitBody(lc.br, p.MaxResponseBytes); err != nil {
+			return err, lc.br.Buffered() == 0 && closedEarly(err)
+		}
 	}
 	// The request sent never asks to close (the forwarding step drops the
 	// client's Connection field); the backend may. Bytes behind the answer
 	// are nothing a request asked for.
-	if resp.ConnectionClose() || lc.br.Buffered() > 0 {
+	if resp.ConnectionClose() || taken && c.Answer.Close() || lc.br.Buffered() > 0 {
 		lp.drop(lc)
 	} else {
 		lp.put(lc, c.Now()) // idle from now, not from the exchange's start

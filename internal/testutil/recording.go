@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -48,14 +49,26 @@ func (r RawRequest) Values(name string) []string {
 
 // RecordingUpstream is a loopback HTTP/1.1 server that records the bytes of each
 // request it receives, so tests can assert exactly what the gateway
-// forwarded. It answers every request 200 "ok".
+// forwarded. It answers every request 200 "ok", or as SetAnswer says.
 type RecordingUpstream struct {
-	Addr  string
-	ln    net.Listener
-	mu    sync.Mutex
-	reqs  []RawRequest
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	Addr   string
+	ln     net.Listener
+	mu     sync.Mutex
+	reqs   []RawRequest
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+	answer func(RawRequest) (raw string, close bool)
+	// Conns counts the connections accepted.
+	Conns atomic.Int64
+}
+
+// SetAnswer makes the upstream answer each request with the bytes f
+// returns, written as they are (a backend's mistakes included), and close
+// the connection after them when f says so.
+func (u *RecordingUpstream) SetAnswer(f func(RawRequest) (raw string, close bool)) {
+	u.mu.Lock()
+	u.answer = f
+	u.mu.Unlock()
 }
 
 // StartRecordingUpstream starts a RecordingUpstream, closed when the test ends.
@@ -91,6 +104,7 @@ func (u *RecordingUpstream) accept() {
 		}
 		u.mu.Lock()
 		u.conns[c] = struct{}{}
+		u.Conns.Add(1)
 		u.mu.Unlock()
 		conns.Add(1)
 		go func() {
@@ -129,8 +143,13 @@ func (u *RecordingUpstream) serve(c net.Conn) {
 		req.Body = body
 		u.mu.Lock()
 		u.reqs = append(u.reqs, req)
+		answer := u.answer
 		u.mu.Unlock()
-		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"); err != nil {
+		raw, closeAfter := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok", false
+		if answer != nil {
+			raw, closeAfter = answer(req)
+		}
+		if _, err := io.WriteString(c, raw); err != nil || closeAfter {
 			return
 		}
 	}

@@ -44,6 +44,7 @@ type npConn struct {
 
 	// Used only by the goroutine serving the connection.
 	bw       *bufio.Writer
+	answer   *codec.Answer    // the answer held as read, while a request is served (npWork.answer)
 	pending  bool             // answers written but not flushed
 	rtimeout time.Duration    // read timeout of the current phase (header, body)
 	rarmed   bool             // the read deadline for this phase is set

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
 	"golang.org/x/sys/unix"
 )
@@ -620,6 +621,15 @@ func (f *fiber) Blocking(_ *pipeline.Ctx, start bool) {
 
 // ID implements pipeline.Loop.
 func (f *fiber) ID() int { return f.s.id }
+
+// Answer implements pipeline.AnswerHolder: the answer of the request the
+// fiber serves, nil for a fiber running a job.
+func (f *fiber) Answer() *codec.Answer {
+	if f.conn == nil {
+		return nil
+	}
+	return f.conn.answer
+}
 
 // Now implements pipeline.Loop: the clock read when the loop last woke.
 func (f *fiber) Now() time.Time {

@@ -95,7 +95,10 @@ type npWork struct {
 	bw   *bufio.Writer
 	req  fasthttp.Request
 	resp fasthttp.Response
-	pre  []byte // a body read whole (up to streamBytes), or the decoded start of a chunked one
+	// answer is resp's header section when the handler kept an
+	// upstream's as read (pipeline.Ctx.Answer): written from here.
+	answer codec.Answer
+	pre    []byte // a body read whole (up to streamBytes), or the decoded start of a chunked one
 }
 
 const (
@@ -544,7 +547,9 @@ func (c *npConn) serve() {
 	w.br.Reset(c)
 	w.bw.Reset(c)
 	c.bw = w.bw
+	c.answer = &w.answer
 	keep := t.serveInput(c, w)
+	c.answer = nil
 	c.bw = nil
 	w.br.Reset(nil)
 	w.bw.Reset(nil)
@@ -586,6 +591,7 @@ func (t *netpollTransport) serveInput(c *npConn, w *npWork) bool {
 func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 	req, resp := &w.req, &w.resp
 	resp.Header.SetNoDefaultContentType(true)
+	w.answer.Reset() // whatever an earlier request left, it is not this one's
 
 	if c.tls != nil && t.o.HTTP2 != nil && !c.used.Load() && !c.tls.ConnectionState().HandshakeComplete {
 		switch h2, err := t.handshakeForH2(c); {
@@ -671,7 +677,12 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 		resp.SkipBody = true
 	}
 	c.armWrite()
-	err = resp.Write(w.bw)
+	if w.answer.Active() {
+		err = w.answer.Write(w.bw, resp.Body(), closeConn, !isHTTP11, isHead)
+		w.answer.Reset()
+	} else {
+		err = resp.Write(w.bw)
+	}
 	req.Reset()
 	resp.Reset()
 	if err != nil {

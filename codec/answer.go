@@ -1,0 +1,324 @@
+package codec
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/ascii"
+	"github.com/valyala/fasthttp"
+)
+
+// Answer is an upstream's answer whose header section the gateway passes
+// on as it was read: the status line and the fields in the backend's
+// order and spelling, less the hop-by-hop ones, with the gateway's own
+// fields added at the end. Parsing a section into fasthttp's header and
+// writing it out again was about a fifth of the Go work of a proxied
+// request (bench/RESULTS.md, "the answer's header section as read").
+//
+// Only the common answer is taken this way: HTTP/1.1, a final status with
+// a body framed by one Content-Length, every line strict, no Connection
+// option but close and keep-alive, at most one Date, Content-Type,
+// Content-Encoding and Server (fasthttp keeps the last). Read leaves any other answer untouched
+// in the reader, for fasthttp to read as before, so the rules for the
+// rare cases stay in one place.
+//
+// The zero value is ready to use; it allocates only while its buffer
+// grows.
+type Answer struct {
+	head          []byte // the status line and the kept field lines, each with CRLF
+	contentLength int
+	active        bool
+	close         bool // the backend asked to close its connection
+}
+
+// Active reports that the answer in hand is one Read took: the transport
+// writes it with Write, not from the fasthttp.Response.
+func (a *Answer) Active() bool { return a != nil && a.active }
+
+// Close reports that the backend asked to close the connection.
+func (a *Answer) Close() bool { return a.close }
+
+// Reset drops the answer; a later Read or nothing takes its place.
+func (a *Answer) Reset() {
+	a.head = a.head[:0]
+	a.contentLength = 0
+	a.active, a.close = false, false
+}
+
+var (
+	strHTTP11Sp     = []byte("HTTP/1.1 ")
+	strDateField    = []byte("Date: ")
+	strConnClose    = []byte("Connection: close\r\n")
+	strConnKeep     = []byte("Connection: keep-alive\r\n")
+	strFieldSep     = []byte(": ")
+	strAnswerDate   = "Date"
+	strAnswerLength = "Content-Length"
+)
+
+// dateFormat is the HTTP date (RFC 9110 §5.6.7).
+const dateFormat = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// Read reads an answer from br into a and resp when its header section is
+// one the gateway passes on as read (see Answer): the status code, the
+// body and its length go into resp, the section into a. It reports
+// taken=false, with nothing consumed from br, for any other answer, and
+// for a read error before a whole section: the caller then reads it with
+// fasthttp. maxBody (0 for none) bounds the body as ReadLimitBody does;
+// head says the request was HEAD (the answer has no body). now is the
+// time of the Date field added when the backend sent none.
+func (a *Answer) Read(br *bufio.Reader, resp *fasthttp.Response, maxBody int, head bool, now time.Time) (taken bool, err error) {
+	a.Reset()
+	section, ok := peekSection(br)
+	if !ok {
+		return false, nil
+	}
+	code, reason, fields, ok := statusLine(section)
+	if !ok {
+		return false, nil
+	}
+	a.head = append(a.head, strHTTP11Sp...)
+	a.head = strconv.AppendInt(a.head, int64(code), 10)
+	a.head = append(a.head, ' ')
+	a.head = append(a.head, reason...)
+	a.head = append(a.head, '\r', '\n')
+	length := -1
+	var singles uint8 // the single-valued fields seen (answerSingle)
+	for len(fields) > 0 {
+		var line []byte
+		if line, fields, ok = crlfLine(fields); !ok {
+			return false, nil
+		}
+		name, value, err := splitFieldLine(line)
+		if err != nil {
+			return false, nil
+		}
+		switch class := classify(name); {
+		case class&classConnection != 0:
+			if !a.connectionOptions(value) {
+				return false, nil
+			}
+			continue
+		case class&classHop != 0:
+			if ascii.EqualFold(name, "Trailer") {
+				return false, nil // announces trailers a length-framed body cannot have: fasthttp judges it
+			}
+			continue
+		case ascii.EqualFold(name, strAnswerLength):
+			n, ok := contentLength(value)
+			if !ok || length >= 0 {
+				return false, nil // a second one, even equal, is fasthttp's to judge
+			}
+			length = n
+			continue
+		case class&classDrop != 0 && !ascii.EqualFold(name, "Host") && !ascii.EqualFold(name, "Expect"):
+			return false, nil // Transfer-Encoding
+		case isTraceField(name):
+			continue // the gateway stamps its own (observe.StampResponse)
+		}
+		if bit := answerSingle(name); bit != 0 {
+			if singles&bit != 0 {
+				return false, nil // fasthttp keeps the last; the answer is its to pass as before
+			}
+			singles |= bit
+		}
+		a.head = append(a.head, line...)
+		a.head = append(a.head, '\r', '\n')
+	}
+	if length < 0 || maxBody > 0 && length > maxBody {
+		return false, nil
+	}
+	if singles&singleDate == 0 {
+		a.head = append(a.head, strDateField...)
+		a.head = now.UTC().AppendFormat(a.head, dateFormat)
+		a.head = append(a.head, '\r', '\n')
+	}
+	if _, err := br.Discard(len(section)); err != nil {
+		return true, err
+	}
+	resp.ResetBody()
+	resp.Header.SetNoDefaultContentType(true)
+	resp.SetStatusCode(code)
+	resp.Header.SetContentLength(length)
+	a.contentLength = length
+	if !head {
+		if err := readBody(br, resp, length); err != nil {
+			return true, err
+		}
+	}
+	a.active = true
+	return true, nil
+}
+
+// The fields fasthttp holds one value of, each a bit of Read's singles.
+const (
+	singleDate uint8 = 1 << iota
+	singleContentType
+	singleContentEncoding
+	singleServer
+)
+
+// answerSingle returns the bit of a single-valued field, 0 for others.
+func answerSingle(name []byte) uint8 {
+	switch len(name) {
+	case len("Date"):
+		if ascii.EqualFold(name, strAnswerDate) {
+			return singleDate
+		}
+	case len("Content-Type"):
+		if ascii.EqualFold(name, "Content-Type") {
+			return singleContentType
+		}
+	case len("Content-Encoding"):
+		if ascii.EqualFold(name, "Content-Encoding") {
+			return singleContentEncoding
+		}
+	case len("Server"):
+		if ascii.EqualFold(name, "Server") {
+			return singleServer
+		}
+	}
+	return 0
+}
+
+// connectionOptions reads an answer's Connection field: close and
+// keep-alive only (any other option names fields to remove, which the
+// fasthttp path does).
+func (a *Answer) connectionOptions(v []byte) bool {
+	ok := true
+	forEachToken(v, func(tok []byte) {
+		switch {
+		case ascii.EqualFold(tok, "close"):
+			a.close = true
+		case ascii.EqualFold(tok, "keep-alive"):
+		default:
+			ok = false
+		}
+	})
+	return ok
+}
+
+// peekSection returns the answer's header section through its blank line
+// once br holds it whole, reading as needed; false when it does not fit
+// br's buffer or a read fails (fasthttp then reads it and reports why).
+func peekSection(br *bufio.Reader) ([]byte, bool) {
+	for n := 1; ; {
+		if _, err := br.Peek(n); err != nil {
+			return nil, false
+		}
+		b, _ := br.Peek(br.Buffered())
+		if i := bytes.Index(b, strCRLFCRLF); i >= 0 {
+			return b[:i+4], true
+		}
+		if len(b) >= br.Size() {
+			return nil, false
+		}
+		n = len(b) + 1 // wait for more than what is here now
+	}
+}
+
+// statusLine reads "HTTP/1.1 SSS reason" off the front of a section: a
+// final status other than 204 and 304 (no body is framed for them by
+// Content-Length) and a reason, which is kept.
+func statusLine(section []byte) (code int, reason, rest []byte, ok bool) {
+	line, rest, ok := crlfLine(section)
+	if !ok || len(line) < len("HTTP/1.1 200 ") || !bytes.HasPrefix(line, strHTTP11Sp) || line[12] != ' ' {
+		return 0, nil, nil, false
+	}
+	for _, b := range line[9:12] {
+		if b < '0' || b > '9' {
+			return 0, nil, nil, false
+		}
+		code = code*10 + int(b-'0')
+	}
+	if code < 200 || code > 599 || code == 204 || code == 304 {
+		return 0, nil, nil, false
+	}
+	reason = line[13:]
+	for _, b := range reason {
+		if !valueChars[b] {
+			return 0, nil, nil, false
+		}
+	}
+	// The section's last CRLF ends the fields.
+	return code, reason, rest[:len(rest)-2], len(reason) > 0
+}
+
+// crlfLine splits the first CRLF-ended line off b; a bare LF or CR is
+// not the common answer.
+func crlfLine(b []byte) (line, rest []byte, ok bool) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 || b[i-1] != '\r' {
+		return nil, nil, false
+	}
+	return b[:i-1], b[i+1:], true
+}
+
+// contentLength reads a Content-Length value: digits only, after the
+// optional whitespace around it.
+func contentLength(v []byte) (int, bool) {
+	v = ascii.TrimOWS(v)
+	if len(v) == 0 || len(v) > 15 {
+		return 0, false
+	}
+	n := 0
+	for _, b := range v {
+		if b < '0' || b > '9' {
+			return 0, false
+		}
+		n = n*10 + int(b-'0')
+	}
+	return n, true
+}
+
+// readBody reads n bytes of body from br into resp: straight from br's
+// buffer, one copy, as fasthttp reads a body.
+func readBody(br *bufio.Reader, resp *fasthttp.Response, n int) error {
+	for n > 0 {
+		b, err := br.Peek(min(n, br.Size()))
+		if len(b) > 0 {
+			resp.AppendBody(b)
+			_, _ = br.Discard(len(b))
+			n -= len(b)
+		}
+		if n > 0 && err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // the answer began: not a closed idle connection
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Add appends a field the gateway sets on the answer.
+func (a *Answer) Add(name string, value []byte) {
+	a.head = append(a.head, name...)
+	a.head = append(a.head, strFieldSep...)
+	a.head = append(a.head, value...)
+	a.head = append(a.head, strCRLF...)
+}
+
+// Write writes the answer to w: the section as read and added to, the
+// length, Connection: close when the client connection closes after it
+// (closeConn) or Connection: keep-alive for an HTTP/1.0 client that keeps
+// it (keepAlive), the blank line, and body unless the request was HEAD.
+func (a *Answer) Write(w *bufio.Writer, body []byte, closeConn, keepAlive, head bool) error {
+	_, _ = w.Write(a.head)
+	_, _ = w.Write(strCLColonSpace)
+	_, _ = w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(a.contentLength), 10))
+	_, _ = w.Write(strCRLF)
+	switch {
+	case closeConn:
+		_, _ = w.Write(strConnClose)
+	case keepAlive:
+		_, _ = w.Write(strConnKeep)
+	}
+	_, err := w.Write(strCRLF)
+	if !head && err == nil {
+		_, err = w.Write(body)
+	}
+	return err
+}

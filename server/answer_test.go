@@ -1,0 +1,134 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/valyala/fasthttp"
+)
+
+// clientAnswer is one answer as the client got it: parsed, and its header
+// section's bytes.
+type clientAnswer struct {
+	resp *fasthttp.Response
+	head string
+}
+
+func askOn(t *testing.T, conn net.Conn, br *bufio.Reader, path string) clientAnswer {
+	t.Helper()
+	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var head bytes.Buffer
+	for !bytes.HasSuffix(head.Bytes(), []byte("\r\n\r\n")) {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			t.Fatalf("%s: %v after %q", path, err, head.String())
+		}
+		head.Write(line)
+	}
+	resp := &fasthttp.Response{}
+	if err := resp.Read(bufio.NewReader(io.MultiReader(bytes.NewReader(head.Bytes()), br))); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return clientAnswer{resp: resp, head: head.String()}
+}
+
+// TestUpstreamAnswerPassedOn: what a backend answers reaches the client
+// less what is the connection's or the gateway's, on every transport: on
+// the event loop's routes without response filters the section is passed
+// as read (the backend's spelling kept), elsewhere through fasthttp. A
+// backend that writes more than its answer, closes, or cuts its body short
+// cannot get anything but its one answer to the client.
+func TestUpstreamAnswerPassedOn(t *testing.T) {
+	const backend = "HTTP/1.1 200 OK\r\nx-Backend-Case: Kept\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n" +
+		"Upgrade: h2c\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-Request-Id: forged\r\n" +
+		"X-Request-Id: forged-again\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nX-RateLimit-Remaining: 99\r\nContent-Length: 2\r\n\r\nok"
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			up := testutil.StartRecordingUpstream(t)
+			up.SetAnswer(func(r testutil.RawRequest) (string, bool) {
+				switch strings.Fields(r.Line())[1] {
+				case "/smuggle":
+					return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" +
+						"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled", false
+				case "/close":
+					return "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 6\r\n\r\nclosed", true
+				case "/cut":
+					return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true
+				}
+				return backend, false
+			})
+			g := startGateway(t, kind, h2Routes, map[string]string{"UP": up.Addr}, nil)
+			conn, err := net.Dial("tcp", g.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+
+			for _, path := range []string{"/plain", "/limited/plain"} {
+				a := askOn(t, conn, br, path)
+				h := &a.resp.Header
+				if a.resp.StatusCode() != 200 || string(a.resp.Body()) != "ok" {
+					t.Fatalf("%s: %d %q", path, a.resp.StatusCode(), a.resp.Body())
+				}
+				for _, k := range []string{"Keep-Alive", "Proxy-Authenticate", "Upgrade"} {
+					if h.Peek(k) != nil {
+						t.Errorf("%s: hop-by-hop %s reached the client", path, k)
+					}
+				}
+				if n := strings.Count(strings.ToLower(a.head), "\r\nx-request-id:"); n != 1 {
+					t.Errorf("%s: %d X-Request-Id fields, want the gateway's alone:\n%s", path, n, a.head)
+				}
+				tp, rid := string(h.Peek("Traceparent")), string(h.Peek("X-Request-Id"))
+				if n := strings.Count(strings.ToLower(a.head), "\r\ntraceparent:"); n != 1 || strings.Contains(tp, "0af7651916cd43dd") || len(tp) != 55 || tp[3:35] != rid {
+					t.Errorf("%s: traceparent %q (%d), request id %q: want the gateway's", path, tp, n, rid)
+				}
+				if n := strings.Count(a.head, "\r\nSet-Cookie: "); n != 2 {
+					t.Errorf("%s: %d Set-Cookie fields, want both", path, n)
+				}
+				if n := strings.Count(a.head, "\r\nX-Ratelimit-Remaining: 99\r\n") + strings.Count(a.head, "\r\nX-RateLimit-Remaining: 99\r\n"); n != 1 {
+					t.Errorf("%s: the backend's X-RateLimit-Remaining not passed once:\n%s", path, a.head)
+				}
+				if asRead := strings.Contains(a.head, "\r\nx-Backend-Case: Kept\r\n"); asRead != (kind == "netpoll" && path == "/plain") {
+					t.Errorf("%s: section passed as read: %v, on %s:\n%s", path, asRead, kind, a.head)
+				}
+			}
+
+			// Bytes behind an answer are no answer: the client gets the
+			// first, and its next request goes on a new upstream connection.
+			if a := askOn(t, conn, br, "/smuggle"); string(a.resp.Body()) != "ok" {
+				t.Fatalf("smuggle: %q", a.resp.Body())
+			}
+			before := up.Conns.Load()
+			if a := askOn(t, conn, br, "/plain"); string(a.resp.Body()) != "ok" {
+				t.Fatalf("after smuggle: %d %q", a.resp.StatusCode(), a.resp.Body())
+			}
+			// The loop's pool closes it; fasthttp's client drops what its
+			// reader holds with the reader and keeps the connection.
+			if kind == "netpoll" && up.Conns.Load() == before {
+				t.Error("the upstream connection with bytes behind its answer was used again")
+			}
+
+			// The backend's close is its connection's, not the client's.
+			if a := askOn(t, conn, br, "/close"); string(a.resp.Body()) != "closed" || a.resp.ConnectionClose() {
+				t.Fatalf("close: %q, client told to close: %v", a.resp.Body(), a.resp.ConnectionClose())
+			}
+			// A body cut short is a failed exchange.
+			if a := askOn(t, conn, br, "/cut"); a.resp.StatusCode() != fasthttp.StatusBadGateway {
+				t.Fatalf("cut: %d %q\n%s", a.resp.StatusCode(), a.resp.Body(), a.head)
+			}
+			if a := askOn(t, conn, br, "/plain"); string(a.resp.Body()) != "ok" {
+				t.Fatalf("last: %d %q", a.resp.StatusCode(), a.resp.Body())
+			}
+		})
+	}
+}
