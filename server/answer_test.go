@@ -22,7 +22,18 @@ type clientAnswer struct {
 
 func askOn(t *testing.T, conn net.Conn, br *bufio.Reader, path string) clientAnswer {
 	t.Helper()
-	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+	return askWith(t, conn, br, "GET", path)
+}
+
+// askWith sends method path (a POST with a 4-byte body) and reads the
+// answer.
+func askWith(t *testing.T, conn net.Conn, br *bufio.Reader, method, path string) clientAnswer {
+	t.Helper()
+	req := method + " " + path + " HTTP/1.1\r\nHost: a\r\n\r\n"
+	if method == "POST" {
+		req = method + " " + path + " HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"
+	}
+	if _, err := io.WriteString(conn, req); err != nil {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -54,17 +65,19 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 	for _, kind := range transports {
 		t.Run(kind, func(t *testing.T) {
 			up := testutil.StartRecordingUpstream(t)
-			up.SetAnswer(func(r testutil.RawRequest) (string, bool) {
+			const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
+			up.SetAnswer(func(r testutil.RawRequest) testutil.ScriptedAnswer {
 				switch strings.Fields(r.Line())[1] {
 				case "/smuggle":
-					return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" +
-						"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled", false
+					return testutil.ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + smuggled}
+				case "/smuggle-later":
+					return testutil.ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", Later: smuggled, Pause: 30 * time.Millisecond}
 				case "/close":
-					return "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 6\r\n\r\nclosed", true
+					return testutil.ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 6\r\n\r\nclosed", Close: true}
 				case "/cut":
-					return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true
+					return testutil.ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", Close: true}
 				}
-				return backend, false
+				return testutil.ScriptedAnswer{Raw: backend}
 			})
 			g := startGateway(t, kind, h2Routes, map[string]string{"UP": up.Addr}, nil)
 			conn, err := net.Dial("tcp", g.Addr)
@@ -116,6 +129,21 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 			// reader holds with the reader and keeps the connection.
 			if kind == "netpoll" && up.Conns.Load() == before {
 				t.Error("the upstream connection with bytes behind its answer was used again")
+			}
+
+			// Bytes that come while the connection is idle are no answer
+			// either: the loop's pool drops a connection that turned
+			// readable, fasthttp's finds them before it writes a request
+			// (guardedConn), and the request goes on another connection,
+			// a POST too: none of it was sent.
+			for _, next := range []string{"GET", "POST"} {
+				if a := askOn(t, conn, br, "/smuggle-later"); string(a.resp.Body()) != "ok" {
+					t.Fatalf("smuggle later: %q", a.resp.Body())
+				}
+				time.Sleep(100 * time.Millisecond)
+				if a := askWith(t, conn, br, next, "/plain"); string(a.resp.Body()) != "ok" {
+					t.Fatalf("%s after bytes sent on an idle connection: %d %q", next, a.resp.StatusCode(), a.resp.Body())
+				}
 			}
 
 			// The backend's close is its connection's, not the client's.

@@ -4,6 +4,7 @@
 package upstream
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -101,7 +102,11 @@ func newInstance(addr string, weight int, p Pool, h Health, log *zap.Logger) *In
 		health: newHealth(h, log),
 	}
 	in.client = in.newClient(func(a string) (net.Conn, error) {
-		return dialer.DialTimeout(a, connect)
+		c, err := dialer.DialTimeout(a, connect)
+		if err != nil {
+			return nil, err
+		}
+		return guard(c), nil
 	})
 	return in
 }
@@ -140,7 +145,14 @@ func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
 	lp := in.loopPoolFor(c.Loop)
 	if lp == nil {
 		c.ApplyForward()
-		return in.client.DoDeadline(c.Req, c.Resp, deadline)
+		err := in.client.DoDeadline(c.Req, c.Resp, deadline)
+		if errors.Is(err, errUnsolicited) && !c.Req.IsBodyStream() {
+			// Nothing of the request went out (a streamed body may have
+			// been read into the writer's buffer): again, on another
+			// connection.
+			err = in.client.DoDeadline(c.Req, c.Resp, deadline)
+		}
+		return err
 	}
 	if !lp.acquire(c, in.pool.MaxConnWait) {
 		return fasthttp.ErrNoFreeConns

@@ -57,15 +57,25 @@ type RecordingUpstream struct {
 	reqs   []RawRequest
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
-	answer func(RawRequest) (raw string, close bool)
+	answer func(RawRequest) ScriptedAnswer
 	// Conns counts the connections accepted.
 	Conns atomic.Int64
 }
 
-// SetAnswer makes the upstream answer each request with the bytes f
-// returns, written as they are (a backend's mistakes included), and close
-// the connection after them when f says so.
-func (u *RecordingUpstream) SetAnswer(f func(RawRequest) (raw string, close bool)) {
+// ScriptedAnswer is what a RecordingUpstream sends for one request,
+// written as it is (a backend's mistakes included).
+type ScriptedAnswer struct {
+	Raw string
+	// Later is written Pause after Raw, before the next request is read:
+	// bytes no request asked for.
+	Later string
+	Pause time.Duration
+	// Close closes the connection after them.
+	Close bool
+}
+
+// SetAnswer makes the upstream answer each request as f says.
+func (u *RecordingUpstream) SetAnswer(f func(RawRequest) ScriptedAnswer) {
 	u.mu.Lock()
 	u.answer = f
 	u.mu.Unlock()
@@ -145,11 +155,20 @@ func (u *RecordingUpstream) serve(c net.Conn) {
 		u.reqs = append(u.reqs, req)
 		answer := u.answer
 		u.mu.Unlock()
-		raw, closeAfter := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok", false
+		a := ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"}
 		if answer != nil {
-			raw, closeAfter = answer(req)
+			a = answer(req)
 		}
-		if _, err := io.WriteString(c, raw); err != nil || closeAfter {
+		if _, err := io.WriteString(c, a.Raw); err != nil {
+			return
+		}
+		if a.Later != "" {
+			time.Sleep(a.Pause)
+			if _, err := io.WriteString(c, a.Later); err != nil {
+				return
+			}
+		}
+		if a.Close {
 			return
 		}
 	}

@@ -54,6 +54,15 @@ func sysPeek(fd int32) int {
 	return int(n)
 }
 
+// sysInputPending reports that fd has bytes to read, or its end of
+// input, or an error; false when a read would wait.
+func sysInputPending(fd int32) bool {
+	var b [1]byte
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e != syscall.EAGAIN
+}
+
 func sysNoDelay(fd int32) {
 	one := int32(1)
 	_, _, _ = syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), syscall.IPPROTO_TCP, syscall.TCP_NODELAY,

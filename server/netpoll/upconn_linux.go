@@ -174,9 +174,24 @@ func (u *upConn) Shutdown() {
 	}
 }
 
-// Stale reports an idle connection the backend has closed (or that
-// failed): the loop saw it hang up, so a request must not be sent on it.
-func (u *upConn) Stale() bool { return u.io.hup.Load() }
+// Stale reports an idle connection that must not carry a request: the
+// backend closed it (or it failed), or it sent bytes no request asked
+// for, which the next request would read as its answer (nginx closes a
+// cached connection that turns readable for the same reason). The loop's
+// events say that bytes came; a look at the socket confirms it, since an
+// edge can arrive late for bytes an answer's read already took.
+func (u *upConn) Stale() bool {
+	switch {
+	case u.io.hup.Load():
+		return true
+	case !u.io.rready.Load():
+		return false
+	case sysInputPending(u.fd):
+		return true
+	}
+	u.io.rready.Store(false)
+	return false
+}
 
 func (u *upConn) LocalAddr() net.Addr  { return u.local }
 func (u *upConn) RemoteAddr() net.Addr { return u.remote }
