@@ -13,6 +13,30 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// answerRoutes: everything to ${UP}; /limited/ has a response filter (the
+// limit's headers), /streamed/ a service that streams answers.
+const answerRoutes = `
+services:
+  up:
+    instances: [{addr: "${UP}"}]
+    timeouts: {connect: 500ms, read: 1s, total: 2s}
+  streamed:
+    instances: [{addr: "${UP}"}]
+    timeouts: {connect: 500ms, read: 1s, total: 2s}
+    stream_response: true
+routes:
+  - name: limited
+    match: {prefix: /limited/}
+    limits: [{by: header.X-Tenant, rate: 2, per: 1m, burst: 2, headers: true}]
+    service: up
+  - name: streamed
+    match: {prefix: /streamed/}
+    service: streamed
+  - name: all
+    match: {prefix: /}
+    service: up
+`
+
 // clientAnswer is one answer as the client got it: parsed, and its header
 // section's bytes.
 type clientAnswer struct {
@@ -67,7 +91,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 			up := testutil.StartRecordingUpstream(t)
 			const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
 			up.SetAnswer(func(r testutil.RawRequest) testutil.ScriptedAnswer {
-				switch strings.Fields(r.Line())[1] {
+				switch strings.TrimPrefix(strings.Fields(r.Line())[1], "/streamed") {
 				case "/smuggle":
 					return testutil.ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + smuggled}
 				case "/smuggle-later":
@@ -79,7 +103,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 				}
 				return testutil.ScriptedAnswer{Raw: backend}
 			})
-			g := startGateway(t, kind, h2Routes, map[string]string{"UP": up.Addr}, nil)
+			g := startGateway(t, kind, answerRoutes, map[string]string{"UP": up.Addr}, nil)
 			conn, err := net.Dial("tcp", g.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -136,13 +160,15 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 			// readable, fasthttp's finds them before it writes a request
 			// (guardedConn), and the request goes on another connection,
 			// a POST too: none of it was sent.
-			for _, next := range []string{"GET", "POST"} {
-				if a := askOn(t, conn, br, "/smuggle-later"); string(a.resp.Body()) != "ok" {
-					t.Fatalf("smuggle later: %q", a.resp.Body())
-				}
-				time.Sleep(100 * time.Millisecond)
-				if a := askWith(t, conn, br, next, "/plain"); string(a.resp.Body()) != "ok" {
-					t.Fatalf("%s after bytes sent on an idle connection: %d %q", next, a.resp.StatusCode(), a.resp.Body())
+			for _, prefix := range []string{"", "/streamed"} { // fasthttp's client for streamed answers too
+				for _, next := range []string{"GET", "POST"} {
+					if a := askOn(t, conn, br, prefix+"/smuggle-later"); string(a.resp.Body()) != "ok" {
+						t.Fatalf("%s: smuggle later: %q", prefix, a.resp.Body())
+					}
+					time.Sleep(100 * time.Millisecond)
+					if a := askWith(t, conn, br, next, prefix+"/plain"); string(a.resp.Body()) != "ok" {
+						t.Fatalf("%s: %s after bytes sent on an idle connection: %d %q", prefix, next, a.resp.StatusCode(), a.resp.Body())
+					}
 				}
 			}
 

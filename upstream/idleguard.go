@@ -4,6 +4,10 @@ import (
 	"errors"
 	"net"
 	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/valyala/fasthttp"
 )
 
 // errUnsolicited is a pooled connection on which the backend sent bytes
@@ -18,8 +22,9 @@ var errUnsolicited = errors.New("upstream: the backend sent bytes on an idle con
 // the connection, someone else's. fasthttp's client reads each answer
 // through a pooled reader and drops what is left in it, so it neither
 // sees them nor keeps the connection from carrying another request.
-// The loop's own pool closes such connections without this (its
-// connections report it: Stale).
+// The loop's own pool drops such connections when it takes them (they
+// report it: Stale); its fasthttp client for streamed answers looks
+// through staleGuard.
 type guardedConn struct {
 	net.Conn
 	rc      syscall.RawConn
@@ -27,8 +32,40 @@ type guardedConn struct {
 	pending bool                  // what peek found
 }
 
+// staleConn is a connection that tells for itself whether the backend
+// sent anything (or hung up) since its last answer: a loop's (netpoll).
+type staleConn interface {
+	net.Conn
+	Stale() bool
+}
+
+// staleGuard is guardedConn for a connection that tells for itself.
+type staleGuard struct{ staleConn }
+
+func (g staleGuard) Write(p []byte) (int, error) {
+	if g.Stale() {
+		return 0, errUnsolicited
+	}
+	return g.staleConn.Write(p)
+}
+
+// doGuarded is hc's exchange of c's request, once more on another
+// connection when the one it took had bytes no request asked for.
+func doGuarded(hc *fasthttp.HostClient, c *pipeline.Ctx, deadline time.Time) error {
+	err := hc.DoDeadline(c.Req, c.Resp, deadline)
+	if errors.Is(err, errUnsolicited) && !c.Req.IsBodyStream() {
+		// Nothing of the request went out (a streamed body may have been
+		// read into the writer's buffer): again, on another connection.
+		err = hc.DoDeadline(c.Req, c.Resp, deadline)
+	}
+	return err
+}
+
 // guard wraps c when its socket can be looked at.
 func guard(c net.Conn) net.Conn {
+	if s, ok := c.(staleConn); ok {
+		return staleGuard{s}
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return c

@@ -4,7 +4,6 @@
 package upstream
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -145,14 +144,7 @@ func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
 	lp := in.loopPoolFor(c.Loop)
 	if lp == nil {
 		c.ApplyForward()
-		err := in.client.DoDeadline(c.Req, c.Resp, deadline)
-		if errors.Is(err, errUnsolicited) && !c.Req.IsBodyStream() {
-			// Nothing of the request went out (a streamed body may have
-			// been read into the writer's buffer): again, on another
-			// connection.
-			err = in.client.DoDeadline(c.Req, c.Resp, deadline)
-		}
-		return err
+		return doGuarded(in.client, c, deadline)
 	}
 	if !lp.acquire(c, in.pool.MaxConnWait) {
 		return fasthttp.ErrNoFreeConns

@@ -65,7 +65,13 @@ func newLoopPool(in *Instance, loop pipeline.Loop) *loopPool {
 	lp := &loopPool{in: in, loop: loop, limit: in.pool.MaxConns}
 	if in.pool.StreamResponse {
 		connect := in.pool.Connect
-		lp.hc = in.newClient(func(a string) (net.Conn, error) { return loop.Dial(a, connect) })
+		lp.hc = in.newClient(func(a string) (net.Conn, error) {
+			c, err := loop.Dial(a, connect)
+			if err != nil {
+				return nil, err
+			}
+			return guard(c), nil
+		})
 		// The pool's limit is enforced by acquire, which parks on the
 		// loop: the client itself must never wait for a connection,
 		// which would block the loop. Its own bound is only a margin
@@ -100,7 +106,7 @@ func (lp *loopPool) release() {
 func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) error {
 	if lp.hc != nil {
 		c.ApplyForward()
-		return lp.hc.DoDeadline(c.Req, c.Resp, deadline)
+		return doGuarded(lp.hc, c, deadline)
 	}
 	now := c.Now()
 	for attempt := 0; ; attempt++ {
