@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,18 +61,24 @@ func askWith(t *testing.T, conn net.Conn, br *bufio.Reader, method, path string)
 	if _, err := io.WriteString(conn, req); err != nil {
 		t.Fatal(err)
 	}
+	return readAnswer(t, conn, br)
+}
+
+// readAnswer reads one answer from the client's connection.
+func readAnswer(t *testing.T, conn net.Conn, br *bufio.Reader) clientAnswer {
+	t.Helper()
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var head bytes.Buffer
 	for !bytes.HasSuffix(head.Bytes(), []byte("\r\n\r\n")) {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
-			t.Fatalf("%s: %v after %q", path, err, head.String())
+			t.Fatalf("%v after %q", err, head.String())
 		}
 		head.Write(line)
 	}
 	resp := &fasthttp.Response{}
 	if err := resp.Read(bufio.NewReader(io.MultiReader(bytes.NewReader(head.Bytes()), br))); err != nil {
-		t.Fatalf("%s: %v", path, err)
+		t.Fatal(err)
 	}
 	return clientAnswer{resp: resp, head: head.String()}
 }
@@ -182,6 +189,79 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 			}
 			if a := askOn(t, conn, br, "/plain"); string(a.resp.Body()) != "ok" {
 				t.Fatalf("last: %d %q", a.resp.StatusCode(), a.resp.Body())
+			}
+		})
+	}
+}
+
+// TestUpstreamEarlyAnswer: a backend may answer before it read the whole
+// body (413 to an upload it will not take, reading the rest to keep the
+// connection). The look for stray bytes on idle connections happens
+// before a request's first write only, so such an answer still reaches
+// the client on every transport, and the connection serves the next
+// request.
+func TestUpstreamEarlyAnswer(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for {
+							length := 0
+							for {
+								line, err := br.ReadString('\n')
+								if err != nil {
+									return
+								}
+								if line == "\r\n" {
+									break
+								}
+								if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
+									length, _ = strconv.Atoi(strings.TrimSpace(v))
+								}
+							}
+							if length > 0 {
+								_, _ = io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n\r\nbig!")
+								if _, err := io.CopyN(io.Discard, br, int64(length)); err != nil {
+									return
+								}
+								continue
+							}
+							_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+						}
+					}()
+				}
+			}()
+			g := startGateway(t, kind, oneService, map[string]string{"UP": ln.Addr().String()}, nil)
+			conn, err := net.Dial("tcp", g.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			body := strings.Repeat("u", 2<<20) // more than the sockets hold: written while the answer is already there
+			for i := range 3 {
+				if _, err := io.WriteString(conn, "POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
+					t.Fatal(err)
+				}
+				a := readAnswer(t, conn, br)
+				if a.resp.StatusCode() != 413 || string(a.resp.Body()) != "big!" {
+					t.Fatalf("upload %d: %d %q, want the backend's early 413", i, a.resp.StatusCode(), a.resp.Body())
+				}
+				if a := askOn(t, conn, br, "/after"); string(a.resp.Body()) != "ok" {
+					t.Fatalf("after upload %d: %d %q", i, a.resp.StatusCode(), a.resp.Body())
+				}
 			}
 		})
 	}

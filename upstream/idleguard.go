@@ -25,11 +25,16 @@ var errUnsolicited = errors.New("upstream: the backend sent bytes on an idle con
 // The loop's own pool drops such connections when it takes them (they
 // report it: Stale); its fasthttp client for streamed answers looks
 // through staleGuard.
+//
+// Only a request's first write looks: after it, an answer may come early
+// (a 413 while the body is still being sent), which fasthttp reads once
+// the request is written.
 type guardedConn struct {
 	net.Conn
 	rc      syscall.RawConn
 	peekFn  func(fd uintptr) bool // peek, bound once
 	pending bool                  // what peek found
+	read    bool                  // an answer was read since the last write: the next write begins a request
 }
 
 // staleConn is a connection that tells for itself whether the backend
@@ -40,11 +45,22 @@ type staleConn interface {
 }
 
 // staleGuard is guardedConn for a connection that tells for itself.
-type staleGuard struct{ staleConn }
+type staleGuard struct {
+	staleConn
+	read bool // as guardedConn's
+}
 
-func (g staleGuard) Write(p []byte) (int, error) {
-	if g.Stale() {
-		return 0, errUnsolicited
+func (g *staleGuard) Read(p []byte) (int, error) {
+	g.read = true
+	return g.staleConn.Read(p)
+}
+
+func (g *staleGuard) Write(p []byte) (int, error) {
+	if g.read {
+		g.read = false
+		if g.Stale() {
+			return 0, errUnsolicited
+		}
 	}
 	return g.staleConn.Write(p)
 }
@@ -64,7 +80,7 @@ func doGuarded(hc *fasthttp.HostClient, c *pipeline.Ctx, deadline time.Time) err
 // guard wraps c when its socket can be looked at.
 func guard(c net.Conn) net.Conn {
 	if s, ok := c.(staleConn); ok {
-		return staleGuard{s}
+		return &staleGuard{staleConn: s}
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -79,10 +95,18 @@ func guard(c net.Conn) net.Conn {
 	return g
 }
 
+func (g *guardedConn) Read(p []byte) (int, error) {
+	g.read = true
+	return g.Conn.Read(p)
+}
+
 func (g *guardedConn) Write(p []byte) (int, error) {
-	g.pending = false
-	if err := g.rc.Read(g.peekFn); err == nil && g.pending {
-		return 0, errUnsolicited
+	if g.read {
+		g.read = false
+		g.pending = false
+		if err := g.rc.Read(g.peekFn); err == nil && g.pending {
+			return 0, errUnsolicited
+		}
 	}
 	return g.Conn.Write(p)
 }
