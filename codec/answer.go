@@ -15,7 +15,7 @@ import (
 // on as it was read: the status line and the fields in the backend's
 // order and spelling, less the hop-by-hop ones, with the gateway's own
 // fields added at the end. Parsing a section into fasthttp's header and
-// writing it out again was about a fifth of the Go work of a proxied
+// writing it out again was about a sixth of the Go work of a proxied
 // request (bench/RESULTS.md, "the answer's header section as read").
 //
 // Only the common answer is taken this way: HTTP/1.1, a final status with
