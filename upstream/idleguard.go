@@ -32,9 +32,9 @@ var errUnsolicited = errors.New("upstream: the backend sent bytes on an idle con
 type guardedConn struct {
 	net.Conn
 	rc      syscall.RawConn
-	peekFn  func(fd uintptr) bool // peek, bound once
-	pending bool                  // what peek found
-	read    bool                  // an answer was read since the last write: the next write begins a request
+	peekFn  func(fd uintptr) // peek, bound once
+	pending bool             // what peek found
+	read    bool             // an answer was read since the last write: the next write begins a request
 }
 
 // staleConn is a connection that tells for itself whether the backend
@@ -104,14 +104,13 @@ func (g *guardedConn) Write(p []byte) (int, error) {
 	if g.read {
 		g.read = false
 		g.pending = false
-		if err := g.rc.Read(g.peekFn); err == nil && g.pending {
+		// Control, not Read: the look never waits, so it needs none of
+		// the poller's read preparation.
+		if err := g.rc.Control(g.peekFn); err == nil && g.pending {
 			return 0, errUnsolicited
 		}
 	}
 	return g.Conn.Write(p)
 }
 
-func (g *guardedConn) peek(fd uintptr) bool {
-	g.pending = inputPending(fd)
-	return true // never wait
-}
+func (g *guardedConn) peek(fd uintptr) { g.pending = inputPending(fd) }
