@@ -52,9 +52,10 @@ func TestAnswerTaken(t *testing.T) {
 		in:   "HTTP/1.1 200 OK\r\nserver: up\r\nDate: Tue, 01 Dec 2026 14:00:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nx-odd-Case: v\r\n\r\nhello",
 		want: "HTTP/1.1 200 OK\r\nserver: up\r\nDate: Tue, 01 Dec 2026 14:00:00 GMT\r\nContent-Type: text/plain\r\nx-odd-Case: v\r\nContent-Length: 5\r\n\r\nhello",
 	}, {
-		name: "hop-by-hop and the trace dropped, close seen",
-		in: "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n" +
-			"Proxy-Connection: keep-alive\r\nUpgrade: h2c\r\nTE: trailers\r\ntraceparent: 00-x\r\nX-Request-ID: theirs\r\n" +
+		name: "hop-by-hop and the trace dropped in any case, close seen",
+		in: "HTTP/1.1 503 Service Unavailable\r\nconnection: CLOSE\r\nkeep-ALIVE: timeout=5\r\nProxy-Authenticate: Basic\r\n" +
+			"Proxy-Connection: keep-alive\r\nUPGRADE: h2c\r\nTE: trailers\r\ntraceparent: 00-x\r\nX-Request-ID: theirs\r\n" +
+			"TraceParent: 00-y\r\nx-request-id: again\r\n" +
 			"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nDate: x\r\nContent-Length: 0\r\n\r\n",
 		want:  "HTTP/1.1 503 Service Unavailable\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nDate: x\r\nContent-Length: 0\r\n\r\n",
 		close: true,
@@ -135,6 +136,8 @@ func TestAnswerLeftForFasthttp(t *testing.T) {
 		"control in reason":       "HTTP/1.1 200 O\x01K\r\nContent-Length: 2\r\n\r\nok",
 		"chunked":                 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
 		"chunked and a length":    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"two lengths, mixed case": "HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-LENGTH: 2\r\n\r\nok",
+		"chunked in capitals":     "HTTP/1.1 200 OK\r\nTRANSFER-ENCODING: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
 		"two lengths":             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
 		"a list of lengths":       "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok",
 		"signed length":           "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok",

@@ -203,47 +203,14 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 func TestUpstreamEarlyAnswer(t *testing.T) {
 	for _, kind := range transports {
 		t.Run(kind, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						br := bufio.NewReader(c)
-						for {
-							length := 0
-							for {
-								line, err := br.ReadString('\n')
-								if err != nil {
-									return
-								}
-								if line == "\r\n" {
-									break
-								}
-								if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
-									length, _ = strconv.Atoi(strings.TrimSpace(v))
-								}
-							}
-							if length > 0 {
-								_, _ = io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n\r\nbig!")
-								if _, err := io.CopyN(io.Discard, br, int64(length)); err != nil {
-									return
-								}
-								continue
-							}
-							_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-						}
-					}()
+			up := testutil.StartRecordingUpstream(t)
+			up.SetAnswer(func(r testutil.RawRequest) testutil.ScriptedAnswer {
+				if len(r.Values("Content-Length")) > 0 {
+					return testutil.ScriptedAnswer{Raw: "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n\r\nbig!", Early: true}
 				}
-			}()
-			g := startGateway(t, kind, oneService, map[string]string{"UP": ln.Addr().String()}, nil)
+				return testutil.ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}
+			})
+			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
 			conn, err := net.Dial("tcp", g.Addr)
 			if err != nil {
 				t.Fatal(err)

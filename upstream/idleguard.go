@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/sockpeek"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
@@ -113,4 +114,4 @@ func (g *guardedConn) Write(p []byte) (int, error) {
 	return g.Conn.Write(p)
 }
 
-func (g *guardedConn) peek(fd uintptr) { g.pending = inputPending(fd) }
+func (g *guardedConn) peek(fd uintptr) { g.pending = sockpeek.Pending(fd) }

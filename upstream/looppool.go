@@ -183,7 +183,7 @@ func (lp *loopPool) take(now time.Time) (lc *loopConn, reused bool, err error) {
 		lc = lp.idle[n-1]
 		lp.idle[n-1] = nil
 		lp.idle = lp.idle[:n-1]
-		if s, ok := lc.conn.(interface{ Stale() bool }); (ok && s.Stale()) || now.Sub(lc.idleAt) > lp.in.pool.IdleConn {
+		if s, ok := lc.conn.(staleConn); (ok && s.Stale()) || now.Sub(lc.idleAt) > lp.in.pool.IdleConn {
 			lp.mu.Unlock()
 			lp.drop(lc)
 			lp.mu.Lock()

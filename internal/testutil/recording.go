@@ -72,9 +72,14 @@ type ScriptedAnswer struct {
 	Pause time.Duration
 	// Close closes the connection after them.
 	Close bool
+	// Early writes Raw as soon as the header section is read, before the
+	// body (which is read and recorded after it): a backend refusing an
+	// upload it has not taken.
+	Early bool
 }
 
-// SetAnswer makes the upstream answer each request as f says.
+// SetAnswer makes the upstream answer each request as f says; f sees the
+// request line and header section (Head), not the body.
 func (u *RecordingUpstream) SetAnswer(f func(RawRequest) ScriptedAnswer) {
 	u.mu.Lock()
 	u.answer = f
@@ -146,6 +151,18 @@ func (u *RecordingUpstream) serve(c net.Conn) {
 			head.WriteString(line)
 		}
 		req := RawRequest{Head: head.String()}
+		u.mu.Lock()
+		answer := u.answer
+		u.mu.Unlock()
+		a := ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"}
+		if answer != nil {
+			a = answer(req)
+		}
+		if a.Early {
+			if _, err := io.WriteString(c, a.Raw); err != nil {
+				return
+			}
+		}
 		body, ok := readBody(br, req)
 		if !ok {
 			return
@@ -153,14 +170,11 @@ func (u *RecordingUpstream) serve(c net.Conn) {
 		req.Body = body
 		u.mu.Lock()
 		u.reqs = append(u.reqs, req)
-		answer := u.answer
 		u.mu.Unlock()
-		a := ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"}
-		if answer != nil {
-			a = answer(req)
-		}
-		if _, err := io.WriteString(c, a.Raw); err != nil {
-			return
+		if !a.Early {
+			if _, err := io.WriteString(c, a.Raw); err != nil {
+				return
+			}
 		}
 		if a.Later != "" {
 			time.Sleep(a.Pause)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/sockpeek"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
@@ -64,10 +65,6 @@ func sysClose(fd int32) error             { return syscall.Close(int(fd)) }
 func sysShutdown(fd int32, how int) error { return syscall.Shutdown(int(fd), how) }
 
 func sysPeek(fd int32) int {
-	var b [1]byte
-	n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	if err != nil {
-		return 0
-	}
+	n, _ := sockpeek.Byte(uintptr(fd))
 	return n
 }

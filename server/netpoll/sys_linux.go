@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"syscall"
 	"unsafe"
+
+	"github.com/tollgate/tollgate/internal/sockpeek"
 )
 
 // The socket calls of accepting, watching and closing a connection, made
@@ -45,22 +47,8 @@ func sysShutdown(fd int32, how int) error {
 // sysPeek reports how many bytes (0 or 1) a look at fd's input finds,
 // without taking them or waiting.
 func sysPeek(fd int32) int {
-	var b [1]byte
-	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	if e != 0 {
-		return 0
-	}
-	return int(n)
-}
-
-// sysInputPending reports that fd has bytes to read, or its end of
-// input, or an error; false when a read would wait.
-func sysInputPending(fd int32) bool {
-	var b [1]byte
-	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	return e != syscall.EAGAIN
+	n, _ := sockpeek.Byte(uintptr(fd))
+	return n
 }
 
 func sysNoDelay(fd int32) {

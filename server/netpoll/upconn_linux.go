@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/sockpeek"
 )
 
 // upConn is an upstream connection of an event loop: a non-blocking
@@ -186,7 +188,7 @@ func (u *upConn) Stale() bool {
 		return true
 	case !u.io.rready.Load():
 		return false
-	case sysInputPending(u.fd):
+	case sockpeek.Pending(uintptr(u.fd)):
 		return true
 	}
 	u.io.rready.Store(false)
