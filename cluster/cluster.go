@@ -251,9 +251,10 @@ type Client struct {
 	mu    sync.Mutex
 	views map[string]*SetView // by Redis key
 
-	member atomic.Pointer[membership]
-	loads  atomic.Pointer[loadSource]      // set by ReportCounts
-	status atomic.Pointer[func() NodeInfo] // set by ReportStatus
+	member     atomic.Pointer[membership]
+	memberHold time.Duration                   // defaultMemberHold; fixed before Heartbeat
+	loads      atomic.Pointer[loadSource]      // set by ReportCounts
+	status     atomic.Pointer[func() NodeInfo] // set by ReportStatus
 
 	cfgWatch configWatch
 
@@ -282,6 +283,8 @@ func New(o Options) (*Client, error) {
 		backlog: make(chan pendingClaim, backlogSize),
 		views:   make(map[string]*SetView),
 		stop:    make(chan struct{}),
+
+		memberHold: defaultMemberHold,
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()

@@ -928,14 +928,12 @@ func TestMemberReentersWhenLost(t *testing.T) {
 }
 
 // TestMemberEntryRenewedAtHalfLife: a node writes its entry in the
-// watched set again when half of memberHold has passed, not before, so
+// watched set again when half of its memberHold has passed, not before, so
 // the entry never lapses while the node lives.
 func TestMemberEntryRenewedAtHalfLife(t *testing.T) {
-	hold := memberHold
-	t.Cleanup(func() { memberHold = hold }) // after the client's Close
-	memberHold = time.Second
 	r := testutil.StartRedis(t)
 	c := newClient(t, r.Addr, func(o *Options) { o.NodeID = "node-0" })
+	c.memberHold = time.Second
 	c.Heartbeat("", 50*time.Millisecond)
 	score := func() int64 {
 		v, err := r.Command("ZSCORE", NodesKey, "node-0")

@@ -70,10 +70,12 @@ end
 return 0
 `)
 
-// memberHold is how long a node's entry in the watched set lasts; it is
-// renewed at half that. Only a cluster that died whole relies on it. (A
-// variable so that a test can see a renewal without waiting 15 s.)
-var memberHold = 30 * time.Second
+// defaultMemberHold is how long a node's entry in the watched set lasts;
+// it is renewed at half that. Only a cluster that died whole relies on it.
+// Each Client keeps its own copy (Client.memberHold) so that a test can see
+// a renewal without waiting 15 s, without writing what another client's
+// background loop reads.
+const defaultMemberHold = 30 * time.Second
 
 // beat records one heartbeat of id, good for 3 × every, with the node's
 // load entry (statsKey's format; "" for none). renew asks for the node's
@@ -85,7 +87,7 @@ func (c *Client) beat(id string, every time.Duration, load string, renew bool) (
 		return false, err
 	}
 	now := time.Now().UnixMilli()
-	hold := memberHold.Milliseconds()
+	hold := c.memberHold.Milliseconds()
 	flag := "0"
 	if renew {
 		flag = "1"
@@ -289,7 +291,7 @@ func (c *Client) Heartbeat(nodeID string, every time.Duration) {
 					load += " " + formatStatus((*st)())
 				}
 				// A failure marks the client degraded.
-				if ok, err := c.beat(nodeID, every, load, now.Sub(entered) >= memberHold/2); err == nil && ok {
+				if ok, err := c.beat(nodeID, every, load, now.Sub(entered) >= c.memberHold/2); err == nil && ok {
 					entered = now
 				}
 			}

@@ -25,10 +25,11 @@ import (
 // The directory and the first file are made when the first record arrives,
 // so checking a configuration touches no disk.
 type Writer struct {
-	set   Settings
-	log   *zap.Logger
-	now   func() time.Time
-	queue chan *entry
+	set      Settings
+	log      *zap.Logger
+	now      func() time.Time
+	openFile func(name string) (io.WriteCloser, error) // the package's openFile when the writer started
+	queue    chan *entry
 
 	// Figures, read by reports while the goroutine works.
 	written, failed, dropped, rotations atomic.Uint64
@@ -50,7 +51,9 @@ type Writer struct {
 }
 
 // openFile creates a recording file; it fails if the name is taken. Tests
-// replace it to stall the writer.
+// replace it to stall the writers they start; each writer reads it once,
+// when it starts, so a writer left running by an earlier test never reads
+// it while a later test writes it.
 var openFile = func(name string) (io.WriteCloser, error) {
 	return os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
 }
@@ -72,7 +75,7 @@ func newWriter(s Settings, log *zap.Logger, now func() time.Time) *Writer {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	w := &Writer{set: s, log: log, now: now, queue: make(chan *entry, s.Queue),
+	w := &Writer{set: s, log: log, now: now, openFile: openFile, queue: make(chan *entry, s.Queue),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w
@@ -210,7 +213,7 @@ func (w *Writer) open() bool {
 			name = base + "-" + strconv.Itoa(n) + fileSuffix
 		}
 		var f io.WriteCloser
-		if f, err = openFile(name); err == nil {
+		if f, err = w.openFile(name); err == nil {
 			w.f, w.name, w.opened, w.size = f, name, now, 0
 			w.prune()
 			return true
