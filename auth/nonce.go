@@ -65,13 +65,28 @@ func NewNonceStore(o NonceOptions) *NonceStore {
 
 // Claim records appKey's nonce and reports whether it was fresh. It is
 // atomic per node (two claims of one nonce cannot both be fresh) and, with
-// a cluster, across nodes. now is the gateway's non-decreasing clock.
+// a cluster, across nodes. now is the gateway's non-decreasing clock. With
+// a cluster it blocks for the cluster's round trip (bounded by its budget):
+// a filter claims through claimHere and, when the node found the nonce
+// fresh, a clusterClaim run as a blocking call.
 func (s *NonceStore) Claim(appKey, nonce []byte, now time.Time) (fresh bool) {
+	return s.claimHere(appKey, nonce, now) && s.claimCluster(appKey, nonce)
+}
+
+// claimHere is the claim on this node's filter; it never blocks.
+func (s *NonceStore) claimHere(appKey, nonce []byte, now time.Time) (fresh bool) {
 	h1, h2 := nonceHash(appKey, nonce)
 	if s.bloom.testAndAdd(h1, h2, now.UnixNano()) {
 		s.replays.Add(1)
 		return false
 	}
+	return true
+}
+
+// claimCluster is the claim across nodes (fresh when there is no
+// cluster). When the cluster cannot answer, this node's filter, which
+// found the nonce fresh, decides.
+func (s *NonceStore) claimCluster(appKey, nonce []byte) (fresh bool) {
 	if s.cluster == nil {
 		return true
 	}
@@ -85,6 +100,17 @@ func (s *NonceStore) Claim(appKey, nonce []byte, now time.Time) (fresh bool) {
 	}
 	return fresh
 }
+
+// clusterClaim is a claim's cluster half as a pipeline.BlockingCall; the
+// filter keeps it in its pooled work, so the call allocates nothing.
+type clusterClaim struct {
+	store         *NonceStore
+	appKey, nonce []byte
+	fresh         bool
+}
+
+// Run implements pipeline.BlockingCall.
+func (k *clusterClaim) Run() { k.fresh = k.store.claimCluster(k.appKey, k.nonce) }
 
 // Stats reports replays refused and claims decided without the cluster.
 func (s *NonceStore) Stats() (replays, degraded uint64) { return s.replays.Load(), s.degraded.Load() }

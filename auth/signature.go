@@ -56,6 +56,7 @@ type Signature struct {
 type sigWork struct {
 	checker SigChecker
 	parts   sign.Parts
+	claim   clusterClaim
 }
 
 // NewSignature builds the filter.
@@ -128,18 +129,24 @@ func (s *Signature) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	}
 	w := s.work.Get().(*sigWork)
 	ok = s.verify(c, w, consumer, ts, nonce, sig)
-	s.work.Put(w)
 	if !ok {
+		s.work.Put(w)
 		return pipeline.Stop
 	}
 	if consumer.Routes != nil && !consumer.Routes[s.cfg.Route] {
+		s.work.Put(w)
 		return c.Reject(errNotAllowed)
 	}
-	// The claim may wait on Redis (bounded by the cluster budget): it
-	// waits through the context, as every wait does.
-	c.BeginBlocking()
-	fresh := s.cfg.Nonces.Claim(appKey, nonce, now)
-	c.EndBlocking()
+	fresh := s.cfg.Nonces.claimHere(appKey, nonce, now)
+	if fresh && s.cfg.Nonces.cluster != nil {
+		// The cluster's claim waits on Redis (bounded by the cluster's
+		// budget): through the context, as every wait does.
+		w.claim = clusterClaim{store: s.cfg.Nonces, appKey: appKey, nonce: nonce}
+		c.Block(&w.claim)
+		fresh = w.claim.fresh
+		w.claim = clusterClaim{}
+	}
+	s.work.Put(w)
 	if !fresh {
 		return c.Reject(errReplayed)
 	}

@@ -419,8 +419,8 @@ func TestIPv6ClientsCountByPrefix(t *testing.T) {
 
 type recordWaiter struct{ slept []time.Duration }
 
-func (w *recordWaiter) Sleep(_ *pipeline.Ctx, d time.Duration) { w.slept = append(w.slept, d) }
-func (w *recordWaiter) Blocking(*pipeline.Ctx, bool)           {}
+func (w *recordWaiter) Sleep(_ *pipeline.Ctx, d time.Duration)            { w.slept = append(w.slept, d) }
+func (w *recordWaiter) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
 
 func TestLeakyBucketWaitsThroughTheContext(t *testing.T) {
 	e := newEnv()

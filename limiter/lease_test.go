@@ -33,8 +33,8 @@ type simNode struct {
 // of waiting: the simulation releases a held request at admission + wait.
 type lastSleep struct{ d time.Duration }
 
-func (w *lastSleep) Sleep(_ *pipeline.Ctx, d time.Duration) { w.d = d }
-func (w *lastSleep) Blocking(*pipeline.Ctx, bool)           {}
+func (w *lastSleep) Sleep(_ *pipeline.Ctx, d time.Duration)            { w.d = d }
+func (w *lastSleep) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
 
 func newSim(t testing.TB, n int, limits string) *sim {
 	t.Helper()
@@ -230,7 +230,7 @@ func (w *maxSleep) Sleep(c *pipeline.Ctx, d time.Duration) {
 	w.last.Sleep(c, d)
 	*w.worst = max(*w.worst, d)
 }
-func (w *maxSleep) Blocking(*pipeline.Ctx, bool) {}
+func (w *maxSleep) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
 
 // TestAllOrNothingBurstIsBounded is the worst case the bound is about:
 // every node ran ahead of its leases and holds a full pool when a

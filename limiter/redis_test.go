@@ -155,7 +155,7 @@ func (l *releaseLog) Sleep(_ *pipeline.Ctx, d time.Duration) {
 	l.at[len(l.at)-1] = l.at[len(l.at)-1].Add(d)
 	l.worst = max(l.worst, d)
 }
-func (l *releaseLog) Blocking(*pipeline.Ctx, bool) {}
+func (l *releaseLog) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
 
 // TestClusterLeakyBucketOnRedis: two nodes on a real redis-server, each
 // offered twice the cluster's leaky rate, release the rate between them

@@ -225,10 +225,26 @@ func (c *Ctx) Method() []byte { return c.Req.Header.Method() }
 type Waiter interface {
 	// Sleep returns after d.
 	Sleep(c *Ctx, d time.Duration)
-	// Blocking(c, true) comes before, and Blocking(c, false) after, a
-	// bounded blocking call (a Redis round trip with a deadline).
-	Blocking(c *Ctx, start bool)
+	// Block runs call, a bounded blocking call (a Redis round trip with a
+	// deadline), and returns once it has returned. A loop runs it on
+	// another goroutine and parks the request meanwhile, so the loop's
+	// thread goes on serving the others and never leaves its loop.
+	Block(c *Ctx, call BlockingCall)
 }
+
+// BlockingCall is a bounded blocking call a filter cannot avoid (the
+// nonce claim's Redis round trip, a gRPC call). Run may run on another
+// goroutine than the request's, while the request waits: it must not use
+// the request's Ctx, only what the call holds.
+type BlockingCall interface {
+	Run()
+}
+
+// BlockingFunc is a function as a BlockingCall.
+type BlockingFunc func()
+
+// Run implements BlockingCall.
+func (f BlockingFunc) Run() { f() }
 
 // Loop is an event loop of a transport that runs requests on it: it runs
 // their waits (Waiter), and it dials upstream connections that it watches
@@ -355,20 +371,15 @@ func (c *Ctx) Now() time.Time {
 	return time.Now()
 }
 
-// BeginBlocking and EndBlocking bracket a bounded blocking call a filter
-// cannot avoid (the nonce claim's Redis round trip), so the transport can
-// move the request off a thread it must not hold.
-func (c *Ctx) BeginBlocking() {
+// Block runs call, a bounded blocking call the filter cannot avoid (the
+// nonce claim's Redis round trip), so that the transport can keep it off a
+// thread it must not hold: see Waiter.Block.
+func (c *Ctx) Block(call BlockingCall) {
 	if c.waiter != nil {
-		c.waiter.Blocking(c, true)
+		c.waiter.Block(c, call)
+		return
 	}
-}
-
-// EndBlocking ends what BeginBlocking began.
-func (c *Ctx) EndBlocking() {
-	if c.waiter != nil {
-		c.waiter.Blocking(c, false)
-	}
+	call.Run()
 }
 
 // Observer sees every request the gateway finished, refused ones

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,6 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/pipeline"
-	"github.com/tollgate/tollgate/server/netpoll"
 	"github.com/valyala/fasthttp"
 )
 
@@ -50,17 +50,22 @@ func (s *loopStub) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 		// A millisecond of work on the loop itself.
 		for start := time.Now(); time.Since(start) < time.Millisecond; {
 		}
+	case bytes.Equal(target, []byte("/tid")) && loop != nil:
+		// The OS thread the request ran on, after a blocking call.
+		loop.Block(nil, pipeline.BlockingFunc(func() { time.Sleep(100 * time.Microsecond) }))
+		resp.SetBodyString(strconv.Itoa(syscall.Gettid()))
+		return false
 	case bytes.Equal(target, []byte("/loop")) && loop != nil:
 		resp.SetBodyString(fmt.Sprintf("loop %d", loop.ID()))
 		return false
 	case bytes.Equal(target, []byte("/sleep")) && loop != nil:
 		loop.Sleep(nil, s.wait)
 	case bytes.Equal(target, []byte("/block")) && loop != nil:
-		loop.Blocking(nil, true)
-		s.blocking.Add(1)
-		time.Sleep(s.wait) // a bounded call that blocks its thread
-		s.blocking.Add(-1)
-		loop.Blocking(nil, false)
+		loop.Block(nil, pipeline.BlockingFunc(func() {
+			s.blocking.Add(1)
+			time.Sleep(s.wait) // a bounded call that blocks its thread
+			s.blocking.Add(-1)
+		}))
 	case bytes.HasPrefix(target, []byte("/up/")) && loop != nil:
 		conn, err := loop.Dial(string(target[4:]), time.Second)
 		if err != nil {
@@ -244,17 +249,8 @@ func TestEventLoopStopEndsWaitingRequests(t *testing.T) {
 	h := &loopStub{upWait: 30 * time.Second}
 	o := npOptions()
 	o.Workers = 1
-	tr, err := netpoll.New(h, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- tr.Serve(ln) }()
-	conn := npDial(t, ln.Addr().String())
+	tr, addr, served := npStart(t, h, o)
+	conn := npDial(t, addr)
 	npWrite(t, conn, "GET /up/"+hang.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
 	npWaitFor(t, "the request to reach its backend", 5*time.Second, func() bool { return h.loops.Load() == 1 })
 
@@ -276,6 +272,31 @@ func TestEventLoopStopEndsWaitingRequests(t *testing.T) {
 	}
 	if tr.Conns() != 0 {
 		t.Fatalf("%d connections left open", tr.Conns())
+	}
+}
+
+// TestEventLoopDrainWaitsForABlockingCall: a drain lets a request whose
+// blocking call is under way finish: the call's goroutine hands the fiber
+// back to its loop, which is still there to answer.
+func TestEventLoopDrainWaitsForABlockingCall(t *testing.T) {
+	h := &loopStub{wait: 300 * time.Millisecond}
+	o := npOptions()
+	o.Workers = 1
+	tr, addr, served := npStart(t, h, o)
+	conn := npDial(t, addr)
+	npWrite(t, conn, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+	npWaitFor(t, "the blocking call to start", 5*time.Second, func() bool { return h.blocking.Load() == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	npCheck(t, npRead(t, conn, bufio.NewReader(conn), false), 200, "ok /block")
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return")
 	}
 }
 
@@ -481,6 +502,20 @@ func TestEventLoopsWaitOnTheirOwn(t *testing.T) {
 	}
 }
 
+// npServeOneLoop serves h on one event loop run as the gateway runs it,
+// with a P beyond the loop (server.ProcsFor), until the test ends.
+func npServeOneLoop(t *testing.T, h Handler) string {
+	if npDispatch {
+		t.Skip("event-loop mode only")
+	}
+	o := npOptions()
+	o.Workers = 1
+	old := runtime.GOMAXPROCS(o.Workers + 1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	_, addr := npServe(t, h, o)
+	return addr
+}
+
 // TestEventLoopLeavesGoroutinesAProc: run as the gateway runs it (one P
 // more than its loops, server.ProcsFor), a loop kept busy does not hold up
 // the goroutines waiting for their sockets — the admin listener, health
@@ -489,13 +524,7 @@ func TestEventLoopsWaitOnTheirOwn(t *testing.T) {
 // monitor's next look (up to 10 ms; 5–7 ms median measured for /healthz
 // with GOMAXPROCS equal to the loops).
 func TestEventLoopLeavesGoroutinesAProc(t *testing.T) {
-	if npDispatch {
-		t.Skip("event-loop mode only")
-	}
-	o := npOptions()
-	o.Workers = 1
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.Workers + 1))
-	_, addr := npServe(t, &loopStub{}, o)
+	addr := npServeOneLoop(t, &loopStub{})
 
 	// The loop busy: 16 clients asking for a millisecond of its work each,
 	// again and again.
@@ -557,6 +586,51 @@ func TestEventLoopLeavesGoroutinesAProc(t *testing.T) {
 	slices.Sort(trips)
 	if median := trips[len(trips)/2]; median > 2*time.Millisecond {
 		t.Fatalf("round trips of a goroutine beside a busy loop: median %v (all: %v); want under 2ms", median, trips)
+	}
+}
+
+// TestEventLoopKeepsItsThread: run as the gateway runs it (a P beyond its
+// loops), a loop's requests all run on one OS thread, even with every P
+// kept busy by goroutines the runtime preempts and moves, and after a
+// blocking call that ran on another goroutine. Unlocked, a loop preempted
+// by the runtime's monitor was resumed on whichever thread was free: 4
+// threads over these 40 requests.
+func TestEventLoopKeepsItsThread(t *testing.T) {
+	addr := npServeOneLoop(t, &loopStub{})
+
+	stop := make(chan struct{})
+	var burners sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		burners.Add(1)
+		go func() {
+			defer burners.Done()
+			for n := 0; ; n++ {
+				if n%1024 == 0 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); burners.Wait() }()
+
+	conn := npDial(t, addr)
+	br := bufio.NewReader(conn)
+	threads := map[string]int{}
+	for range 40 {
+		npWrite(t, conn, "GET /tid HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp := npRead(t, conn, br, false)
+		if resp.StatusCode() != 200 {
+			t.Fatalf("status %d", resp.StatusCode())
+		}
+		threads[string(resp.Body())]++
+		time.Sleep(time.Millisecond) // let the monitor find the loop busy
+	}
+	if len(threads) != 1 {
+		t.Fatalf("a loop's requests ran on %d OS threads (requests per thread: %v); want 1", len(threads), threads)
 	}
 }
 

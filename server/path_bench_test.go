@@ -39,10 +39,10 @@ func (l *memLoop) Answer() *codec.Answer {
 
 func (l *memLoop) Now() time.Time { return l.now }
 
-func (*memLoop) Sleep(*pipeline.Ctx, time.Duration)           {}
-func (*memLoop) Blocking(*pipeline.Ctx, bool)                 {}
-func (*memLoop) ID() int                                      { return 0 }
-func (*memLoop) Park(*pipeline.ParkQueue, time.Duration) bool { return false }
+func (*memLoop) Sleep(*pipeline.Ctx, time.Duration)                {}
+func (*memLoop) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
+func (*memLoop) ID() int                                           { return 0 }
+func (*memLoop) Park(*pipeline.ParkQueue, time.Duration) bool      { return false }
 func (l *memLoop) Dial(string, time.Duration) (net.Conn, error) {
 	return &memConn{answer: l.answer}, nil
 }

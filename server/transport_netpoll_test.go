@@ -108,6 +108,23 @@ func npServe(tb testing.TB, h Handler, o Options) (Transport, string) {
 	return tr, npListen(tb, tr)
 }
 
+// npStart starts a netpoll transport on 127.0.0.1:0 for a test that shuts
+// it down itself; served reports what Serve returned.
+func npStart(tb testing.TB, h Handler, o Options) (tr Transport, addr string, served <-chan error) {
+	tb.Helper()
+	tr, err := netpoll.New(h, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tr.Serve(ln) }()
+	return tr, ln.Addr().String(), done
+}
+
 func npListen(tb testing.TB, tr Transport) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -732,17 +749,7 @@ func TestNetpollMaxConns(t *testing.T) {
 
 func TestNetpollShutdownLetsInFlightFinish(t *testing.T) {
 	h := &npStub{slow: 400 * time.Millisecond, started: make(chan struct{}, 1)}
-	tr, err := netpoll.New(h, npOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- tr.Serve(ln) }()
-	addr := ln.Addr().String()
+	tr, addr, served := npStart(t, h, npOptions())
 
 	idle := npDial(t, addr)
 	ibr := bufio.NewReader(idle)

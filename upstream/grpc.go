@@ -164,9 +164,9 @@ func (in *Instance) grpcExchange(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	ctx = metadata.NewOutgoingContext(ctx, outgoingMetadata(c))
-	c.BeginBlocking() // grpc-go waits on its own goroutines
-	err = cc.Invoke(ctx, call.Method, &call.Request, &call.Reply, forceRaw)
-	c.EndBlocking()
+	c.Block(pipeline.BlockingFunc(func() { // grpc-go waits on its own goroutines
+		err = cc.Invoke(ctx, call.Method, &call.Request, &call.Reply, forceRaw)
+	}))
 	cancel()
 	st := status.Convert(err)
 	if st.Code() == codes.DeadlineExceeded && !time.Now().Before(deadline) {

@@ -64,9 +64,9 @@ func (in *Instance) passThrough(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS)
 	ctx = metadata.NewOutgoingContext(ctx, outgoingMetadata(c))
 	var header, trailer metadata.MD
 	var reply []byte
-	c.BeginBlocking()
-	err = cc.Invoke(ctx, method, &msg, &reply, forceRaw, grpc.Header(&header), grpc.Trailer(&trailer))
-	c.EndBlocking()
+	c.Block(pipeline.BlockingFunc(func() {
+		err = cc.Invoke(ctx, method, &msg, &reply, forceRaw, grpc.Header(&header), grpc.Trailer(&trailer))
+	}))
 	cancel()
 	st := status.Convert(err)
 	if st.Code() == codes.DeadlineExceeded && !time.Now().Before(deadline) {

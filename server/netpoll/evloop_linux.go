@@ -29,9 +29,11 @@ import (
 // streaming bodies, pipelining) is the dispatch mode's, unchanged: only
 // where it waits differs.
 //
-// A filter's bounded blocking call (BeginBlocking) moves its fiber off
-// the loop to a goroutine for the call's duration and back through the
-// loop's post queue; Ctx.Sleep parks the fiber on the loop's timers.
+// A filter's bounded blocking call (Ctx.Block) runs on a goroutine of its
+// own while its fiber stays parked on the loop; the goroutine hands the
+// fiber back through the loop's post queue. So a fiber only ever runs on
+// its loop's goroutine, which can then keep its OS thread (runEvents).
+// Ctx.Sleep parks the fiber on the loop's timers.
 
 // evArm is how event-loop mode watches a socket, once for its life:
 // readable, writable and hung up, edge-triggered.
@@ -41,10 +43,9 @@ const evArm = uint32(syscall.EPOLLIN|syscall.EPOLLOUT|syscall.EPOLLRDHUP) | 1<<3
 type fiberEvent uint8
 
 const (
-	fiberDone   fiberEvent = iota // the connection was served; the fiber is free
-	fiberWait                     // waiting for a socket or a deadline
-	fiberDetach                   // about to block: run me on a goroutine
-	fiberAttach                   // done blocking: run me on the loop again
+	fiberDone     fiberEvent = iota // the connection was served; the fiber is free
+	fiberWait                       // waiting for a socket, a deadline or a blocking call
+	fiberReturned                   // (posted) its blocking call returned: resume it
 )
 
 // fiberIdle is how long a free fiber is kept before it is retired.
@@ -80,7 +81,7 @@ type evState struct {
 	nowAt int64
 
 	timers   fiberHeap // fibers waiting with a deadline
-	offLoop  int       // fibers running on goroutines (detached)
+	blocked  int       // fibers waiting for a blocking call on a goroutine
 	stopping atomic.Bool
 
 	ready []*fiber // unparked fibers, resumed once the running one yields
@@ -90,8 +91,8 @@ type evState struct {
 	spare  []evPost
 }
 
-// evPost is a connection to serve, or a fiber coming back from a
-// goroutine with what it yielded there.
+// evPost is a connection to serve, or a fiber whose blocking call
+// returned (ev fiberReturned).
 type evPost struct {
 	c  *npConn
 	f  *fiber
@@ -116,7 +117,6 @@ type fiber struct {
 	deadline int64 // transport clock; 0 for none
 	heapAt   int   // index in the loop's timers, -1 when not there
 	timedOut bool
-	detached bool  // running on a goroutine, off the loop
 	woken    bool  // unparked from a ParkQueue
 	queued   bool  // in the loop's ready list
 	freeAt   int64 // when it was freed (transport clock)
@@ -146,6 +146,19 @@ func (f *fiber) body(yield func(fiberEvent) bool) {
 // runEvents is run in event-loop mode.
 func (l *npLoop) runEvents() {
 	s := l.ev
+	if s.t.spareP {
+		// The loop keeps its OS thread. Unlocked, the runtime's monitor
+		// preempts a busy loop about every 10 ms and another thread often
+		// resumes it; on CPUs shared with other processes each move waits
+		// for the kernel to run that thread, and the open loop's p99.9 was
+		// three times as long (bench/RESULTS.md, "The loop on a thread of
+		// its own"). Its fibers never run elsewhere (Block), as a locked
+		// thread's coroutines must not. Without a spare P the loop's thread
+		// runs the process's other goroutines between batches, which a
+		// lock would hand to another thread each time.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread() // after the fibers are stopped
+	}
 	defer func() {
 		for _, f := range s.free {
 			f.stop()
@@ -281,10 +294,6 @@ func (s *evState) run(f *fiber) {
 func (s *evState) after(f *fiber, ev fiberEvent) {
 	switch ev {
 	case fiberDone:
-		if f.detached {
-			f.detached = false
-			s.offLoop--
-		}
 		if f.job != nil {
 			f.job = nil
 			f.freeAt = s.clock
@@ -300,26 +309,20 @@ func (s *evState) after(f *fiber, ev fiberEvent) {
 		if c.state.Load() == npIdle && c.io.readable() {
 			s.dispatch(c)
 		}
-	case fiberDetach:
-		s.offLoop++
-		go s.carry(f)
-	case fiberAttach:
-		f.detached = false
-		s.offLoop--
+	case fiberReturned:
+		s.blocked--
 		s.run(f)
 	case fiberWait:
-		// Registered in its socket's evIO or the timers; woken from there.
+		// Registered in its socket's evIO or the timers, or its blocking
+		// call's goroutine posts it back; woken from there.
 	}
 }
 
-// carry runs a detached fiber on this goroutine until it yields, then
-// hands it back to the loop.
-func (s *evState) carry(f *fiber) {
-	ev, ok := f.next()
-	if !ok {
-		return
-	}
-	s.post(evPost{f: f, ev: ev})
+// runBlocking runs f's blocking call on this goroutine, then hands f back
+// to its loop.
+func (s *evState) runBlocking(f *fiber, call pipeline.BlockingCall) {
+	call.Run()
+	s.post(evPost{f: f, ev: fiberReturned})
 }
 
 // post hands work to the loop from another goroutine.
@@ -448,11 +451,11 @@ func (s *evState) abort() bool {
 		}
 	}
 	s.runReady()
-	return len(waiting) == 0 && len(s.timers) == 0 && len(s.ready) == 0 && s.busy() == 0
+	return len(waiting) == 0 && len(s.timers) == 0 && len(s.ready) == 0 && s.blocked == 0 && s.busy() == 0
 }
 
 // busy counts the connections a fiber still serves (by the time abort
-// asks, the fibers running off the loop, for a blocking call).
+// asks, the fibers waiting for a blocking call).
 func (s *evState) busy() int {
 	n := 0
 	s.l.mu.RLock()
@@ -497,20 +500,20 @@ func (s *evState) nextWake() int64 {
 
 // await parks the running fiber until io is ready (to write when write)
 // or the deadline (transport clock, 0 for none) passes; it reports
-// whether the deadline passed. Off the loop (a detached fiber, or a
-// goroutine), it waits with poll(2) instead.
+// whether the deadline passed. Off the loop (a goroutine), it waits with
+// poll(2) instead.
 //
 // An upstream connection does not know which request uses it: the
-// running fiber does. That is why a filter between BeginBlocking and
-// EndBlocking (its fiber off the loop) makes its one bounded call and no
-// upstream exchange.
+// running fiber does. That is why a blocking call (Ctx.Block), which runs
+// on a goroutine of its own, makes no upstream exchange on the loop's
+// connections.
 func (s *evState) await(io *evIO, fd int32, write bool, deadline int64) error {
 	return s.awaitFor(s.cur, io, fd, write, deadline)
 }
 
 // awaitFor is await for a wait known to be fiber f's (a client socket's).
 func (s *evState) awaitFor(f *fiber, io *evIO, fd int32, write bool, deadline int64) error {
-	if f == nil || f.detached || s.cur != f {
+	if f == nil || s.cur != f {
 		return s.block(fd, write, deadline)
 	}
 	if s.stopping.Load() {
@@ -565,7 +568,7 @@ func (s *evState) block(fd int32, write bool, deadline int64) error {
 // sleep parks the running fiber until d has passed.
 func (f *fiber) sleep(d time.Duration) {
 	s := f.s
-	if s.cur != f || f.detached {
+	if s.cur != f {
 		time.Sleep(d)
 		return
 	}
@@ -580,7 +583,7 @@ func (f *fiber) sleep(d time.Duration) {
 // timers, until a request of the same loop unparks it or d passes.
 func (f *fiber) Park(q *pipeline.ParkQueue, d time.Duration) bool {
 	s := f.s
-	if s.cur != f || f.detached {
+	if s.cur != f {
 		return false // off the loop nothing can wake it: as if timed out
 	}
 	f.woken = false
@@ -607,16 +610,18 @@ func (f *fiber) Unpark() {
 // Sleep implements pipeline.Waiter.
 func (f *fiber) Sleep(_ *pipeline.Ctx, d time.Duration) { f.sleep(d) }
 
-// Blocking implements pipeline.Waiter: the fiber leaves the loop for the
-// blocking call and comes back after it.
-func (f *fiber) Blocking(_ *pipeline.Ctx, start bool) {
-	switch {
-	case start && !f.detached && f.s.cur == f:
-		f.detached = true
-		f.yield(fiberDetach)
-	case !start && f.detached:
-		f.yield(fiberAttach)
+// Block implements pipeline.Waiter: the call runs on a goroutine of its
+// own while the fiber waits on the loop, and the loop serves the others.
+func (f *fiber) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) {
+	s := f.s
+	if s.cur != f {
+		call.Run() // off the loop: this goroutine may block
+		return
 	}
+	s.blocked++
+	// The goroutine's post is taken by the loop, after this yield.
+	go s.runBlocking(f, call)
+	f.yield(fiberWait)
 }
 
 // ID implements pipeline.Loop.
@@ -634,10 +639,6 @@ func (f *fiber) Answer() *codec.Answer {
 // Now implements pipeline.Loop: the clock read when the loop last woke.
 func (f *fiber) Now() time.Time {
 	s := f.s
-	if f.detached {
-		// On a goroutine of its own, beside the loop, which sets the clock.
-		return time.Now()
-	}
 	if s.nowAt != s.clock {
 		s.now, s.nowAt = s.t.epoch.Add(time.Duration(s.clock)), s.clock
 	}

@@ -109,14 +109,14 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 // loop waited for the runtime to look again, and a core sat idle with
 // requests waiting (bench/RESULTS.md, "A wait of its own for each loop").
 // Without a P beyond the loops (server.ProcsFor), a single loop, and a
-// loop with requests off it on goroutines (a blocking filter call, such as
-// a Redis round trip), park in the runtime's poller instead: their thread
+// loop with requests waiting for a blocking call on goroutines (a filter's
+// Redis round trip), park in the runtime's poller instead: their thread
 // then also runs those goroutines and waits for their sockets. With one,
 // goroutines run there and every loop waits on its own: its epoll fd is
 // then not in the runtime's poller at all (l.ep is nil).
 func (l *npLoop) waitEvents(wake int64) error {
 	l.n = 0
-	if l.ep != nil && (l.single || l.ev.offLoop > 0) {
+	if l.ep != nil && (l.single || l.ev.blocked > 0) {
 		return l.park(wake)
 	}
 	ev := uintptr(unsafe.Pointer(&l.events[0]))

@@ -51,10 +51,10 @@ func (*npConn) evLinger()                   {}
 func (*npConn) netConn() error              { return nil }
 func (c *npConn) localAddr() net.Addr       { return &net.TCPAddr{} }
 
-func (*fiber) Sleep(*pipeline.Ctx, time.Duration)           {}
-func (*fiber) Blocking(*pipeline.Ctx, bool)                 {}
-func (*fiber) ID() int                                      { return 0 }
-func (*fiber) Dial(string, time.Duration) (net.Conn, error) { return nil, errors.ErrUnsupported }
+func (*fiber) Sleep(*pipeline.Ctx, time.Duration)                {}
+func (*fiber) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
+func (*fiber) ID() int                                           { return 0 }
+func (*fiber) Dial(string, time.Duration) (net.Conn, error)      { return nil, errors.ErrUnsupported }
 
 func (*fiber) Park(*pipeline.ParkQueue, time.Duration) bool { return false }
 func (*fiber) Now() time.Time                               { return time.Now() }

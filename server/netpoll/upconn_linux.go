@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/sockpeek"
+	"github.com/tollgate/tollgate/pipeline"
 )
 
 // upConn is an upstream connection of an event loop: a non-blocking
@@ -110,11 +111,12 @@ func resolve(f *fiber, addr string, timeout time.Duration) (netip.AddrPort, erro
 	if ip, ok := dns.cached(host, time.Now()); ok {
 		return netip.AddrPortFrom(ip, uint16(pn)), nil
 	}
-	f.Blocking(nil, true)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	ip, err := dns.resolve(ctx, host, time.Now())
-	cancel()
-	f.Blocking(nil, false)
+	var ip netip.Addr
+	f.Block(nil, pipeline.BlockingFunc(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ip, err = dns.resolve(ctx, host, time.Now())
+		cancel()
+	}))
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
