@@ -22,6 +22,7 @@ NPROC=$(nproc)
 DURATION=${BENCH_DURATION:-10s}
 WARMUP=${BENCH_WARMUP:-2s}
 ROUNDS=${BENCH_ROUNDS:-3}
+OPEN_ROUNDS=${BENCH_OPEN_ROUNDS:-$ROUNDS}
 THREADS=${BENCH_THREADS:-2}
 CONNS=${BENCH_CONNS:-64}
 RATE=${BENCH_RATE:-13000}
@@ -58,6 +59,7 @@ COMMAND=$(command_line 'BENCH|TOLLGATE' 'TOKEN|SECRET|PASSWORD|KEY' bench/run.sh
 has_target() { [[ " $TARGETS " == *" $1 "* ]]; }
 
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
+[[ $OPEN_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_OPEN_ROUNDS must be a positive integer"
 [[ $CLOSE == 0 || $CLOSE == 1 ]] || die "BENCH_CLOSE must be 0 or 1"
 [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "TOLLGATE_WORKERS must be a positive integer"
 [[ $NGINX_WORKERS =~ ^[1-9][0-9]*$ ]] || die "BENCH_NGINX_WORKERS must be a positive integer"
@@ -280,6 +282,25 @@ row_wrk() {
 }
 
 # row_open pass target: one table row from the open-loop run
+# tails_open pass: each target's corrected p99.9 / p99.99 round by round,
+# and in how many rounds the gateway's p99.9 was no longer than nginx's
+# (the rounds alternate, so each pair ran within a minute).
+tails_open() {
+	local f line="" tg n a b
+	for tg in tollgate nginx nginx-fields; do
+		f=$TMP/res/$1.$tg.open
+		[[ -s $f ]] || continue
+		line+="$tg $(paste -d/ <(val c_p999_ms "$f") <(val c_p9999_ms "$f") | paste -sd' ' -); "
+	done
+	[[ -n $line ]] || return 0
+	a=$TMP/res/$1.tollgate.open b=$TMP/res/$1.nginx.open
+	if [[ -s $a && -s $b ]]; then
+		n=$(paste -d' ' <(val c_p999_ms "$a") <(val c_p999_ms "$b") | awk '$1 <= $2 { k++ } END { printf "%d of %d", k, NR }')
+		line+="gateway's p99.9 no longer than nginx's in $n rounds"
+	fi
+	printf -- '- open loop, %s, p99.9/p99.99 ms by round: %s\n' "$1" "${line%; }"
+}
+
 row_open() {
 	local f=$TMP/res/$1.$2.open errs e n u q cells="" r=""
 	[[ -s $f ]] || return 0
@@ -348,10 +369,18 @@ for pass in "${PASSES[@]}"; do
 		done
 	done
 	if [[ $OPEN_LOOP == 1 ]]; then
-		for tg in "${targets[@]}"; do
-			log "[$pass] open loop $tg at $RATE/s"
-			run_loadgen "$tg" "$TMP/res/$pass.$tg.open"
-			grep -v '^LOADGEN ' "$TMP/res/$pass.$tg.open.raw" >&2 || true
+		# Rounds too, in the same rotation: on a shared box one pass's
+		# tail is mostly what else ran during those seconds.
+		for ((r = 1; r <= OPEN_ROUNDS; r++)); do
+			order=()
+			for ((i = 0; i < ${#targets[@]}; i++)); do
+				order+=("${targets[(i + r - 1) % ${#targets[@]}]}")
+			done
+			for tg in "${order[@]}"; do
+				log "[$pass] open loop round $r $tg at $RATE/s"
+				run_loadgen "$tg" "$TMP/res/$pass.$tg.open"
+				grep -v '^LOADGEN ' "$TMP/res/$pass.$tg.open.raw" >&2 || true
+			done
 		done
 	fi
 	if [[ $pass != - ]]; then
@@ -405,6 +434,7 @@ if has_target nginx-fields; then
 	RULE+="---|---|"
 fi
 TABLE+=$'\n'"$RULE"$'\n'
+TAILS=""
 for pass in "${PASSES[@]}"; do
 	for tg in tollgate nginx nginx-fields; do
 		[[ -s $TMP/res/$pass.$tg.wrk ]] && TABLE+="$(row_wrk "$pass" "$tg")"$'\n'
@@ -412,6 +442,8 @@ for pass in "${PASSES[@]}"; do
 	for tg in tollgate nginx nginx-fields; do
 		[[ -s $TMP/res/$pass.$tg.open ]] && TABLE+="$(row_open "$pass" "$tg")"$'\n'
 	done
+	t=$(tails_open "$pass")
+	if [[ -n $t ]]; then TAILS+="$t"$'\n'; fi
 done
 
 NGINX_VERSION="nginx not used"
@@ -426,6 +458,10 @@ echo "$HOST_LINE"
 echo "$NOTES"
 echo
 printf '%s' "$TABLE"
+if [[ -n $TAILS ]]; then
+	echo
+	printf '%s' "$TAILS"
+fi
 if [[ -n $IDLE_TABLE ]]; then
 	echo
 	printf '%s' "$IDLE_TABLE"
@@ -445,6 +481,10 @@ if [[ $RECORD == 1 ]]; then
 		echo "- $NOTES"
 		echo
 		printf '%s' "$TABLE"
+		if [[ -n $TAILS ]]; then
+			echo
+			printf '%s' "$TAILS"
+		fi
 		if [[ -n $IDLE_TABLE ]]; then
 			echo
 			printf '%s' "$IDLE_TABLE"
