@@ -199,6 +199,17 @@ run_loadgen() { # target outfile
 		-duration "$DURATION" -warmup "$WARMUP" -conns "$CONNS" -slack "$SLACK" -label "$1"
 }
 
+# rotate r: order is targets in round r's order (A B C, B C A, C A B, ...;
+# with two: A B, B A), so slow drift on a shared box does not favour one
+# side.
+rotate() {
+	local i
+	order=()
+	for ((i = 0; i < ${#targets[@]}; i++)); do
+		order+=("${targets[(i + $1 - 1) % ${#targets[@]}]}")
+	done
+}
+
 # ---------------------------------------------------------------- summarising
 val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; } # key file: one value per line
 
@@ -356,13 +367,8 @@ for pass in "${PASSES[@]}"; do
 		log "[$pass] warm-up $tg ($WARMUP)"
 		run_wrk "$tg" "$TMP/warmup" "$WARMUP"
 	done
-	# Rotate the order every round (A B C, B C A, C A B, ...; with two: A B,
-	# B A) so slow drift on a shared box does not favour one side.
 	for ((r = 1; r <= ROUNDS; r++)); do
-		order=()
-		for ((i = 0; i < ${#targets[@]}; i++)); do
-			order+=("${targets[(i + r - 1) % ${#targets[@]}]}")
-		done
+		rotate "$r"
 		for tg in "${order[@]}"; do
 			run_wrk "$tg" "$TMP/res/$pass.$tg.wrk" "$DURATION"
 			log "[$pass] round $r $tg: $(cut -d' ' -f2- "$TMP/res/$pass.$tg.wrk.line")"
@@ -372,10 +378,7 @@ for pass in "${PASSES[@]}"; do
 		# Rounds too, in the same rotation: on a shared box one pass's
 		# tail is mostly what else ran during those seconds.
 		for ((r = 1; r <= OPEN_ROUNDS; r++)); do
-			order=()
-			for ((i = 0; i < ${#targets[@]}; i++)); do
-				order+=("${targets[(i + r - 1) % ${#targets[@]}]}")
-			done
+			rotate "$r"
 			for tg in "${order[@]}"; do
 				log "[$pass] open loop round $r $tg at $RATE/s"
 				run_loadgen "$tg" "$TMP/res/$pass.$tg.open"

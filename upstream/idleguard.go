@@ -25,17 +25,15 @@ var errUnsolicited = errors.New("upstream: the backend sent bytes on an idle con
 // sees them nor keeps the connection from carrying another request.
 // The loop's own pool drops such connections when it takes them (they
 // report it: Stale); its fasthttp client for streamed answers looks
-// through staleGuard.
+// through this guard too.
 //
 // Only a request's first write looks: after it, an answer may come early
 // (a 413 while the body is still being sent), which fasthttp reads once
 // the request is written.
 type guardedConn struct {
 	net.Conn
-	rc      syscall.RawConn
-	peekFn  func(fd uintptr) // peek, bound once
-	pending bool             // what peek found
-	read    bool             // an answer was read since the last write: the next write begins a request
+	stale func() bool // whether the backend sent anything (or hung up)
+	read  bool        // an answer was read since the last write: the next write begins a request
 }
 
 // staleConn is a connection that tells for itself whether the backend
@@ -45,25 +43,19 @@ type staleConn interface {
 	Stale() bool
 }
 
-// staleGuard is guardedConn for a connection that tells for itself.
-type staleGuard struct {
-	staleConn
-	read bool // as guardedConn's
-}
-
-func (g *staleGuard) Read(p []byte) (int, error) {
+func (g *guardedConn) Read(p []byte) (int, error) {
 	g.read = true
-	return g.staleConn.Read(p)
+	return g.Conn.Read(p)
 }
 
-func (g *staleGuard) Write(p []byte) (int, error) {
+func (g *guardedConn) Write(p []byte) (int, error) {
 	if g.read {
 		g.read = false
-		if g.Stale() {
+		if g.stale() {
 			return 0, errUnsolicited
 		}
 	}
-	return g.staleConn.Write(p)
+	return g.Conn.Write(p)
 }
 
 // doGuarded is hc's exchange of c's request, once more on another
@@ -78,10 +70,11 @@ func doGuarded(hc *fasthttp.HostClient, c *pipeline.Ctx, deadline time.Time) err
 	return err
 }
 
-// guard wraps c when its socket can be looked at.
+// guard wraps c when its socket can be looked at; the check is bound
+// once per connection.
 func guard(c net.Conn) net.Conn {
 	if s, ok := c.(staleConn); ok {
-		return &staleGuard{staleConn: s}
+		return &guardedConn{Conn: c, stale: s.Stale}
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -91,27 +84,16 @@ func guard(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	g := &guardedConn{Conn: c, rc: rc}
-	g.peekFn = g.peek
-	return g
+	return &guardedConn{Conn: c, stale: socketPending(rc)}
 }
 
-func (g *guardedConn) Read(p []byte) (int, error) {
-	g.read = true
-	return g.Conn.Read(p)
-}
-
-func (g *guardedConn) Write(p []byte) (int, error) {
-	if g.read {
-		g.read = false
-		g.pending = false
-		// Control, not Read: the look never waits, so it needs none of
-		// the poller's read preparation.
-		if err := g.rc.Control(g.peekFn); err == nil && g.pending {
-			return 0, errUnsolicited
-		}
+// socketPending looks at rc's input through Control, not Read: the look
+// never waits, so it needs none of the poller's read preparation.
+func socketPending(rc syscall.RawConn) func() bool {
+	var pending bool
+	peek := func(fd uintptr) { pending = sockpeek.Pending(fd) }
+	return func() bool {
+		pending = false
+		return rc.Control(peek) == nil && pending
 	}
-	return g.Conn.Write(p)
 }
-
-func (g *guardedConn) peek(fd uintptr) { g.pending = sockpeek.Pending(fd) }
