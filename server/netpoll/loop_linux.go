@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,6 +42,7 @@ type npLoop struct {
 	wait      func(fd uintptr) bool // l.poll, bound once
 	parkUntil int64                 // the epoll fd's read deadline (event-loop mode)
 	single    bool                  // the transport's only loop (event-loop mode)
+	idle      bool                  // the last wait holding the P ran out (waitEvents)
 
 	mu sync.RWMutex // writers: watch, unwatch, closing; readers: rearm, walks of owners
 	// owners: the client and upstream connections and listening sockets
@@ -124,6 +126,7 @@ func (l *npLoop) waitEvents(wake int64) error {
 	// which at a moderate rate is once or twice per request, and saves
 	// only the runtime's syscall bookkeeping when events are ready.
 	ev := uintptr(unsafe.Pointer(&l.events[0]))
+	holdP := l.ep == nil && waitHoldingP && !l.idle
 	var r uintptr
 	var errno syscall.Errno
 	for {
@@ -133,8 +136,24 @@ func (l *npLoop) waitEvents(wake int64) error {
 			// not be looked at before it passed.
 			timeout = int(max(wake-l.ev.t.now()+int64(time.Millisecond)-1, 0) / int64(time.Millisecond))
 		}
+		if holdP {
+			capped := timeout < 0 || timeout > holdPWaitMs
+			if capped {
+				timeout = holdPWaitMs
+			}
+			r, errno = epollWaitHoldingP(l.epfd, ev, len(l.events), timeout)
+			if errno == syscall.EINTR {
+				// A signal, most often the runtime asking the loop to stop
+				// (a preemption, a stop of the world for the GC): the batch
+				// the loop now runs, empty, passes the check that honours it.
+				return nil
+			}
+			l.idle = errno == 0 && r == 0 && capped
+			break
+		}
 		r, _, errno = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), ev, uintptr(len(l.events)), uintptr(timeout), 0, 0)
 		if errno != syscall.EINTR {
+			l.idle = r == 0
 			break
 		}
 	}
@@ -143,6 +162,53 @@ func (l *npLoop) waitEvents(wake int64) error {
 	}
 	l.n = int(r)
 	return nil
+}
+
+// waitHoldingP: a loop with its own epoll fd (a P spare for the rest,
+// server.ProcsFor) waits in a raw epoll_pwait that keeps its P, rather
+// than a syscall the runtime may take the P from.
+//
+// The runtime's monitor counts a P's time slice from the last time a
+// goroutine was scheduled on it, which a loop that only enters and leaves
+// epoll_pwait never is. Every 10 ms the monitor found the loop's slice used
+// up: running, it preempted it; waiting in a syscall, it took its P, and a
+// P taken counts as work found, after which the monitor polled every 20 µs
+// for a millisecond or more. At 13,000 req/s that monitor used 4 % of the
+// gateway's CPU (bench/RESULTS.md, "A wait that keeps its P"). Holding the
+// P, the loop is only ever preempted, as often as before, and the monitor
+// sleeps.
+//
+// A P held in a raw syscall is reached by the runtime's signals only: a
+// preemption or a stop of the world interrupts epoll_pwait (EINTR, never
+// restarted) and the loop honours it on its way back. With asynchronous
+// preemption off (GODEBUG asyncpreemptoff=1) there are no such signals,
+// and the loop waits in an ordinary syscall.
+var waitHoldingP = asyncPreemptOn(os.Getenv("GODEBUG"))
+
+// epollWaitHoldingP is epoll_pwait as a raw syscall: the P stays with the
+// calling goroutine, and only a signal (EINTR) ends the wait early.
+func epollWaitHoldingP(epfd int, events uintptr, n, timeoutMs int) (uintptr, syscall.Errno) {
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), events, uintptr(n), uintptr(timeoutMs), 0, 0)
+	return r, errno
+}
+
+// holdPWaitMs bounds a wait that holds the P. A loop idle that long waits
+// next in an ordinary syscall (npLoop.idle), so that an idle gateway's
+// loops are neither preempted nor woken: the runtime takes their P, and
+// its monitor goes to sleep.
+const holdPWaitMs = 10
+
+// asyncPreemptOn reports whether a GODEBUG value leaves the runtime's
+// asynchronous preemption on (the last asyncpreemptoff setting wins, as
+// in the runtime).
+func asyncPreemptOn(godebug string) bool {
+	on := true
+	for _, kv := range strings.Split(godebug, ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(kv), "asyncpreemptoff="); ok {
+			on = v != "1"
+		}
+	}
+	return on
 }
 
 // park is waitEvents through the runtime's poller: the epoll fd's read
