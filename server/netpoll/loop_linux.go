@@ -42,7 +42,7 @@ type npLoop struct {
 	wait      func(fd uintptr) bool // l.poll, bound once
 	parkUntil int64                 // the epoll fd's read deadline (event-loop mode)
 	single    bool                  // the transport's only loop (event-loop mode)
-	idle      bool                  // the last wait found nothing for holdPWaitMs or more (waitEvents)
+	idle      bool                  // the last wait ran out with no event: the next one may be long (waitEvents)
 
 	mu sync.RWMutex // writers: watch, unwatch, closing; readers: rearm, walks of owners
 	// owners: the client and upstream connections and listening sockets
