@@ -3,6 +3,8 @@ package observe
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/stripe"
 )
 
 // LatencyBounds are the upper bounds of every latency histogram's buckets:
@@ -19,32 +21,42 @@ var LatencyBounds = [...]time.Duration{
 const NumBuckets = len(LatencyBounds) + 1
 
 // Histogram counts durations in LatencyBounds buckets. Observe is two
-// atomic adds and takes no lock, so requests of one route on every core
-// share it without waiting for each other; the zero value is ready.
+// atomic adds in the stripe of the request's loop and takes no lock, so
+// requests of one route on every loop share it without waiting for each
+// other or moving a cache line between them; the zero value is ready.
 type Histogram struct {
-	counts [NumBuckets]atomic.Uint64
-	sum    atomic.Int64 // nanoseconds
+	cells [stripe.N]histogramCell
 }
 
-// Observe counts one duration.
-func (h *Histogram) Observe(d time.Duration) {
+type histogramCell struct {
+	counts [NumBuckets]atomic.Uint64
+	sum    atomic.Int64 // nanoseconds
+	_      stripe.Pad
+}
+
+// Observe counts one duration in stripe st (pipeline.Ctx.Stripe).
+func (h *Histogram) Observe(st int, d time.Duration) {
 	i := 0
 	for i < len(LatencyBounds) && d > LatencyBounds[i] {
 		i++
 	}
-	h.counts[i].Add(1)
-	h.sum.Add(int64(d))
+	c := &h.cells[st&(stripe.N-1)]
+	c.counts[i].Add(1)
+	c.sum.Add(int64(d))
 }
 
-// Read copies the histogram. Counts are per bucket (not cumulative); they
-// are read one by one while requests go on, so Count and Sum may disagree
-// by the requests that finished meanwhile.
+// Read sums the stripes. Counts are per bucket (not cumulative); they are
+// read one by one while requests go on, so Count and Sum may disagree by
+// the requests that finished meanwhile.
 func (h *Histogram) Read() HistogramSnapshot {
 	var s HistogramSnapshot
-	for i := range h.counts {
-		s.Counts[i] = h.counts[i].Load()
+	for i := range h.cells {
+		c := &h.cells[i]
+		for j := range c.counts {
+			s.Counts[j] += c.counts[j].Load()
+		}
+		s.Sum += time.Duration(c.sum.Load())
 	}
-	s.Sum = time.Duration(h.sum.Load())
 	return s
 }
 

@@ -13,6 +13,7 @@ import (
 
 	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
@@ -25,9 +26,11 @@ func init() { vm.ExposeMetadata(true) } // TYPE lines for the set's families
 // breakers, instances, Redis, features' own counters) come from sources
 // called at scrape time.
 //
-// Counters are VictoriaMetrics/metrics counters in one set (they expose
-// themselves); latency histograms are Histogram (lock-free) written with
-// the same buckets for every series.
+// A request counts in its loop's stripe of each series (internal/stripe),
+// so loops never write the same cache line. When Prometheus asks, the
+// stripes' sums are set into VictoriaMetrics/metrics counters in one set
+// (they expose themselves, settle); latency histograms are Histogram
+// (lock-free, striped too) written with the same buckets for every series.
 type Metrics struct {
 	set *vm.Set
 
@@ -54,23 +57,43 @@ type seriesTable struct {
 	services map[string]*ServiceSeries
 }
 
-// RouteSeries are the per-route series.
+// RouteSeries are the per-route series. Requests count in cells, one per
+// loop stripe; the exposed counters are set to their sums when
+// Prometheus asks (settle).
 type RouteSeries struct {
-	Name     string
-	requests [6]*vm.Counter                // by status class 2xx…5xx; see classes
-	classes  [2]atomic.Pointer[vm.Counter] // odd codes (0) and 1xx (1), made when first seen
+	Name  string
+	label string // the route label, escaped
+	// requests by status class (index = status/100, 0 for odd codes):
+	// 2xx…5xx from the start, 1xx and odd codes once counted. Guarded by
+	// Metrics.mu.
+	requests [6]*vm.Counter
 	bytesIn  *vm.Counter
 	bytesOut *vm.Counter
 	Latency  Histogram
-	label    string // the route label, escaped
+	cells    [stripe.N]routeCell
 }
 
-// ServiceSeries are the per-service series of upstream exchanges.
+// routeCell is one stripe's share of a route's counts.
+type routeCell struct {
+	byClass  [6]atomic.Uint64
+	bytesIn  atomic.Uint64
+	bytesOut atomic.Uint64
+	_        stripe.Pad
+}
+
+// ServiceSeries are the per-service series of upstream exchanges, counted
+// in stripes as routes are.
 type ServiceSeries struct {
 	Name    string
+	label   string
 	results [len(resultLabels)]*vm.Counter
 	Latency Histogram
-	label   string
+	cells   [stripe.N]serviceCell
+}
+
+type serviceCell struct {
+	results [len(resultLabels)]atomic.Uint64
+	_       stripe.Pad
 }
 
 type decisionKey struct {
@@ -180,16 +203,65 @@ func (m *Metrics) requestCounter(r *RouteSeries, cls int) *vm.Counter {
 	return m.set.GetOrCreateCounter(`tollgate_requests_total{route="` + r.label + `",class="` + classLabels[cls] + `"}`)
 }
 
-// lateClass makes the series of a rare status class (1xx, odd codes).
-func (m *Metrics) lateClass(r *RouteSeries, cls int) *vm.Counter {
+// routeCounts are a route's counts summed over its stripes.
+type routeCounts struct {
+	byClass           [6]uint64
+	bytesIn, bytesOut uint64
+}
+
+func (r *RouteSeries) counts() routeCounts {
+	var n routeCounts
+	for i := range r.cells {
+		c := &r.cells[i]
+		for j := range c.byClass {
+			n.byClass[j] += c.byClass[j].Load()
+		}
+		n.bytesIn += c.bytesIn.Load()
+		n.bytesOut += c.bytesOut.Load()
+	}
+	return n
+}
+
+func (s *ServiceSeries) counts() (n [len(resultLabels)]uint64) {
+	for i := range s.cells {
+		for j := range s.cells[i].results {
+			n[j] += s.cells[i].results[j].Load()
+		}
+	}
+	return n
+}
+
+// settle sets the exposed counters of every route and service to the sums
+// of their stripes, making the series of 1xx and odd codes once counted.
+// Under mu, as SetRoutes: a route a reload dropped gets no series again,
+// and two scrapes never set a counter back to an older sum.
+func (m *Metrics) settle() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c := r.classes[cls].Load(); c != nil {
-		return c
+	t := m.table.Load()
+	for _, r := range t.routes {
+		n := r.counts()
+		for cls, v := range n.byClass {
+			c := r.requests[cls]
+			if c == nil {
+				if v == 0 {
+					continue
+				}
+				c = m.requestCounter(r, cls)
+				r.requests[cls] = c
+			}
+			c.Set(v)
+		}
+		r.bytesIn.Set(n.bytesIn)
+		r.bytesOut.Set(n.bytesOut)
 	}
-	c := m.requestCounter(r, cls)
-	r.classes[cls].Store(c)
-	return c
+	for _, s := range t.services {
+		for i, v := range s.counts() {
+			if c := s.results[i]; c != nil {
+				c.Set(v)
+			}
+		}
+	}
 }
 
 func (m *Metrics) dropRoute(r *RouteSeries) {
@@ -229,28 +301,20 @@ func (m *Metrics) Observe(c *pipeline.Ctx, end time.Time) {
 		r = m.lateRoute(c.RouteName)
 	}
 	status := c.Resp.StatusCode()
-	cls := status / 100
-	if cls < 1 || cls > 5 {
-		cls = 0
-	}
-	if cls >= 2 {
-		r.requests[cls].Inc()
-	} else if c := r.classes[cls].Load(); c != nil {
-		c.Inc()
-	} else {
-		m.lateClass(r, cls).Inc()
-	}
-	r.Latency.Observe(end.Sub(c.Start))
-	r.bytesIn.Add(c.BytesIn)
-	r.bytesOut.Add(len(c.Resp.Body()))
+	st := c.Stripe()
+	rc := &r.cells[st]
+	rc.byClass[statusClass(status)].Add(1)
+	r.Latency.Observe(st, end.Sub(c.Start))
+	rc.bytesIn.Add(uint64(max(c.BytesIn, 0)))
+	rc.bytesOut.Add(uint64(len(c.Resp.Body())))
 	if o := &c.Outcome; o.Service != "" && o.Result != pipeline.ResultNone && int(o.Result) < len(resultLabels) {
 		s := t.services[o.Service]
 		if s == nil {
 			s = m.lateService(o.Service)
 		}
-		s.results[o.Result].Inc()
+		s.cells[st].results[o.Result].Add(1)
 		if o.Attempts > 0 {
-			s.Latency.Observe(o.Latency)
+			s.Latency.Observe(st, o.Latency)
 		}
 	}
 	if c.Decision != "" {
@@ -357,16 +421,7 @@ func (m *Metrics) ReadRoutes() []RouteFigures {
 	t := m.table.Load()
 	out := make([]RouteFigures, 0, len(t.routes))
 	for _, r := range t.routes {
-		f := RouteFigures{Name: r.Name, Latency: r.Latency.Read()}
-		for i, c := range r.requests {
-			if i < 2 {
-				c = r.classes[i].Load()
-			}
-			if c != nil {
-				f.ByClass[i] = c.Get()
-			}
-		}
-		out = append(out, f)
+		out = append(out, RouteFigures{Name: r.Name, ByClass: r.counts().byClass, Latency: r.Latency.Read()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -385,9 +440,9 @@ func (m *Metrics) ReadServices() []ServiceFigures {
 	out := make([]ServiceFigures, 0, len(t.services))
 	for _, s := range t.services {
 		f := ServiceFigures{Name: s.Name, Latency: s.Latency.Read()}
-		for i, c := range s.results {
-			if c != nil && pipeline.Result(i).UpstreamFailure() {
-				f.Failures += c.Get()
+		for i, n := range s.counts() {
+			if pipeline.Result(i).UpstreamFailure() {
+				f.Failures += n
 			}
 		}
 		out = append(out, f)
@@ -428,6 +483,7 @@ const (
 // counters, the latency histograms, the scrape-time sources, then the Go
 // runtime and process figures.
 func (m *Metrics) WritePrometheus(w io.Writer) {
+	m.settle()
 	var set, buf bytes.Buffer
 	m.set.WritePrometheus(&set)
 	withHelp(&buf, set.Bytes())

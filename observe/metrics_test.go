@@ -63,7 +63,16 @@ next:
 type fakeReq struct {
 	req  fasthttp.Request
 	resp fasthttp.Response
+	loop int // the ID of the loop the request runs on; 0 for none
 }
+
+// idLoop is a loop known only by its ID: what Observe asks of a loop.
+type idLoop struct {
+	pipeline.Loop
+	id int
+}
+
+func (l idLoop) ID() int { return l.id }
 
 func observeOne(m *Metrics, f *fakeReq, route string, status int, took time.Duration, decision string, outcome pipeline.Outcome) {
 	f.resp.SetStatusCode(status)
@@ -73,6 +82,9 @@ func observeOne(m *Metrics, f *fakeReq, route string, status int, took time.Dura
 	c.BytesIn = 100
 	c.Decision = decision
 	c.Outcome = outcome
+	if f.loop > 0 {
+		c.Loop = idLoop{id: f.loop}
+	}
 	m.Observe(c, c.Start.Add(took))
 	pipeline.Release(c)
 }
@@ -91,7 +103,9 @@ func TestMetricsExpositionParsesAndCounts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var f fakeReq
+			// Each goroutine is a loop of its own (stripes 0, 3, 6 and 1):
+			// the figures are the sums of every stripe.
+			f := fakeReq{loop: 3 * g}
 			f.resp.SetBodyString("hello")
 			for i := range 250 {
 				out := pipeline.Outcome{Service: "order-v1", Result: pipeline.ResultOK, Status: 200, Attempts: 1, Latency: 300 * time.Microsecond}
@@ -192,7 +206,7 @@ func TestMetricsObserveAllocs(t *testing.T) {
 func TestHistogramQuantiles(t *testing.T) {
 	var h Histogram
 	for i := range 1000 {
-		h.Observe(time.Duration(i+1) * time.Microsecond) // 1µs … 1ms, uniform
+		h.Observe(i%5, time.Duration(i+1)*time.Microsecond) // 1µs … 1ms, uniform, from five loops
 	}
 	s := h.Read()
 	if s.Count() != 1000 {
@@ -206,7 +220,7 @@ func TestHistogramQuantiles(t *testing.T) {
 			t.Errorf("q%v = %v, want %v…%v", c.q, got, c.lo, c.hi)
 		}
 	}
-	h.Observe(time.Minute)
+	h.Observe(7, time.Minute)
 	s2 := h.Read()
 	d := s2.Sub(&s)
 	if d.Count() != 1 || d.Quantile(0.5) != 10*time.Second {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/valyala/fasthttp"
 )
 
@@ -364,6 +365,15 @@ func (c *Ctx) ApplyForward() {
 // Now is the time for the request's own bookkeeping (its start and end,
 // its upstream deadlines and latency): its loop's clock on an event loop,
 // the wall clock otherwise.
+// Stripe is the stripe of per-loop counters the request adds to
+// (internal/stripe): its loop's, 0 off a loop.
+func (c *Ctx) Stripe() int {
+	if c.Loop == nil {
+		return 0
+	}
+	return stripe.Of(c.Loop.ID())
+}
+
 func (c *Ctx) Now() time.Time {
 	if c.Loop != nil {
 		return c.Loop.Now()

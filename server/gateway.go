@@ -88,7 +88,7 @@ func (g *Gateway) serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	if err := g.admit(snap, c); err != nil {
 		cannedFor(err).WriteTo(c)
 		c.CloseConn = true
-		g.Stats.ParseError()
+		g.Stats.ParseError(c.Stripe())
 	} else {
 		g.route(snap, c)
 	}
@@ -121,7 +121,7 @@ func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer net
 		}
 	}
 	c.Start = c.Now()
-	g.Stats.Begin()
+	g.Stats.Begin(c.Stripe())
 	observe.StartTrace(c)
 	c.BytesIn = len(req.Header.RawHeaders()) + max(req.Header.ContentLength(), 0)
 	return c
@@ -134,7 +134,7 @@ func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
 	if l := g.log.Load(); l != nil {
 		l.Record(c, end)
 	}
-	g.Stats.End(c.Resp.StatusCode())
+	g.Stats.End(c.Stripe(), c.Resp.StatusCode())
 	if obs := g.observers.Load(); obs != nil {
 		for _, o := range *obs {
 			o.Observe(c, end)
@@ -243,7 +243,7 @@ func (g *Gateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Re
 	c := g.begin(req, resp, peer, nil)
 	c.ClientIP = peer.Addr().Unmap()
 	cannedFor(err).WriteTo(c)
-	g.Stats.ParseError()
+	g.Stats.ParseError(c.Stripe())
 	g.finish(c)
 }
 

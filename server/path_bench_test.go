@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ type memLoop struct {
 	// answer into the fasthttp.Response instead.
 	held   codec.Answer
 	parsed bool
+	id     int // the loop's ID
 }
 
 func (l *memLoop) Answer() *codec.Answer {
@@ -41,7 +43,7 @@ func (l *memLoop) Now() time.Time { return l.now }
 
 func (*memLoop) Sleep(*pipeline.Ctx, time.Duration)                {}
 func (*memLoop) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
-func (*memLoop) ID() int                                           { return 0 }
+func (l *memLoop) ID() int                                         { return l.id }
 func (*memLoop) Park(*pipeline.ParkQueue, time.Duration) bool      { return false }
 func (l *memLoop) Dial(string, time.Duration) (net.Conn, error) {
 	return &memConn{answer: l.answer}, nil
@@ -162,6 +164,29 @@ func BenchmarkProxyPath(b *testing.B) {
 	b.Run("browser", func(b *testing.B) { benchmarkProxyPath(b, browserRequest, false) })
 	b.Run("wrk parsed", func(b *testing.B) { benchmarkProxyPath(b, proxyPathRequest, true) })
 	b.Run("browser parsed", func(b *testing.B) { benchmarkProxyPath(b, browserRequest, true) })
+}
+
+// BenchmarkProxyPathTwoLoops is BenchmarkProxyPath/wrk on two loops at
+// once (run it with -cpu 2): one gateway, each loop with its own
+// connections. Its ns/op is wall time for two cores; twice it is the Go
+// work per request, to set beside BenchmarkProxyPath's. Whatever the loops
+// share and write moves cache lines between the cores and shows here.
+func BenchmarkProxyPathTwoLoops(b *testing.B) {
+	gw := newProxyPath(b).gw
+	var loops atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(1)
+	b.RunParallel(func(pb *testing.PB) {
+		p := newProxyPath(b)
+		p.gw = gw
+		p.loop.id = int(loops.Add(1) - 1)
+		for pb.Next() {
+			if st := p.serve(); st != 200 {
+				b.Errorf("status %d", st)
+				return
+			}
+		}
+	})
 }
 
 func benchmarkProxyPath(b *testing.B, raw string, parsed bool) {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/source"
 )
@@ -27,7 +28,30 @@ type Balancer interface {
 type RoundRobin struct {
 	instances []*Instance
 	schedule  []uint16
-	next      atomic.Uint64
+	next      cursor
+}
+
+// cursor is a position in a rotation, one per loop stripe: each loop
+// walks the rotation on its own, starting at its stripe's index, so a
+// pick writes no cache line another loop writes. Every loop's picks
+// follow the weights, so all of them together do.
+type cursor struct {
+	_     stripe.Pad // off the line of the fields every pick reads
+	cells [stripe.N]cursorCell
+}
+
+type cursorCell struct {
+	n atomic.Uint64
+	_ stripe.Pad
+}
+
+// advance returns the position for c's pick and moves its stripe's on.
+func (cur *cursor) advance(c *pipeline.Ctx) uint64 {
+	st := 0
+	if c != nil {
+		st = c.Stripe()
+	}
+	return cur.cells[st].n.Add(1) - 1 + uint64(st)
 }
 
 // NewRoundRobin builds the schedule for instances' weights (a weight below 1
@@ -70,12 +94,12 @@ func gcd(a, b int) int {
 }
 
 // Pick implements Balancer.
-func (rr *RoundRobin) Pick(_ *pipeline.Ctx, exclude *Instance) *Instance {
+func (rr *RoundRobin) Pick(c *pipeline.Ctx, exclude *Instance) *Instance {
 	n := uint64(len(rr.schedule))
 	if n == 0 {
 		return nil
 	}
-	start := rr.next.Add(1) - 1
+	start := rr.next.advance(c)
 	// One full cycle visits every instance at least once.
 	for i := uint64(0); i < n; i++ {
 		in := rr.instances[rr.schedule[(start+i)%n]]
@@ -91,7 +115,7 @@ func (rr *RoundRobin) Pick(_ *pipeline.Ctx, exclude *Instance) *Instance {
 // instances share load instead of the first one taking it all.
 type LeastConn struct {
 	instances []*Instance
-	next      atomic.Uint64
+	next      cursor
 }
 
 // NewLeastConn returns a least-connections balancer over instances.
@@ -100,12 +124,12 @@ func NewLeastConn(instances []*Instance) *LeastConn {
 }
 
 // Pick implements Balancer.
-func (lc *LeastConn) Pick(_ *pipeline.Ctx, exclude *Instance) *Instance {
+func (lc *LeastConn) Pick(c *pipeline.Ctx, exclude *Instance) *Instance {
 	n := len(lc.instances)
 	if n == 0 {
 		return nil
 	}
-	start := int(lc.next.Add(1) % uint64(n))
+	start := int(lc.next.advance(c) % uint64(n))
 	var best *Instance
 	var bestLoad, bestWeight int64
 	for i := 0; i < n; i++ {
@@ -113,7 +137,7 @@ func (lc *LeastConn) Pick(_ *pipeline.Ctx, exclude *Instance) *Instance {
 		if in == exclude || !in.Available() {
 			continue
 		}
-		load, w := in.inflight.Load(), int64(max(in.Weight, 1))
+		load, w := in.InFlight(), int64(max(in.Weight, 1))
 		// load/w < bestLoad/bestWeight without division.
 		if best == nil || load*bestWeight < bestLoad*w {
 			best, bestLoad, bestWeight = in, load, w
@@ -159,7 +183,7 @@ type Hash struct {
 	key       source.Source
 	points    []uint64
 	owners    []uint16
-	rr        atomic.Uint64
+	rr        cursor
 }
 
 // hashPoints is how many ring points an instance of weight 1 owns.
@@ -206,7 +230,7 @@ func (h *Hash) Pick(c *pipeline.Ctx, exclude *Instance) *Instance {
 	}
 	if len(v) == 0 {
 		n := uint64(len(h.instances))
-		start := h.rr.Add(1)
+		start := h.rr.advance(c)
 		for i := uint64(0); i < n; i++ {
 			if in := h.instances[(start+i)%n]; in != exclude && in.Available() {
 				return in

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/internal/testutil"
 
 	"github.com/cespare/xxhash/v2"
@@ -81,9 +82,9 @@ func TestRoundRobinSkipsUnavailable(t *testing.T) {
 func TestLeastConn(t *testing.T) {
 	ins := instances(1, 1, 2)
 	lc := NewLeastConn(ins)
-	ins[0].inflight.Store(5)
-	ins[1].inflight.Store(1)
-	ins[2].inflight.Store(3) // 3/2 = 1.5 > 1
+	setInFlight(ins[0], 5)
+	setInFlight(ins[1], 1)
+	setInFlight(ins[2], 3) // 3/2 = 1.5 > 1
 	if got := lc.Pick(nil, nil); got != ins[1] {
 		t.Fatalf("picked %s, want b", got.Addr)
 	}
@@ -92,7 +93,7 @@ func TestLeastConn(t *testing.T) {
 	}
 	// Equal load: the choice rotates.
 	for _, in := range ins {
-		in.inflight.Store(0)
+		setInFlight(in, 0)
 	}
 	seen := map[string]bool{}
 	for range 6 {
@@ -101,6 +102,16 @@ func TestLeastConn(t *testing.T) {
 	if len(seen) != 3 {
 		t.Fatalf("equal instances not shared: %v", seen)
 	}
+}
+
+// setInFlight makes n the instance's requests in flight, counted in
+// several stripes as loops count them.
+func setInFlight(in *Instance, n int64) {
+	for i := range in.load {
+		in.load[i].inflight.Store(0)
+	}
+	in.load[0].inflight.Store(n / 2)
+	in.load[stripe.N-1].inflight.Store(n - n/2)
 }
 
 func BenchmarkRoundRobinPick(b *testing.B) {

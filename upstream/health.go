@@ -200,8 +200,9 @@ type InstanceStatus struct {
 // Status reports the instance's state.
 func (in *Instance) Status() InstanceStatus {
 	h := in.health
-	s := InstanceStatus{Addr: in.Addr, Weight: in.Weight, State: "up", InFlight: in.inflight.Load(),
-		Conns: in.conns(), Requests: in.requests.Load(), Errors: in.errors.Load(), Failures: h.failures.Load(),
+	requests, errors := in.Stats()
+	s := InstanceStatus{Addr: in.Addr, Weight: in.Weight, State: "up", InFlight: in.InFlight(),
+		Conns: in.conns(), Requests: requests, Errors: errors, Failures: h.failures.Load(),
 		Ejections: h.ejections.Load(), Recovered: h.recovered.Load(), Kept: h.kept.Load()}
 	switch {
 	case in.disabled.Load():

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -80,15 +81,37 @@ type Instance struct {
 	// grpc), made on first use.
 	grpc grpcConns
 
-	inflight atomic.Int64
 	// disabled is the operator's switch; a disabled instance gets nothing.
 	disabled atomic.Bool
 	health   *health
 	closed   sync.Once
 
-	requests atomic.Uint64
-	errors   atomic.Uint64
+	// load counts requests in one cell per loop stripe (every request
+	// writes it; the fields above are read by every pick).
+	_    stripe.Pad
+	load [stripe.N]instanceLoad
 }
+
+// instanceLoad is one stripe's share of an instance's counters.
+type instanceLoad struct {
+	requests atomic.Uint64
+	errors   atomic.Uint64 // connection-level failures
+	inflight atomic.Int64
+	_        stripe.Pad
+}
+
+// began counts a request sent to the instance from stripe st; ended
+// (same stripe) counts it done.
+func (in *Instance) began(st int) {
+	l := &in.load[st&(stripe.N-1)]
+	l.requests.Add(1)
+	l.inflight.Add(1)
+}
+
+func (in *Instance) ended(st int) { in.load[st&(stripe.N-1)].inflight.Add(-1) }
+
+// failedOn counts an exchange that failed at the connection level.
+func (in *Instance) failedOn(st int) { in.load[st&(stripe.N-1)].errors.Add(1) }
 
 func newInstance(addr string, weight int, p Pool, h Health, log *zap.Logger) *Instance {
 	p = p.withDefaults()
@@ -199,10 +222,22 @@ func (in *Instance) SetDisabled(v bool) { in.disabled.Store(v) }
 func (in *Instance) Disabled() bool { return in.disabled.Load() }
 
 // InFlight reports requests currently sent to the instance.
-func (in *Instance) InFlight() int64 { return in.inflight.Load() }
+func (in *Instance) InFlight() int64 {
+	var n int64
+	for i := range in.load {
+		n += in.load[i].inflight.Load()
+	}
+	return n
+}
 
 // Stats reports requests sent and connection-level errors seen.
-func (in *Instance) Stats() (requests, errors uint64) { return in.requests.Load(), in.errors.Load() }
+func (in *Instance) Stats() (requests, errors uint64) {
+	for i := range in.load {
+		requests += in.load[i].requests.Load()
+		errors += in.load[i].errors.Load()
+	}
+	return requests, errors
+}
 
 // close stops the instance's prober and drops its idle connections;
 // in-flight requests finish.

@@ -246,15 +246,14 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		}
 		c.Outcome.Instance = in.Addr
 		c.Outcome.Attempts++
-		in.requests.Add(1)
-		in.inflight.Add(1)
+		in.began(c.Stripe())
 		var err error
 		if s.grpc {
 			err = in.grpcExchange(c, deadline, s.grpcTLS)
 		} else {
 			err = in.exchange(c, deadline)
 		}
-		in.inflight.Add(-1)
+		in.ended(c.Stripe())
 		if err == nil {
 			if !s.grpc { // a gRPC answer is the gateway's own writing
 				StripResponse(c.Resp)
@@ -292,7 +291,7 @@ func (s *Service) exchangeFailed(c *pipeline.Ctx, in *Instance, err error) failu
 	f := classify(err)
 	c.Outcome.Result = f.result()
 	if c.Outcome.Result.UpstreamFailure() {
-		in.errors.Add(1)
+		in.failedOn(c.Stripe())
 		s.failed(in, f == failRefused)
 	}
 	writeFailure(c, f)

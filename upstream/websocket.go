@@ -96,7 +96,7 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 	}
 	c.Outcome.Instance = in.Addr
 	c.Outcome.Attempts++
-	in.requests.Add(1)
+	in.load[c.Stripe()].requests.Add(1) // in flight only once relayed (relayLoad)
 	began := time.Now()
 	defer func() { c.Outcome.Latency = time.Since(began) }()
 	var conn net.Conn
@@ -153,8 +153,9 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 	c.Resp.SkipBody = true
 	// The relay is load on the instance for as long as it is open: a
 	// least_conn balancer sees it among the instance's requests.
-	in.inflight.Add(1)
-	c.Upgrade.Conn = &relayLoad{Conn: conn, in: in}
+	st := c.Stripe()
+	in.load[st].inflight.Add(1)
+	c.Upgrade.Conn = &relayLoad{Conn: conn, in: in, stripe: st}
 	if n := br.Buffered(); n > 0 {
 		b, _ := br.Peek(n)
 		c.Upgrade.Buffered = append([]byte(nil), b...)
@@ -165,12 +166,13 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 // in flight until it is closed.
 type relayLoad struct {
 	net.Conn
-	in   *Instance
-	once sync.Once
+	in     *Instance
+	stripe int
+	once   sync.Once
 }
 
 func (r *relayLoad) Close() error {
-	r.once.Do(func() { r.in.inflight.Add(-1) })
+	r.once.Do(func() { r.in.ended(r.stripe) })
 	return r.Conn.Close()
 }
 
