@@ -25,6 +25,7 @@ const NumBuckets = len(LatencyBounds) + 1
 // requests of one route on every loop share it without waiting for each
 // other or moving a cache line between them; the zero value is ready.
 type Histogram struct {
+	_     stripe.Pad // off the line of the fields before it
 	cells [stripe.N]histogramCell
 }
 

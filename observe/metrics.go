@@ -70,6 +70,7 @@ type RouteSeries struct {
 	bytesIn  *vm.Counter
 	bytesOut *vm.Counter
 	Latency  Histogram
+	_        stripe.Pad
 	cells    [stripe.N]routeCell
 }
 
@@ -88,6 +89,7 @@ type ServiceSeries struct {
 	label   string
 	results [len(resultLabels)]*vm.Counter
 	Latency Histogram
+	_       stripe.Pad
 	cells   [stripe.N]serviceCell
 }
 

@@ -10,6 +10,7 @@ import (
 // method is safe for concurrent use and allocation-free. Each loop counts
 // in its own stripe (pipeline.Ctx.Stripe); Read sums them.
 type Stats struct {
+	_     stripe.Pad // off the line of the fields before it
 	cells [stripe.N]statsCell
 }
 

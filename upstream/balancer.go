@@ -70,7 +70,7 @@ func NewRoundRobin(instances []*Instance) *RoundRobin {
 		weights[i] /= g
 		total += weights[i]
 	}
-	rr := &RoundRobin{instances: instances, schedule: make([]uint16, 0, total)}
+	rr := &RoundRobin{instances: instances, schedule: lineApart(total)}
 	current := make([]int, len(weights))
 	for range total {
 		best := 0
@@ -84,6 +84,14 @@ func NewRoundRobin(instances []*Instance) *RoundRobin {
 		rr.schedule = append(rr.schedule, uint16(best))
 	}
 	return rr
+}
+
+// lineApart returns an empty slice with room for n entries that shares
+// no cache line with another object: every pick reads it, and a small
+// object's heap neighbours may be written by another loop.
+func lineApart(n int) []uint16 {
+	const line = 32 // uint16s in 64 bytes
+	return make([]uint16, line+n+line)[line : line : line+n]
 }
 
 func gcd(a, b int) int {

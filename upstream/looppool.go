@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
@@ -28,6 +29,7 @@ import (
 // A request that finds MaxConns connections busy parks on the loop (never
 // blocks it) until one is handed over or MaxConnWait passes.
 type loopPool struct {
+	_    stripe.Pad // one loop writes it: no line shared with a neighbour
 	in   *Instance
 	loop pipeline.Loop
 
@@ -45,6 +47,7 @@ type loopPool struct {
 	closed   bool
 	sweeping bool
 	open     atomic.Int64
+	_        stripe.Pad
 }
 
 // loopConn is a pooled connection and its buffers.

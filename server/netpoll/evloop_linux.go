@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/pipeline"
 	"golang.org/x/sys/unix"
 )
@@ -66,6 +67,7 @@ func (io *evIO) note(events uint32) {
 
 // evState is a loop's event-loop mode state.
 type evState struct {
+	_  stripe.Pad // one loop writes it: no line shared with a neighbour
 	t  *netpollTransport
 	l  *npLoop
 	id int
@@ -89,6 +91,7 @@ type evState struct {
 	mu     sync.Mutex // guards posted
 	posted []evPost   // work handed in from other goroutines
 	spare  []evPost
+	_      stripe.Pad
 }
 
 // evPost is a connection to serve, or a fiber whose blocking call

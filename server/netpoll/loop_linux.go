@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/tollgate/tollgate/internal/stripe"
 )
 
 // npArm is the interest of an idle connection: readable, or hung up, once.
@@ -32,6 +34,7 @@ const npArm = uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
 // thread, and it is woken as promptly as the goroutines serving
 // connections are. Event-loop mode waits differently (waitEvents).
 type npLoop struct {
+	_    stripe.Pad // one loop writes it: no line shared with a neighbour
 	epfd int
 	wake int      // eventfd: a write stops run
 	ep   *os.File // epfd, registered with the runtime's poller (park)
@@ -55,6 +58,7 @@ type npLoop struct {
 	// ev is the event-loop mode's state (nil in dispatch mode): the loop
 	// then runs requests itself, on fibers (see evloop_linux.go).
 	ev *evState
+	_  stripe.Pad
 }
 
 func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
