@@ -883,7 +883,9 @@ func TestHeartbeatCommands(t *testing.T) {
 	}
 	beats := d["evalsha"] + d["eval"]
 	t.Logf("%d heartbeats in 1 s: %v", beats, d)
-	if beats < 30 || d["hset"] != beats || d["zscore"] != 0 || all > 4*beats+d["ping"] {
+	// A heartbeat's commands may straddle either sample: one heartbeat
+	// of three nodes can be counted in part.
+	if beats < 30 || d["hset"] < beats-3 || d["hset"] > beats+3 || d["zscore"] != 0 || all > 4*(beats+3)+d["ping"] {
 		t.Fatalf("%d heartbeats cost %d commands: %v", beats, all, d)
 	}
 }
