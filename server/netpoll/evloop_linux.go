@@ -232,7 +232,7 @@ func (l *npLoop) runEvents() {
 // dispatch starts serving an idle connection with input (loop only).
 func (s *evState) dispatch(c *npConn) {
 	if c.state.CompareAndSwap(npIdle, npBusy) {
-		s.t.inflight.Add(1)
+		s.t.served(c, 1)
 		s.start(c)
 	}
 }
@@ -241,7 +241,7 @@ func (s *evState) dispatch(c *npConn) {
 func (s *evState) start(c *npConn) {
 	if s.stopping.Load() {
 		c.close()
-		s.t.inflight.Add(-1)
+		s.t.served(c, -1)
 		return
 	}
 	f := s.takeFiber()

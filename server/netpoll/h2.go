@@ -50,7 +50,7 @@ func (t *netpollTransport) handOffH2(c *npConn) error {
 		t.o.HTTP2.ServeConn(c.tls, c.peer, t.h)
 		c.relaying.Store(false)
 		c.close()
-		t.inflight.Add(-1)
+		t.served(c, -1)
 	}()
 	return nil
 }

@@ -35,6 +35,7 @@ const npArm = uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
 // connections are. Event-loop mode waits differently (waitEvents).
 type npLoop struct {
 	_    stripe.Pad // one loop writes it: no line shared with a neighbour
+	id   int        // index among the transport's loops
 	epfd int
 	wake int      // eventfd: a write stops run
 	ep   *os.File // epfd, registered with the runtime's poller (park)
@@ -71,7 +72,7 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 		_ = syscall.Close(epfd)
 		return nil, fmt.Errorf("eventfd2: %w", errno)
 	}
-	l := &npLoop{epfd: epfd, wake: int(r), done: make(chan struct{}),
+	l := &npLoop{id: id, epfd: epfd, wake: int(r), done: make(chan struct{}),
 		events: make([]syscall.EpollEvent, 256)}
 	if t.eventLoop {
 		l.ev = newEvState(t, l, id)

@@ -15,6 +15,7 @@ import (
 
 // npLoop is the epoll reactor's loop; it exists on Linux only.
 type npLoop struct {
+	id     int
 	ev     *evState
 	single bool
 	live   atomic.Int32

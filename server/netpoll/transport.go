@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/server/transport"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/valyala/fasthttp"
 )
 
@@ -67,10 +68,14 @@ type netpollTransport struct {
 	// spareP: GOMAXPROCS leaves a P beyond the event loops (server.ProcsFor).
 	spareP bool
 
-	conns    atomic.Int64 // open, admitted connections
-	inflight atomic.Int64 // connections being served
-	serving  atomic.Int64 // Serve calls running
-	shut     atomic.Bool
+	conns atomic.Int64 // open, admitted connections
+	// busy counts connections being served, in the stripe of their loop
+	// (every request of a keep-alive connection adds one and takes it
+	// back): loops never write the same line.
+	_       stripe.Pad
+	busy    [stripe.N]busyCell
+	serving atomic.Int64 // Serve calls running
+	shut    atomic.Bool
 
 	mu      sync.Mutex
 	live    map[*npConn]struct{} // admitted connections, for the sweeper and Shutdown
@@ -364,7 +369,7 @@ func (t *netpollTransport) adopt(c *npConn, accepting *npLoop) {
 // it), unless it is busy or closed already.
 func (t *netpollTransport) dispatch(c *npConn) {
 	if c.state.CompareAndSwap(npIdle, npBusy) {
-		t.inflight.Add(1)
+		t.served(c, 1)
 		if c.loop.ev != nil {
 			c.loop.ev.post(evPost{c: c})
 			return
@@ -430,7 +435,7 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 	// sent right after its connection was accepted has landed.
 	settled := time.Time{}
 	for {
-		if t.inflight.Load() == 0 && t.serving.Load() == 0 {
+		if t.busyConns() == 0 && t.serving.Load() == 0 {
 			if settled.IsZero() {
 				settled = time.Now()
 			} else if time.Since(settled) >= npSettle && !t.sweepIdle() {
@@ -539,7 +544,7 @@ func (c *npConn) serve() {
 	defer func() {
 		if !finished { // the handler panicked: keep the books right
 			c.close()
-			t.inflight.Add(-1)
+			t.served(c, -1)
 		}
 	}()
 	c.linger = false
@@ -567,7 +572,30 @@ func (c *npConn) serve() {
 		c.finish()
 	}
 	finished = true
-	t.inflight.Add(-1)
+	t.served(c, -1)
+}
+
+type busyCell struct {
+	n atomic.Int64
+	_ stripe.Pad
+}
+
+// served adds d to the connections being served, in c's loop's stripe.
+func (t *netpollTransport) served(c *npConn, d int64) {
+	st := 0
+	if c.loop != nil {
+		st = stripe.Of(c.loop.id)
+	}
+	t.busy[st].n.Add(d)
+}
+
+// busyConns is how many connections are being served.
+func (t *netpollTransport) busyConns() int64 {
+	var n int64
+	for i := range t.busy {
+		n += t.busy[i].n.Load()
+	}
+	return n
 }
 
 // serveInput answers requests until the input the reader holds is drained.
