@@ -292,29 +292,27 @@ func (a *Answer) readBody(br *bufio.Reader, resp *fasthttp.Response, n int) erro
 	if cap(b) < n {
 		b = make([]byte, 0, n)
 	}
-	for len(b) < n {
-		p, err := br.Peek(min(n-len(b), br.Size()))
-		b = append(b, p...)
-		_, _ = br.Discard(len(p))
-		if len(b) < n && err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF // the answer began: not a closed idle connection
-			}
-			return err
-		}
-	}
+	err := readChunks(br, n, func(p []byte) { b = append(b, p...) })
 	a.body = b
+	if err != nil {
+		return err
+	}
 	resp.SetBodyRaw(b)
 	return nil
 }
 
-// readBody reads n bytes of body from br into resp: straight from br's
-// buffer, one copy, as fasthttp reads a body.
+// readBody reads n bytes of body from br into resp's own buffer.
 func readBody(br *bufio.Reader, resp *fasthttp.Response, n int) error {
+	return readChunks(br, n, resp.AppendBody)
+}
+
+// readChunks reads n bytes from br, handing each piece to put straight
+// from br's buffer (one copy, as fasthttp reads a body).
+func readChunks(br *bufio.Reader, n int, put func([]byte)) error {
 	for n > 0 {
 		b, err := br.Peek(min(n, br.Size()))
 		if len(b) > 0 {
-			resp.AppendBody(b)
+			put(b)
 			_, _ = br.Discard(len(b))
 			n -= len(b)
 		}

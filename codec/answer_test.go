@@ -189,6 +189,26 @@ func TestAnswerAcrossReads(t *testing.T) {
 	}
 }
 
+// TestAnswerKeepsItsBodyBuffer: one Answer reads answer after answer into
+// the buffer it keeps; each Response holds exactly its own body, a shorter
+// one after a longer included. A body over keptBody goes into the
+// Response's own buffer, and the Answer keeps no buffer that large.
+func TestAnswerKeepsItsBodyBuffer(t *testing.T) {
+	var a Answer
+	for _, body := range []string{strings.Repeat("a", 300), "b", strings.Repeat("c", keptBody), strings.Repeat("d", keptBody+1), "e"} {
+		in := "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		resp := &fasthttp.Response{}
+		taken, err := a.Read(bufio.NewReaderSize(strings.NewReader(in), 512), resp, 0, false, answerNow)
+		if !taken || err != nil || string(resp.Body()) != body {
+			t.Fatalf("body of %d: taken %v, err %v, got %d bytes", len(body), taken, err, len(resp.Body()))
+		}
+		if cap(a.body) > keptBody {
+			t.Fatalf("after a body of %d the answer keeps a buffer of %d", len(body), cap(a.body))
+		}
+		a.Reset()
+	}
+}
+
 // TestAnswerCutShort: a body that ends before its length is an error the
 // exchange reports (502), never a retry of a request the backend may have
 // acted on, and never an answer.

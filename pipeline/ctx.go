@@ -362,9 +362,6 @@ func (c *Ctx) ApplyForward() {
 	}
 }
 
-// Now is the time for the request's own bookkeeping (its start and end,
-// its upstream deadlines and latency): its loop's clock on an event loop,
-// the wall clock otherwise.
 // Stripe is the stripe of per-loop counters the request adds to
 // (internal/stripe): its loop's, 0 off a loop.
 func (c *Ctx) Stripe() int {
@@ -374,6 +371,9 @@ func (c *Ctx) Stripe() int {
 	return stripe.Of(c.Loop.ID())
 }
 
+// Now is the time for the request's own bookkeeping (its start and end,
+// its upstream deadlines and latency): its loop's clock on an event loop,
+// the wall clock otherwise.
 func (c *Ctx) Now() time.Time {
 	if c.Loop != nil {
 		return c.Loop.Now()
