@@ -82,6 +82,10 @@ if ((${#need[@]})); then
 fi
 
 # ---------------------------------------------------------------- build
+# The commit the programs are built from, read before the run: the record
+# appends to bench/RESULTS.md, which is no change to what was measured.
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo none)
+git diff --quiet HEAD -- . ':!bench/RESULTS.md' 2>/dev/null || COMMIT+=" (with local changes)"
 log "building the bench programs"
 build bench-upstream bench-loadgen bench-idleconns
 if has_target tollgate; then
@@ -480,7 +484,7 @@ if [[ $RECORD == 1 ]]; then
 		echo
 		echo "- command: \`$COMMAND\`"
 		echo "- host: nproc $NPROC; $GO_VERSION; $NGINX_VERSION; $WRK_VERSION"
-		echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+		echo "- commit: $COMMIT"
 		echo "- $NOTES"
 		echo
 		printf '%s' "$TABLE"
