@@ -103,9 +103,30 @@ type decisionKey struct {
 	status   int
 }
 
+// decisionSeries counts one decision and status in stripes, as routes
+// are: a flood of refusals (a tenant over its limit, a scanner's 404s) is
+// when the gateway must be cheapest, and a shared counter would move its
+// line between the loops' cores at each one.
 type decisionSeries struct {
+	// The exposed counters, set at scrape (settle). Several series may
+	// share one: every decision past maxDecisions counts as "(other)",
+	// and a parse error kind's counter is its decision's at every status.
 	count *vm.Counter
 	parse *vm.Counter // also a parse error of this kind, or nil
+	_     stripe.Pad
+	cells [stripe.N]decisionCell
+}
+
+type decisionCell struct {
+	n atomic.Uint64
+	_ stripe.Pad
+}
+
+func (d *decisionSeries) total() (n uint64) {
+	for i := range d.cells {
+		n += d.cells[i].n.Load()
+	}
+	return n
 }
 
 var classLabels = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
@@ -233,8 +254,9 @@ func (s *ServiceSeries) counts() (n [len(resultLabels)]uint64) {
 	return n
 }
 
-// settle sets the exposed counters of every route and service to the sums
-// of their stripes, making the series of 1xx and odd codes once counted.
+// settle sets the exposed counters of every route, service and decision
+// to the sums of their stripes, making the series of 1xx and odd codes
+// once counted.
 // Under mu, as SetRoutes: a route a reload dropped gets no series again,
 // and two scrapes never set a counter back to an older sum.
 func (m *Metrics) settle() {
@@ -263,6 +285,17 @@ func (m *Metrics) settle() {
 				c.Set(v)
 			}
 		}
+	}
+	sums := map[*vm.Counter]uint64{}
+	for _, d := range *m.decisions.Load() {
+		n := d.total()
+		sums[d.count] += n
+		if d.parse != nil {
+			sums[d.parse] += n
+		}
+	}
+	for c, n := range sums {
+		c.Set(n)
 	}
 }
 
@@ -324,10 +357,7 @@ func (m *Metrics) Observe(c *pipeline.Ctx, end time.Time) {
 		if d == nil {
 			d = m.lateDecision(c.Decision, status, c.RouteName == "")
 		}
-		d.count.Inc()
-		if d.parse != nil {
-			d.parse.Inc()
-		}
+		d.cells[st].n.Add(1)
 	}
 }
 
@@ -465,7 +495,7 @@ func (m *Metrics) ReadDecisions() []DecisionFigures {
 	ds := *m.decisions.Load()
 	out := make([]DecisionFigures, 0, len(ds))
 	for k, d := range ds {
-		out = append(out, DecisionFigures{Decision: k.decision, Code: k.status, Count: d.count.Get()})
+		out = append(out, DecisionFigures{Decision: k.decision, Code: k.status, Count: d.total()})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Decision != out[j].Decision {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,7 +111,7 @@ func TestMetricsExpositionParsesAndCounts(t *testing.T) {
 			for i := range 250 {
 				out := pipeline.Outcome{Service: "order-v1", Result: pipeline.ResultOK, Status: 200, Attempts: 1, Latency: 300 * time.Microsecond}
 				observeOne(m, &f, "orders", 200, time.Duration(i+1)*10*time.Microsecond, "", out)
-				if g == 0 {
+				if g < 2 {
 					observeOne(m, &f, `we"ird\route`, 503, time.Millisecond, "breaker open", pipeline.Outcome{})
 				}
 			}
@@ -131,7 +132,7 @@ func TestMetricsExpositionParsesAndCounts(t *testing.T) {
 		want   float64
 	}{
 		{"tollgate_requests_total", map[string]string{"route": "orders", "class": "2xx"}, 1000},
-		{"tollgate_requests_total", map[string]string{"route": `we"ird\route`, "class": "5xx"}, 250},
+		{"tollgate_requests_total", map[string]string{"route": `we"ird\route`, "class": "5xx"}, 500},
 		{"tollgate_requests_total", map[string]string{"route": "(none)", "class": "4xx"}, 2},
 		{"tollgate_requests_total", map[string]string{"route": "gone", "class": "2xx"}, 1},
 		{"tollgate_request_duration_seconds", map[string]string{"route": "orders"}, 1000},
@@ -139,7 +140,7 @@ func TestMetricsExpositionParsesAndCounts(t *testing.T) {
 		{"tollgate_upstream_requests_total", map[string]string{"service": "order-v1", "result": "ok"}, 1000},
 		{"tollgate_response_bytes_total", map[string]string{"route": "orders"}, 5000},
 		{"tollgate_request_bytes_total", map[string]string{"route": "orders"}, 100000},
-		{"tollgate_decisions_total", map[string]string{"decision": "breaker open", "code": "503"}, 250},
+		{"tollgate_decisions_total", map[string]string{"decision": "breaker open", "code": "503"}, 500},
 		{"tollgate_decisions_total", map[string]string{"decision": "no route", "code": "404"}, 1},
 		{"tollgate_parse_errors_total", map[string]string{"kind": "obsolete line folding in header"}, 1},
 		{"tollgate_config_reloads_total", map[string]string{"result": "ok"}, 1},
@@ -183,6 +184,59 @@ func TestMetricsExpositionParsesAndCounts(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), `tollgate_requests_total{route="orders",class="2xx"} 1000`) {
 		t.Fatal("a kept route lost its count across the reload")
+	}
+}
+
+// TestDecisionCountersShareTheirSums: decisions are counted in stripes and
+// set into the exposed counters at scrape, and where several series share
+// one counter (decisions past maxDecisions, a parse error kind at several
+// statuses) it shows their sum, at every scrape.
+func TestDecisionCountersShareTheirSums(t *testing.T) {
+	m := NewMetrics()
+	const fold = "malformed request: obsolete line folding in header"
+	observe := func(loop int, decision string, status, times int) {
+		f := fakeReq{loop: loop}
+		for range times {
+			observeOne(m, &f, "", status, time.Microsecond, decision, pipeline.Outcome{})
+		}
+	}
+	observe(1, fold, 400, 2)
+	observe(4, fold, 408, 1)
+	for i := len(*m.decisions.Load()); i < maxDecisions; i++ {
+		observe(0, "d"+strconv.Itoa(i), 403, 1)
+	}
+	observe(3, "late-a", 403, 2) // past the bound: "(other)"
+	observe(6, "late-b", 403, 3)
+
+	scrape := func() map[string]*dto.MetricFamily {
+		var buf bytes.Buffer
+		m.WritePrometheus(&buf)
+		return parseExposition(t, buf.Bytes())
+	}
+	check := func(fams map[string]*dto.MetricFamily, name string, labels map[string]string, want float64) {
+		t.Helper()
+		if got, ok := sample(fams, name, labels); !ok || got != want {
+			t.Errorf("%s%v = %v (found %v), want %v", name, labels, got, ok, want)
+		}
+	}
+	fams := scrape()
+	check(fams, "tollgate_decisions_total", map[string]string{"decision": "(other)", "code": "403"}, 5)
+	check(fams, "tollgate_parse_errors_total", map[string]string{"kind": "obsolete line folding in header"}, 3)
+	check(fams, "tollgate_decisions_total", map[string]string{"decision": fold, "code": "408"}, 1)
+
+	observe(7, "late-b", 403, 1)
+	observe(2, fold, 400, 1)
+	fams = scrape()
+	check(fams, "tollgate_decisions_total", map[string]string{"decision": "(other)", "code": "403"}, 6)
+	check(fams, "tollgate_parse_errors_total", map[string]string{"kind": "obsolete line folding in header"}, 4)
+
+	got := map[string]uint64{}
+	for _, d := range m.ReadDecisions() {
+		got[d.Decision+" "+strconv.Itoa(d.Code)] = d.Count
+	}
+	if got["late-a 403"] != 2 || got["late-b 403"] != 4 || got[fold+" 400"] != 3 {
+		t.Errorf("ReadDecisions: late-a %d, late-b %d, fold %d; want each its own count 2, 4, 3",
+			got["late-a 403"], got["late-b 403"], got[fold+" 400"])
 	}
 }
 
@@ -251,7 +305,8 @@ func TestScrapeEscapesAndGroups(t *testing.T) {
 
 // BenchmarkMetricsObserve is the per-request cost of the metrics observer:
 // a proxied request on one route and service (the common case), and one
-// refused with a decision.
+// refused with a decision. Each parallel goroutine is a loop of its own,
+// so that with -cpu 2 the figures show what the loops' counts share.
 func BenchmarkMetricsObserve(b *testing.B) {
 	m := NewMetrics()
 	routes := make([]string, 1000)
@@ -262,9 +317,11 @@ func BenchmarkMetricsObserve(b *testing.B) {
 	out := pipeline.Outcome{Service: "s", Result: pipeline.ResultOK, Status: 200, Attempts: 1, Latency: 250 * time.Microsecond}
 	run := func(b *testing.B, spread bool, decision string) {
 		b.ReportAllocs()
+		var loops atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			var f fakeReq
 			c := pipeline.Acquire(&f.req, &f.resp)
+			c.Loop = idLoop{id: int(loops.Add(1) - 1)}
 			f.resp.SetStatusCode(200)
 			c.Start = time.Now()
 			c.BytesIn = 120
