@@ -17,13 +17,17 @@
 //
 // Allow and Done are safe for concurrent use, take no lock and allocate
 // nothing: the state and generation are one atomic word, the window's
-// buckets are atomic counters.
+// buckets are atomic counters. Each loop counts in a row of buckets of its
+// own (its stripe), so that loops counting every request's outcome never
+// write the same cache line; the window is the sum of the rows.
 package breaker
 
 import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/stripe"
 )
 
 // Config is a breaker's settings; zero fields take the defaults beside
@@ -101,7 +105,10 @@ type Breaker struct {
 	probes    atomic.Int32
 	successes atomic.Int32
 
+	// buckets holds one row of cfg.Buckets buckets per stripe (row),
+	// each row a cache line away from the next and from the ends.
 	buckets []bucket
+	stride  int // buckets from one row's start to the next's
 	trips   atomic.Uint64
 }
 
@@ -109,8 +116,10 @@ type bucket struct {
 	epoch atomic.Int64 // which bucket-length slot of time it counts
 	ok    atomic.Uint32
 	fail  atomic.Uint32
-	_     [40]byte // one bucket per cache line
 }
+
+// lineBuckets is how many buckets fill a cache line.
+const lineBuckets = 64 / 16
 
 // New returns a closed breaker; now is the clock (time.Now when nil).
 func New(cfg Config, now func() time.Time) *Breaker {
@@ -118,9 +127,18 @@ func New(cfg Config, now func() time.Time) *Breaker {
 	if now == nil {
 		now = time.Now
 	}
-	b := &Breaker{cfg: cfg, now: now, bucket: int64(cfg.Window) / int64(cfg.Buckets), buckets: make([]bucket, cfg.Buckets)}
+	// A row in whole lines plus a line of gap, whatever the alignment.
+	stride := (cfg.Buckets+lineBuckets-1)/lineBuckets*lineBuckets + lineBuckets
+	b := &Breaker{cfg: cfg, now: now, bucket: int64(cfg.Window) / int64(cfg.Buckets),
+		buckets: make([]bucket, lineBuckets+stripe.N*stride), stride: stride}
 	b.resetWindow()
 	return b
+}
+
+// row is stripe st's buckets.
+func (b *Breaker) row(st int) []bucket {
+	at := lineBuckets + stripe.Of(st)*b.stride
+	return b.buckets[at : at+b.cfg.Buckets]
 }
 
 func pack(gen uint64, s State) uint64 { return gen<<2 | uint64(s) }
@@ -159,18 +177,19 @@ func (b *Breaker) Allow() (gen uint64, ok bool) {
 	}
 }
 
-// Done reports how a request admitted in generation gen ended. A result
-// from an older generation is ignored.
-func (b *Breaker) Done(gen uint64, success bool) {
+// Done reports how a request admitted in generation gen ended, counted in
+// the row of stripe st (pipeline.Ctx.Stripe). A result from an older
+// generation is ignored.
+func (b *Breaker) Done(st int, gen uint64, success bool) {
 	w := b.word.Load()
-	cur, st := unpack(w)
+	cur, state := unpack(w)
 	if gen != cur {
 		return
 	}
-	switch st {
+	switch state {
 	case Closed:
 		now := b.now().UnixNano()
-		b.record(now, success)
+		b.record(st, now, success)
 		if !success && b.shouldTrip(now) {
 			b.trip(w, now)
 		}
@@ -203,10 +222,11 @@ func (b *Breaker) trip(from uint64, now int64) {
 	}
 }
 
-// record counts one outcome in the bucket of now.
-func (b *Breaker) record(now int64, success bool) {
+// record counts one outcome in stripe st's bucket of now.
+func (b *Breaker) record(st int, now int64, success bool) {
 	epoch := now / b.bucket
-	bk := &b.buckets[epoch%int64(len(b.buckets))]
+	row := b.row(st)
+	bk := &row[epoch%int64(len(row))]
 	if e := bk.epoch.Load(); e != epoch {
 		// The bucket holds an older slot: the first to get here resets it.
 		// A count racing the reset may be lost; the window is a measure,
@@ -223,15 +243,18 @@ func (b *Breaker) record(now int64, success bool) {
 	}
 }
 
-// window sums the buckets of the last Window before now.
+// window sums every row's buckets of the last Window before now.
 func (b *Breaker) window(now int64) (ok, fail uint64) {
 	epoch := now / b.bucket
-	oldest := epoch - int64(len(b.buckets)) + 1
-	for i := range b.buckets {
-		bk := &b.buckets[i]
-		if e := bk.epoch.Load(); e >= oldest && e <= epoch {
-			ok += uint64(bk.ok.Load())
-			fail += uint64(bk.fail.Load())
+	oldest := epoch - int64(b.cfg.Buckets) + 1
+	for st := range stripe.N {
+		row := b.row(st)
+		for i := range row {
+			bk := &row[i]
+			if e := bk.epoch.Load(); e >= oldest && e <= epoch {
+				ok += uint64(bk.ok.Load())
+				fail += uint64(bk.fail.Load())
+			}
 		}
 	}
 	return ok, fail

@@ -2,9 +2,11 @@ package breaker
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/internal/testutil"
 )
 
@@ -25,7 +27,7 @@ func outcomes(t *testing.T, b *Breaker, n, fails int) {
 		if !ok {
 			t.Fatalf("request %d refused in state %v", i, b.State())
 		}
-		b.Done(gen, i >= fails)
+		b.Done(0, gen, i >= fails)
 	}
 }
 
@@ -44,7 +46,7 @@ func TestTripsAboveTheRate(t *testing.T) {
 		t.Fatal("tripped at exactly the rate")
 	}
 	gen, _ := b.Allow()
-	b.Done(gen, false) // 51 of 101
+	b.Done(0, gen, false) // 51 of 101
 	if b.State() != Open {
 		t.Fatalf("state %v after 51 failures in 101", b.State())
 	}
@@ -62,7 +64,7 @@ func TestWindowSlides(t *testing.T) {
 		t.Fatal("old outcomes still counted")
 	}
 	gen, _ := b.Allow()
-	b.Done(gen, false) // 10 of 10 failed
+	b.Done(0, gen, false) // 10 of 10 failed
 	if b.State() != Open {
 		t.Fatal("did not trip on the new window")
 	}
@@ -95,12 +97,12 @@ func TestOpenForThenHalfOpenThenGradualClose(t *testing.T) {
 		t.Fatalf("state %v", b.State())
 	}
 	// Two successes: still half-open, one slot freed each.
-	b.Done(gens[0], true)
-	b.Done(gens[1], true)
+	b.Done(0, gens[0], true)
+	b.Done(0, gens[1], true)
 	if b.State() != HalfOpen {
 		t.Fatal("closed before enough probes succeeded")
 	}
-	b.Done(gens[2], true)
+	b.Done(0, gens[2], true)
 	if b.State() != Closed {
 		t.Fatalf("state %v after 3 successful probes", b.State())
 	}
@@ -112,14 +114,14 @@ func TestProbeFailureReopens(t *testing.T) {
 	c.add(time.Second)
 	g1, _ := b.Allow()
 	g2, _ := b.Allow()
-	b.Done(g1, false)
+	b.Done(0, g1, false)
 	if b.State() != Open {
 		t.Fatal("a failed probe did not reopen")
 	}
 	if _, ok := b.Allow(); ok {
 		t.Fatal("let through right after reopening")
 	}
-	b.Done(g2, true) // from the half-open generation: ignored
+	b.Done(0, g2, true) // from the half-open generation: ignored
 	c.add(time.Second)
 	if _, ok := b.Allow(); !ok {
 		t.Fatal("no probe after the second open_for")
@@ -132,15 +134,15 @@ func TestStaleDoneIgnored(t *testing.T) {
 	outcomes(t, b, 10, 10)
 	c.add(time.Second)
 	probe, _ := b.Allow()
-	b.Done(oldGen, true) // a slow answer from before the trip
+	b.Done(0, oldGen, true) // a slow answer from before the trip
 	if b.State() != HalfOpen {
 		t.Fatal("a stale success moved the half-open breaker")
 	}
-	b.Done(probe, true)
+	b.Done(0, probe, true)
 	if b.State() != Closed {
 		t.Fatal("the probe's success did not close")
 	}
-	b.Done(oldGen, false) // from two generations ago: not counted
+	b.Done(0, oldGen, false) // from two generations ago: not counted
 	if st := b.Status(); st.Requests != 0 {
 		t.Fatalf("a stale failure was counted: %+v", st)
 	}
@@ -181,7 +183,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 5000 {
 				if gen, ok := b.Allow(); ok {
-					b.Done(gen, (i+w)%3 != 0)
+					b.Done(w, gen, (i+w)%3 != 0) // each goroutine a loop: rows 0 to 7
 				}
 			}
 		}()
@@ -199,20 +201,49 @@ func TestAllocs(t *testing.T) {
 	b := New(Config{}, nil)
 	if n := testing.AllocsPerRun(1000, func() {
 		gen, _ := b.Allow()
-		b.Done(gen, true)
+		b.Done(0, gen, true)
 	}); n != 0 {
 		t.Fatalf("Allow/Done allocate %v times", n)
 	}
 }
 
+// TestWindowSumsEveryLoopsRow: each loop counts in a row of its own, and
+// the breaker judges, and reports, the sum of the rows.
+func TestWindowSumsEveryLoopsRow(t *testing.T) {
+	b := New(Config{MinRequests: 100, FailureRate: 0.5}, nil)
+	for i := range 99 {
+		gen, _ := b.Allow()
+		b.Done(i%stripe.N, gen, i%2 == 0) // 50 ok, 49 failed, over every row
+	}
+	if s := b.Status(); s.State != "closed" || s.Requests != 99 || s.FailureRate != 49.0/99 {
+		t.Fatalf("after 99 outcomes on %d rows: %+v", stripe.N, s)
+	}
+	gen, _ := b.Allow()
+	b.Done(3, gen, false) // 50 of 100: not above the rate
+	gen, _ = b.Allow()
+	b.Done(5, gen, false) // 51 of 101
+	if b.State() != Open {
+		t.Fatalf("state %v after 51 of 101 failed on several rows", b.State())
+	}
+	b.ForceClose()
+	if s := b.Status(); s.Requests != 0 {
+		t.Fatalf("ForceClose left %d outcomes in the rows", s.Requests)
+	}
+}
+
+// BenchmarkAllowDone is a request's breaker work on a closed breaker, each
+// parallel goroutine a loop of its own (run with -cpu 2 to see what the
+// loops share).
 func BenchmarkAllowDone(b *testing.B) {
 	br := New(Config{}, nil)
+	var loops atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		st := int(loops.Add(1) - 1)
 		i := 0
 		for pb.Next() {
 			gen, _ := br.Allow()
-			br.Done(gen, i%10 != 0)
+			br.Done(st, gen, i%10 != 0)
 			i++
 		}
 	})

@@ -112,7 +112,7 @@ func (r *RouteBreaker) HandleResponse(c *pipeline.Ctx) {
 		r.b.Release(c.BreakerGen)
 		return
 	}
-	r.b.Done(c.BreakerGen, r.cls.Success(&c.Outcome))
+	r.b.Done(c.Stripe(), c.BreakerGen, r.cls.Success(&c.Outcome))
 }
 
 func init() {

@@ -278,7 +278,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 	c.Outcome.Latency = c.Now().Sub(began)
 	if s.breaker != nil {
 		if c.Outcome.Counted() {
-			s.breaker.Done(gen, s.classifier.Success(&c.Outcome))
+			s.breaker.Done(c.Stripe(), gen, s.classifier.Success(&c.Outcome))
 		} else {
 			s.breaker.Release(gen)
 		}
