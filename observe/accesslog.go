@@ -31,6 +31,7 @@ type AccessLog struct {
 	queue    chan *entry
 	dropped  atomic.Uint64
 	written  atomic.Uint64
+	wakes    atomic.Uint64 // times a queued line woke the writer (run)
 	logger   *zap.Logger
 	out      *logSink
 	reopenCh chan chan error
@@ -196,30 +197,73 @@ func (l *AccessLog) Rotations() (done, failed uint64) {
 // flushEvery bounds how long a written line may sit in the writer's buffer.
 const flushEvery = 200 * time.Millisecond
 
+// napFor is how long the writer rests between drains while lines keep
+// coming. A writer waiting on the queue is woken by the request that
+// queues a line, a thread woken per request; resting on a timer instead,
+// it takes the lines of a millisecond at once, and no request wakes it.
+const napFor = time.Millisecond
+
+// run writes the queued lines. Idle, it waits on the queue; once a line
+// comes, it drains the queue and rests (napFor) before the next drain,
+// until a drain finds nothing.
 func (l *AccessLog) run() {
 	defer close(l.done)
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
+	nap := time.NewTimer(napFor)
+	nap.Stop()
+	awake := make(chan time.Time)
+	close(awake)
+	var resting <-chan time.Time // nil while idle
+	rest := func() {
+		if len(l.queue) >= cap(l.queue)/2 {
+			// Lines come faster than a rest allows for: drain again now,
+			// rather than drop what would not fit.
+			resting = awake
+			return
+		}
+		nap.Reset(napFor)
+		resting = nap.C
+	}
 	for {
+		queue := l.queue
+		if resting != nil {
+			queue = nil // lines wait for the rest's end: no sender wakes the writer
+		}
 		select {
-		case e := <-l.queue:
+		case e := <-queue:
+			l.wakes.Add(1)
 			l.write(e)
+			l.drain()
+			rest()
+		case <-resting:
+			resting = nil
+			if l.drain() > 0 {
+				rest()
+			}
 		case <-tick.C:
 			l.out.flush()
 		case reply := <-l.reopenCh:
 			reply <- l.out.reopen()
 		case <-l.stop:
-			for {
-				select {
-				case e := <-l.queue:
-					l.write(e)
-				default:
-					l.closeErr = l.out.close()
-					return
-				}
+			nap.Stop()
+			for l.drain() > 0 {
 			}
+			l.closeErr = l.out.close()
+			return
 		}
 	}
+}
+
+// drain writes the lines queued now, and no more, so that a queue that
+// never empties still lets the writer flush, reopen and stop; it reports
+// how many.
+func (l *AccessLog) drain() (n int) {
+	for range len(l.queue) {
+		l.write(<-l.queue)
+		n++
+	}
+	return n
 }
 
 func (l *AccessLog) write(e *entry) {

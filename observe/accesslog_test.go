@@ -2,12 +2,14 @@ package observe
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -97,6 +99,49 @@ func TestAccessLogDropsWhenFull(t *testing.T) {
 	_ = l.Close()
 	if l.Dropped() == 0 || l.Dropped()+l.Written() != 10000 {
 		t.Fatalf("written %d dropped %d of 10000", l.Written(), l.Dropped())
+	}
+}
+
+// TestAccessLogWriterRestsUnderLoad: under a steady stream of lines the
+// writer takes them a rest's worth at a time, so the requests that queue
+// them seldom wake it; every line is still written, in order.
+func TestAccessLogWriterRestsUnderLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.log")
+	l, err := OpenAccessLog(AccessLogOptions{Path: path, Node: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req fasthttp.Request
+	var resp fasthttp.Response
+	const lines = 2000
+	for i := range lines {
+		req.Header.SetRequestURI("/line/" + strconv.Itoa(i))
+		c := pipeline.AcquireParsed(&req, &resp)
+		l.Record(c, time.Now())
+		pipeline.Release(c)
+		// A line every 50 µs: longer than the writer takes to write one,
+		// so a writer waiting on the queue would be woken by each.
+		for at := time.Now(); time.Since(at) < 50*time.Microsecond; {
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Written() != lines || l.Dropped() != 0 {
+		t.Fatalf("written %d dropped %d of %d", l.Written(), l.Dropped(), lines)
+	}
+	// Resting, it is woken by the first line after an idle spell only.
+	if w := l.wakes.Load(); w > lines/10 {
+		t.Errorf("the writer was woken by a line %d times for %d lines", w, lines)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		if want := `"path":"/line/` + strconv.Itoa(i) + `"`; !bytes.Contains(line, []byte(want)) {
+			t.Fatalf("line %d: %s, want %s", i, line, want)
+		}
 	}
 }
 
