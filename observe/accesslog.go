@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/rest"
 	"github.com/tollgate/tollgate/pipeline"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -197,56 +198,28 @@ func (l *AccessLog) Rotations() (done, failed uint64) {
 // flushEvery bounds how long a written line may sit in the writer's buffer.
 const flushEvery = 200 * time.Millisecond
 
-// napFor is how long the writer rests between drains while lines keep
-// coming. A writer waiting on the queue is woken by the request that
-// queues a line, a thread woken per request; resting on a timer instead,
-// it takes the lines of a millisecond at once, and no request wakes it.
-const napFor = time.Millisecond
-
-// run writes the queued lines. Idle, it waits on the queue; once a line
-// comes, it drains the queue and rests (napFor) before the next drain,
-// until a drain finds nothing.
+// run writes the queued lines, paced (internal/rest): idle, it waits on
+// the queue; once a line comes, it drains the queue and rests between
+// drains, so that requests do not wake it one line at a time.
 func (l *AccessLog) run() {
 	defer close(l.done)
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
-	nap := time.NewTimer(napFor)
-	nap.Stop()
-	awake := make(chan time.Time)
-	close(awake)
-	var resting <-chan time.Time // nil while idle
-	rest := func() {
-		if len(l.queue) >= cap(l.queue)/2 {
-			// Lines come faster than a rest allows for: drain again now,
-			// rather than drop what would not fit.
-			resting = awake
-			return
-		}
-		nap.Reset(napFor)
-		resting = nap.C
-	}
+	pace := rest.New()
+	defer pace.Stop()
 	for {
-		queue := l.queue
-		if resting != nil {
-			queue = nil // lines wait for the rest's end: no sender wakes the writer
-		}
 		select {
-		case e := <-queue:
+		case e := <-rest.Queue(pace, l.queue):
 			l.wakes.Add(1)
 			l.write(e)
-			l.drain()
-			rest()
-		case <-resting:
-			resting = nil
-			if l.drain() > 0 {
-				rest()
-			}
+			pace.Drained(1+l.drain(), len(l.queue), cap(l.queue))
+		case <-pace.Resting():
+			pace.Drained(l.drain(), len(l.queue), cap(l.queue))
 		case <-tick.C:
 			l.out.flush()
 		case reply := <-l.reopenCh:
 			reply <- l.out.reopen()
 		case <-l.stop:
-			nap.Stop()
 			for l.drain() > 0 {
 			}
 			l.closeErr = l.out.close()

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/rest"
 	"go.uber.org/zap"
 )
 
@@ -130,14 +131,21 @@ func (w *Writer) Stats() WriterStats {
 		Queued: len(w.queue), Rotations: w.rotations.Load(), Files: w.files.Load()}
 }
 
+// run writes the queued records, paced as the access log's lines are
+// (internal/rest): requests do not wake it one record at a time.
 func (w *Writer) run() {
 	defer close(w.done)
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
+	pace := rest.New()
+	defer pace.Stop()
 	for {
 		select {
-		case e := <-w.queue:
+		case e := <-rest.Queue(pace, w.queue):
 			w.write(e)
+			pace.Drained(1+w.drain(), len(w.queue), cap(w.queue))
+		case <-pace.Resting():
+			pace.Drained(w.drain(), len(w.queue), cap(w.queue))
 		case <-tick.C:
 			w.flush()
 			if w.f != nil && w.size > 0 && w.now().Sub(w.opened) >= w.set.MaxFileAge {
@@ -152,6 +160,15 @@ func (w *Writer) run() {
 			return
 		}
 	}
+}
+
+// drain writes the records queued now, and no more; it reports how many.
+func (w *Writer) drain() (n int) {
+	for range len(w.queue) {
+		w.write(<-w.queue)
+		n++
+	}
+	return n
 }
 
 func (w *Writer) write(e *entry) {
