@@ -26,6 +26,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tollgate/tollgate/internal/stripe"
 )
@@ -119,7 +120,7 @@ type bucket struct {
 }
 
 // lineBuckets is how many buckets fill a cache line.
-const lineBuckets = 64 / 16
+const lineBuckets = int(unsafe.Sizeof(stripe.Pad{}) / unsafe.Sizeof(bucket{}))
 
 // New returns a closed breaker; now is the clock (time.Now when nil).
 func New(cfg Config, now func() time.Time) *Breaker {
