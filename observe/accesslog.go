@@ -212,31 +212,20 @@ func (l *AccessLog) run() {
 		case e := <-rest.Queue(pace, l.queue):
 			l.wakes.Add(1)
 			l.write(e)
-			pace.Drained(1+l.drain(), len(l.queue), cap(l.queue))
+			pace.Drained(1+rest.Drain(l.queue, l.write), len(l.queue), cap(l.queue))
 		case <-pace.Resting():
-			pace.Drained(l.drain(), len(l.queue), cap(l.queue))
+			pace.Drained(rest.Drain(l.queue, l.write), len(l.queue), cap(l.queue))
 		case <-tick.C:
 			l.out.flush()
 		case reply := <-l.reopenCh:
 			reply <- l.out.reopen()
 		case <-l.stop:
-			for l.drain() > 0 {
+			for rest.Drain(l.queue, l.write) > 0 {
 			}
 			l.closeErr = l.out.close()
 			return
 		}
 	}
-}
-
-// drain writes the lines queued now, and no more, so that a queue that
-// never empties still lets the writer flush, reopen and stop; it reports
-// how many.
-func (l *AccessLog) drain() (n int) {
-	for range len(l.queue) {
-		l.write(<-l.queue)
-		n++
-	}
-	return n
 }
 
 func (l *AccessLog) write(e *entry) {

@@ -143,9 +143,9 @@ func (w *Writer) run() {
 		select {
 		case e := <-rest.Queue(pace, w.queue):
 			w.write(e)
-			pace.Drained(1+w.drain(), len(w.queue), cap(w.queue))
+			pace.Drained(1+rest.Drain(w.queue, w.write), len(w.queue), cap(w.queue))
 		case <-pace.Resting():
-			pace.Drained(w.drain(), len(w.queue), cap(w.queue))
+			pace.Drained(rest.Drain(w.queue, w.write), len(w.queue), cap(w.queue))
 		case <-tick.C:
 			w.flush()
 			if w.f != nil && w.size > 0 && w.now().Sub(w.opened) >= w.set.MaxFileAge {
@@ -160,15 +160,6 @@ func (w *Writer) run() {
 			return
 		}
 	}
-}
-
-// drain writes the records queued now, and no more; it reports how many.
-func (w *Writer) drain() (n int) {
-	for range len(w.queue) {
-		w.write(<-w.queue)
-		n++
-	}
-	return n
 }
 
 func (w *Writer) write(e *entry) {

@@ -60,5 +60,16 @@ func (p *Pace) Drained(n, queued, capacity int) {
 	}
 }
 
+// Drain writes with write the items queued in q now, and no more, so that
+// a queue that never empties still lets the writer flush, reopen and stop;
+// it reports how many.
+func Drain[T any](q chan T, write func(T)) (n int) {
+	for range len(q) {
+		write(<-q)
+		n++
+	}
+	return n
+}
+
 // Stop stops the timer, for a writer that returns.
 func (p *Pace) Stop() { p.nap.Stop() }

@@ -48,3 +48,23 @@ func TestPace(t *testing.T) {
 		t.Fatal("after a drain that found nothing the writer is not idle")
 	}
 }
+
+// TestDrainTakesWhatIsQueued: a drain writes what was queued when it
+// began, in order, and no more, however fast the queue fills behind it.
+func TestDrainTakesWhatIsQueued(t *testing.T) {
+	q := make(chan int, 8)
+	for i := range 3 {
+		q <- i
+	}
+	var got []int
+	n := Drain(q, func(v int) {
+		got = append(got, v)
+		q <- 100 + v // queued during the drain: for the next one
+	})
+	if n != 3 || len(got) != 3 || got[0] != 0 || got[2] != 2 || len(q) != 3 {
+		t.Fatalf("drained %d: %v, %d left queued; want 3: [0 1 2], 3 left", n, got, len(q))
+	}
+	if n := Drain(q, func(int) {}); n != 3 || len(q) != 0 {
+		t.Fatalf("second drain %d, %d left", n, len(q))
+	}
+}
