@@ -238,9 +238,11 @@ func statusLine(section []byte) (code int, reason, rest []byte, ok bool) {
 		return 0, nil, nil, false
 	}
 	reason = line[13:]
-	for _, b := range reason {
-		if !valueChars[b] {
-			return 0, nil, nil, false
+	if !plainValue(reason) {
+		for _, b := range reason {
+			if !valueChars[b] {
+				return 0, nil, nil, false
+			}
 		}
 	}
 	// The section's last CRLF ends the fields.

@@ -248,6 +248,9 @@ type Outgoing struct {
 	TLS      bool
 	Internal *Internal
 	Policy   *HeaderPolicy
+	// Received, when it indexes the request's section (Received.Check),
+	// is where the fields are read from instead of the section.
+	Received *Received
 }
 
 var (
@@ -289,39 +292,18 @@ func collectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing, known b
 		l.Reset()
 	}
 	l.AddString("Host", o.Host)
-	var proto, fwdHost []byte
-	lateOptions := false // an option that names no field dropped anyway
-	for k, v := range Fields(h) {
-		class := classify(k)
-		if class&classConnection != 0 && !known {
-			lateOptions = l.addConnOptions(v) || lateOptions
+	f := fieldCollector{known: known}
+	if r := o.Received; r != nil && r.indexes(h) {
+		for i := range r.fields {
+			k, v := r.field(i)
+			f.field(l, o, k, v)
 		}
-		switch {
-		case class&classDrop != 0, len(l.conn) > 0 && l.connNamed(k):
-			continue
-		case class&classOwned != 0:
-			if o.PeerTrusted {
-				switch {
-				case nameIs(k, "X-Forwarded-For"):
-					if len(l.chain) > 0 {
-						l.chain = append(l.chain, strCommaSpace...)
-					}
-					l.chain = append(l.chain, v...)
-				case nameIs(k, "X-Forwarded-Proto") && proto == nil:
-					proto = v
-				case nameIs(k, "X-Forwarded-Host") && fwdHost == nil:
-					fwdHost = v
-				}
-			}
-			continue
-		case o.Internal != nil && o.Internal.header(k):
-			continue
-		case !o.Policy.passes(k):
-			continue
+	} else {
+		for k, v := range Fields(h) {
+			f.field(l, o, k, v)
 		}
-		l.Add(k, v)
 	}
-	if lateOptions {
+	if f.lateOptions {
 		// Were a field named by an option ahead of it, it went through.
 		for k := range Fields(h) {
 			if l.connNamed(k) {
@@ -329,6 +311,7 @@ func collectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing, known b
 			}
 		}
 	}
+	proto, fwdHost := f.proto, f.fwdHost
 	peer := -1 // where the peer's address starts in l.chain
 	if o.Peer.IsValid() {
 		// l.chain holds a trusted proxy's chain, and nothing otherwise.
@@ -360,6 +343,48 @@ func collectFields(l *FieldList, h *fasthttp.RequestHeader, o *Outgoing, known b
 		l.AddString("X-Forwarded-Host", o.ClientHost)
 	}
 	return true
+}
+
+// fieldCollector is one pass of collectFields over the client's fields.
+// (The list and the request are not kept in it: a value taken from the
+// request would make them escape with it.)
+type fieldCollector struct {
+	known bool
+	// A trusted proxy's X-Forwarded-Proto and X-Forwarded-Host.
+	proto, fwdHost []byte
+	lateOptions    bool // an option that names no field dropped anyway
+}
+
+// field forwards one client field, or drops it.
+func (f *fieldCollector) field(l *FieldList, o *Outgoing, k, v []byte) {
+	class := classify(k)
+	if class&classConnection != 0 && !f.known {
+		f.lateOptions = l.addConnOptions(v) || f.lateOptions
+	}
+	switch {
+	case class&classDrop != 0, len(l.conn) > 0 && l.connNamed(k):
+		return
+	case class&classOwned != 0:
+		if o.PeerTrusted {
+			switch {
+			case nameIs(k, "X-Forwarded-For"):
+				if len(l.chain) > 0 {
+					l.chain = append(l.chain, strCommaSpace...)
+				}
+				l.chain = append(l.chain, v...)
+			case nameIs(k, "X-Forwarded-Proto") && f.proto == nil:
+				f.proto = v
+			case nameIs(k, "X-Forwarded-Host") && f.fwdHost == nil:
+				f.fwdHost = v
+			}
+		}
+		return
+	case o.Internal != nil && o.Internal.header(k):
+		return
+	case !o.Policy.passes(k):
+		return
+	}
+	l.Add(k, v)
 }
 
 // addConnOptions records the options of a Connection field value; it

@@ -6,6 +6,7 @@ package codec
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"github.com/tollgate/tollgate/internal/ascii"
 
@@ -97,19 +98,22 @@ var (
 // rules hold whatever the parser version, and adds the ones it lets through
 // (Content-Length with Transfer-Encoding, codings other than chunked,
 // obs-fold, control bytes in values).
-func Check(h *fasthttp.RequestHeader, lim *Limits) error {
+func Check(h *fasthttp.RequestHeader, lim *Limits) error { return check(h, lim, nil) }
+
+// check is Check, indexing the section's fields in r when r is not nil.
+func check(h *fasthttp.RequestHeader, lim *Limits, r *Received) error {
 	if err := checkRequestLine(h, lim); err != nil {
 		return err
 	}
-	raw := h.RawHeaders()
-	if lim.MaxHeaderBytes > 0 && len(raw) > lim.MaxHeaderBytes {
+	section := h.RawHeaders()
+	if lim.MaxHeaderBytes > 0 && len(section) > lim.MaxHeaderBytes {
 		return ErrHeaderTooLarge
 	}
 	var (
 		clSeen, teSeen, hostSeen, ctSeen bool
 		hosts                            int
 	)
-	for len(raw) > 0 {
+	for raw := section; len(raw) > 0; {
 		var line []byte
 		line, raw = nextLine(raw)
 		if len(line) == 0 {
@@ -120,6 +124,9 @@ func Check(h *fasthttp.RequestHeader, lim *Limits) error {
 			return err
 		}
 		value = ascii.TrimOWS(value)
+		if r != nil {
+			r.add(section, name, value)
+		}
 		switch {
 		case ascii.EqualFold(name, "Content-Length"):
 			if clSeen {
@@ -185,6 +192,9 @@ func splitFieldLine(line []byte) (name, value []byte, err error) {
 		}
 	}
 	value = line[colon+1:]
+	if plainValue(value) {
+		return name, value, nil
+	}
 	for _, b := range value {
 		if !valueChars[b] {
 			if b == '\r' {
@@ -194,6 +204,36 @@ func splitFieldLine(line []byte) (name, value []byte, err error) {
 		}
 	}
 	return name, value, nil
+}
+
+// plainValue reports whether v holds no control byte (below 0x20, or DEL)
+// and so passes valueChars, eight bytes at a time. It is only a fast
+// yes: false means "look byte by byte" (a tab is allowed but not plain).
+// Every header section and answer passes here, on a loop whose caches the
+// kernel's work has just filled, where a table lookup per byte costs more
+// than arithmetic on words.
+func plainValue(v []byte) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	for len(v) >= 8 {
+		x := binary.LittleEndian.Uint64(v)
+		// A high bit set in a byte that was below 0x20, or that was DEL
+		// (0x7f xor 0x7f is zero, below 1). Borrows run only upwards from
+		// a byte already found, so a clean word gives zero.
+		d := x ^ 0x7f7f7f7f7f7f7f7f
+		if ((x-0x20*ones)&^x|(d-ones)&^d)&highs != 0 {
+			return false
+		}
+		v = v[8:]
+	}
+	for _, b := range v {
+		if b < 0x20 || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func checkRequestLine(h *fasthttp.RequestHeader, lim *Limits) error {

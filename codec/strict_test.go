@@ -199,3 +199,25 @@ func TestStripResponseHopByHop(t *testing.T) {
 		t.Fatalf("an answer without hop-by-hop fields changed:\n%s\n%s", before, after)
 	}
 }
+
+// TestPlainValueIsTheTable holds the word-at-a-time check to the byte
+// table: every byte value at every position of values of every length up
+// to three words, among plain neighbours of every kind.
+func TestPlainValueIsTheTable(t *testing.T) {
+	neighbours := []byte{' ', 'a', '~', 0x80, 0xff, 0x21, 0x7e}
+	for n := 1; n <= 24; n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				v := make([]byte, n)
+				for i := range v {
+					v[i] = neighbours[(i+c)%len(neighbours)]
+				}
+				v[pos] = byte(c)
+				want := c >= 0x20 && c != 0x7f
+				if got := plainValue(v); got != want {
+					t.Fatalf("plainValue(%q) = %v, want %v", v, got, want)
+				}
+			}
+		}
+	}
+}

@@ -12,7 +12,6 @@ import (
 )
 
 var (
-	strTraceparent = []byte("traceparent")
 	strRequestID   = []byte("X-Request-Id")
 	// The answer's names as fasthttp would normalize them, so that they
 	// are set without a copy and a normalizing pass.
@@ -24,7 +23,7 @@ var (
 // the request id (the client's when acceptable, else the trace id).
 func StartTrace(c *pipeline.Ctx) {
 	t := &c.Trace
-	if !parseTraceparent(c.Req.Header.PeekBytes(strTraceparent), t) {
+	if !parseTraceparent(c.Received.Traceparent(&c.Req.Header), t) {
 		binary.LittleEndian.PutUint64(t.TraceID[:8], rand.Uint64())
 		binary.LittleEndian.PutUint64(t.TraceID[8:], rand.Uint64())
 		t.ParentID = [8]byte{}
@@ -32,7 +31,7 @@ func StartTrace(c *pipeline.Ctx) {
 	}
 	binary.LittleEndian.PutUint64(t.SpanID[:], rand.Uint64()|1)
 	t.FillHex()
-	if id := c.Req.Header.PeekBytes(strRequestID); validRequestID(id) {
+	if id := c.Received.RequestID(&c.Req.Header); validRequestID(id) {
 		t.SetRequestID(id)
 	} else {
 		t.SetRequestID(t.TraceHex[:])

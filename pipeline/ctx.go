@@ -47,6 +47,9 @@ type Ctx struct {
 	// again).
 	UpstreamPath []byte
 	UpstreamHost []byte
+	// Received indexes the client's header section as the edge's check
+	// read it; the trace and the forwarding step take fields from it.
+	Received codec.Received
 	// Fields is the working space the forwarding step builds the upstream
 	// header section in.
 	Fields codec.FieldList
@@ -166,8 +169,9 @@ func AcquireParsed(req *fasthttp.Request, resp *fasthttp.Response) *Ctx {
 // Release resets c and returns it to the pool; c must not be used afterwards.
 // The buffers are kept for the next request.
 func Release(c *Ctx) {
-	keep := Ctx{Scratch: c.Scratch[:0], Scratch2: c.Scratch2[:0], Target: c.Target, Fields: c.Fields, upPath: c.upPath[:0], query: c.query}
+	keep := Ctx{Scratch: c.Scratch[:0], Scratch2: c.Scratch2[:0], Target: c.Target, Received: c.Received, Fields: c.Fields, upPath: c.upPath[:0], query: c.query}
 	keep.Target.Reset()
+	keep.Received.Reset() // the next request's section may sit where this one's did
 	keep.Fields.Reset()
 	if keep.query != nil {
 		keep.query.Reset()

@@ -85,7 +85,10 @@ func (g *Gateway) serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	c := g.begin(req, resp, peer, loop)
 	c.TLS = secure
 	c.ConfigVersion = snap.Version
-	if err := g.admit(snap, c); err != nil {
+	err := g.admit(snap, c)
+	// After the check, which indexed the fields the trace is read from.
+	observe.StartTrace(c)
+	if err != nil {
 		cannedFor(err).WriteTo(c)
 		c.CloseConn = true
 		g.Stats.ParseError(c.Stripe())
@@ -122,7 +125,6 @@ func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	}
 	c.Start = c.Now()
 	g.Stats.Begin(c.Stripe())
-	observe.StartTrace(c)
 	c.BytesIn = len(req.Header.RawHeaders()) + max(req.Header.ContentLength(), 0)
 	return c
 }
@@ -190,7 +192,7 @@ func (g *Gateway) AddObserver(o pipeline.Observer) {
 func (g *Gateway) admit(snap *config.Snapshot, c *pipeline.Ctx) error {
 	h := &c.Req.Header
 	c.ClientIP = c.Peer.Addr().Unmap() // until the proxies' word is known: refusals log the peer
-	if err := codec.Check(h, &g.limits); err != nil {
+	if err := c.Received.Check(h, &g.limits); err != nil {
 		return err
 	}
 	if err := codec.ParseTarget(&c.Target, h); err != nil {
@@ -242,6 +244,7 @@ func (g *Gateway) run(ch *pipeline.Chain, c *pipeline.Ctx) {
 func (g *Gateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
 	c := g.begin(req, resp, peer, nil)
 	c.ClientIP = peer.Addr().Unmap()
+	observe.StartTrace(c)
 	cannedFor(err).WriteTo(c)
 	g.Stats.ParseError(c.Stripe())
 	g.finish(c)

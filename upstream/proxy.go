@@ -106,6 +106,7 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 		PeerTrusted: e.Trusted != nil && peer.IsValid() && e.Trusted.Contains(peer),
 		TLS:         c.TLS,
 		Internal:    &e.Internal, Policy: policy,
+		Received: &c.Received,
 	})
 	if c.Consumer != "" {
 		l.AddString("X-Consumer", bytesconv.S2B(c.Consumer))

@@ -255,7 +255,10 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		}
 		in.ended(c.Stripe())
 		if err == nil {
-			if !s.grpc { // a gRPC answer is the gateway's own writing
+			// A gRPC answer is the gateway's own writing; one kept as
+			// read (c.Answer) left its hop-by-hop fields behind already,
+			// and c.Resp's header is not what the client receives.
+			if !s.grpc && !c.Answer.Active() {
 				StripResponse(c.Resp)
 			}
 			c.Outcome.Result = pipeline.ResultOK
