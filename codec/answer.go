@@ -71,72 +71,31 @@ const dateFormat = "Mon, 02 Jan 2006 15:04:05 GMT"
 // head says the request was HEAD (the answer has no body). now is the
 // time of the Date field added when the backend sent none.
 func (a *Answer) Read(br *bufio.Reader, resp *fasthttp.Response, maxBody int, head bool, now time.Time) (taken bool, err error) {
-	a.Reset()
-	section, ok := peekSection(br)
-	if !ok {
-		return false, nil
-	}
-	code, reason, fields, ok := statusLine(section)
-	if !ok {
-		return false, nil
-	}
-	a.head = append(a.head, strHTTP11Sp...)
-	a.head = strconv.AppendInt(a.head, int64(code), 10)
-	a.head = append(a.head, ' ')
-	a.head = append(a.head, reason...)
-	a.head = append(a.head, '\r', '\n')
-	length := -1
-	var singles uint8 // the single-valued fields seen (answerSingle)
-	for len(fields) > 0 {
-		var line []byte
-		if line, fields, ok = crlfLine(fields); !ok {
+	var (
+		end, code, length int
+		verdict           sectionVerdict
+	)
+	for n := 1; ; {
+		if _, err := br.Peek(n); err != nil {
+			a.Reset()
 			return false, nil
 		}
-		name, value, err := splitFieldLine(line)
-		if err != nil {
+		b, _ := br.Peek(br.Buffered())
+		end, code, length, verdict = a.readSection(b, maxBody, now)
+		if verdict != sectionShort {
+			break
+		}
+		if len(b) >= br.Size() {
+			a.Reset()
 			return false, nil
 		}
-		switch class := classify(name); {
-		case class&classConnection != 0:
-			if !a.connectionOptions(value) {
-				return false, nil
-			}
-			continue
-		case class&classHop != 0:
-			if ascii.EqualFold(name, "Trailer") {
-				return false, nil // announces trailers a length-framed body cannot have: fasthttp judges it
-			}
-			continue
-		case ascii.EqualFold(name, strAnswerLength):
-			n, ok := contentLength(value)
-			if !ok || length >= 0 {
-				return false, nil // a second one, even equal, is fasthttp's to judge
-			}
-			length = n
-			continue
-		case class&classDrop != 0 && !ascii.EqualFold(name, "Host") && !ascii.EqualFold(name, "Expect"):
-			return false, nil // Transfer-Encoding
-		case isTraceField(name):
-			continue // the gateway stamps its own (observe.StampResponse)
-		}
-		if bit := answerSingle(name); bit != 0 {
-			if singles&bit != 0 {
-				return false, nil // fasthttp keeps the last; the answer is its to pass as before
-			}
-			singles |= bit
-		}
-		a.head = append(a.head, line...)
-		a.head = append(a.head, '\r', '\n')
+		n = len(b) + 1 // wait for more than what is here now
 	}
-	if length < 0 || maxBody > 0 && length > maxBody {
+	if verdict != sectionTaken {
+		a.Reset()
 		return false, nil
 	}
-	if singles&singleDate == 0 {
-		a.head = append(a.head, strDateField...)
-		a.head = now.UTC().AppendFormat(a.head, dateFormat)
-		a.head = append(a.head, '\r', '\n')
-	}
-	if _, err := br.Discard(len(section)); err != nil {
+	if _, err := br.Discard(end); err != nil {
 		return true, err
 	}
 	resp.ResetBody()
@@ -151,6 +110,88 @@ func (a *Answer) Read(br *bufio.Reader, resp *fasthttp.Response, maxBody int, he
 	}
 	a.active = true
 	return true, nil
+}
+
+// sectionVerdict is what readSection made of the bytes buffered.
+type sectionVerdict uint8
+
+const (
+	sectionTaken sectionVerdict = iota // the common answer: passed on as read
+	sectionOther                       // another answer: fasthttp's to read
+	sectionShort                       // no blank line yet: the section needs more bytes
+)
+
+// readSection reads a header section off the front of b, line by line, into
+// a.head: the status line, the fields kept, and a Date when the backend
+// sent none. It returns the section's length (through its blank line), the
+// status code and the Content-Length. One pass finds the lines and the
+// section's end: the bytes are not searched for CRLF CRLF first.
+func (a *Answer) readSection(b []byte, maxBody int, now time.Time) (end, code, length int, verdict sectionVerdict) {
+	a.Reset()
+	code, reason, fields, verdict := statusLine(b)
+	if verdict != sectionTaken {
+		return 0, 0, 0, verdict
+	}
+	a.head = append(a.head, strHTTP11Sp...)
+	a.head = strconv.AppendInt(a.head, int64(code), 10)
+	a.head = append(a.head, ' ')
+	a.head = append(a.head, reason...)
+	a.head = append(a.head, '\r', '\n')
+	length = -1
+	var singles uint8 // the single-valued fields seen (answerSingle)
+	for {
+		var line []byte
+		if line, fields, verdict = crlfLine(fields); verdict != sectionTaken {
+			return 0, 0, 0, verdict
+		}
+		if len(line) == 0 {
+			break // the blank line
+		}
+		name, value, err := splitFieldLine(line)
+		if err != nil {
+			return 0, 0, 0, sectionOther
+		}
+		switch class := classify(name); {
+		case class&classConnection != 0:
+			if !a.connectionOptions(value) {
+				return 0, 0, 0, sectionOther
+			}
+			continue
+		case class&classHop != 0:
+			if ascii.EqualFold(name, "Trailer") {
+				return 0, 0, 0, sectionOther // announces trailers a length-framed body cannot have: fasthttp judges it
+			}
+			continue
+		case ascii.EqualFold(name, strAnswerLength):
+			n, ok := contentLength(value)
+			if !ok || length >= 0 {
+				return 0, 0, 0, sectionOther // a second one, even equal, is fasthttp's to judge
+			}
+			length = n
+			continue
+		case class&classDrop != 0 && !ascii.EqualFold(name, "Host") && !ascii.EqualFold(name, "Expect"):
+			return 0, 0, 0, sectionOther // Transfer-Encoding
+		case isTraceField(name):
+			continue // the gateway stamps its own (observe.StampResponse)
+		}
+		if bit := answerSingle(name); bit != 0 {
+			if singles&bit != 0 {
+				return 0, 0, 0, sectionOther // fasthttp keeps the last; the answer is its to pass as before
+			}
+			singles |= bit
+		}
+		a.head = append(a.head, line...)
+		a.head = append(a.head, '\r', '\n')
+	}
+	if length < 0 || maxBody > 0 && length > maxBody {
+		return 0, 0, 0, sectionOther
+	}
+	if singles&singleDate == 0 {
+		a.head = append(a.head, strDateField...)
+		a.head = now.UTC().AppendFormat(a.head, dateFormat)
+		a.head = append(a.head, '\r', '\n')
+	}
+	return len(b) - len(fields), code, length, sectionTaken
 }
 
 // The fields fasthttp holds one value of, each a bit of Read's singles.
@@ -201,62 +242,51 @@ func (a *Answer) connectionOptions(v []byte) bool {
 	return ok
 }
 
-// peekSection returns the answer's header section through its blank line
-// once br holds it whole, reading as needed; false when it does not fit
-// br's buffer or a read fails (fasthttp then reads it and reports why).
-func peekSection(br *bufio.Reader) ([]byte, bool) {
-	for n := 1; ; {
-		if _, err := br.Peek(n); err != nil {
-			return nil, false
-		}
-		b, _ := br.Peek(br.Buffered())
-		if i := bytes.Index(b, strCRLFCRLF); i >= 0 {
-			return b[:i+4], true
-		}
-		if len(b) >= br.Size() {
-			return nil, false
-		}
-		n = len(b) + 1 // wait for more than what is here now
-	}
-}
-
 // statusLine reads "HTTP/1.1 SSS reason" off the front of a section: a
 // final status other than 204 and 304 (no body is framed for them by
 // Content-Length) and a reason, which is kept.
-func statusLine(section []byte) (code int, reason, rest []byte, ok bool) {
-	line, rest, ok := crlfLine(section)
-	if !ok || len(line) < len("HTTP/1.1 200 ") || !bytes.HasPrefix(line, strHTTP11Sp) || line[12] != ' ' {
-		return 0, nil, nil, false
+func statusLine(b []byte) (code int, reason, rest []byte, verdict sectionVerdict) {
+	line, rest, verdict := crlfLine(b)
+	if verdict != sectionTaken {
+		return 0, nil, nil, verdict
+	}
+	if len(line) < len("HTTP/1.1 200 ") || !bytes.HasPrefix(line, strHTTP11Sp) || line[12] != ' ' {
+		return 0, nil, nil, sectionOther
 	}
 	for _, b := range line[9:12] {
 		if b < '0' || b > '9' {
-			return 0, nil, nil, false
+			return 0, nil, nil, sectionOther
 		}
 		code = code*10 + int(b-'0')
 	}
 	if code < 200 || code > 599 || code == 204 || code == 304 {
-		return 0, nil, nil, false
+		return 0, nil, nil, sectionOther
 	}
 	reason = line[13:]
+	if len(reason) == 0 {
+		return 0, nil, nil, sectionOther
+	}
 	if !plainValue(reason) {
 		for _, b := range reason {
 			if !valueChars[b] {
-				return 0, nil, nil, false
+				return 0, nil, nil, sectionOther
 			}
 		}
 	}
-	// The section's last CRLF ends the fields.
-	return code, reason, rest[:len(rest)-2], len(reason) > 0
+	return code, reason, rest, sectionTaken
 }
 
 // crlfLine splits the first CRLF-ended line off b; a bare LF or CR is
-// not the common answer.
-func crlfLine(b []byte) (line, rest []byte, ok bool) {
+// not the common answer, and a line not ended yet needs more bytes.
+func crlfLine(b []byte) (line, rest []byte, verdict sectionVerdict) {
 	i := bytes.IndexByte(b, '\n')
-	if i < 1 || b[i-1] != '\r' {
-		return nil, nil, false
+	switch {
+	case i < 0:
+		return nil, nil, sectionShort
+	case i < 1 || b[i-1] != '\r':
+		return nil, nil, sectionOther
 	}
-	return b[:i-1], b[i+1:], true
+	return b[:i-1], b[i+1:], sectionTaken
 }
 
 // contentLength reads a Content-Length value: digits only, after the
