@@ -138,7 +138,7 @@ func (a *Answer) readSection(b []byte, maxBody int, now time.Time) (end, code, l
 	a.head = append(a.head, reason...)
 	a.head = append(a.head, '\r', '\n')
 	length = -1
-	var singles uint8 // the single-valued fields seen (answerSingle)
+	var singles uint8 // the single-valued fields seen (answerField)
 	for {
 		var line []byte
 		if line, fields, verdict = crlfLine(fields); verdict != sectionTaken {
@@ -151,34 +151,30 @@ func (a *Answer) readSection(b []byte, maxBody int, now time.Time) (end, code, l
 		if err != nil {
 			return 0, 0, 0, sectionOther
 		}
-		switch class := classify(name); {
-		case class&classConnection != 0:
+		switch kind, single := answerField(name); kind {
+		case answerConnection:
 			if !a.connectionOptions(value) {
 				return 0, 0, 0, sectionOther
 			}
 			continue
-		case class&classHop != 0:
-			if ascii.EqualFold(name, "Trailer") {
-				return 0, 0, 0, sectionOther // announces trailers a length-framed body cannot have: fasthttp judges it
-			}
+		case answerDropped:
 			continue
-		case ascii.EqualFold(name, strAnswerLength):
+		case answerOther:
+			return 0, 0, 0, sectionOther
+		case answerLength:
 			n, ok := contentLength(value)
 			if !ok || length >= 0 {
 				return 0, 0, 0, sectionOther // a second one, even equal, is fasthttp's to judge
 			}
 			length = n
 			continue
-		case class&classDrop != 0 && !ascii.EqualFold(name, "Host") && !ascii.EqualFold(name, "Expect"):
-			return 0, 0, 0, sectionOther // Transfer-Encoding
-		case isTraceField(name):
-			continue // the gateway stamps its own (observe.StampResponse)
-		}
-		if bit := answerSingle(name); bit != 0 {
-			if singles&bit != 0 {
-				return 0, 0, 0, sectionOther // fasthttp keeps the last; the answer is its to pass as before
+		default:
+			if single != 0 {
+				if singles&single != 0 {
+					return 0, 0, 0, sectionOther // fasthttp keeps the last; the answer is its to pass as before
+				}
+				singles |= single
 			}
-			singles |= bit
 		}
 		a.head = append(a.head, line...)
 		a.head = append(a.head, '\r', '\n')
@@ -202,27 +198,62 @@ const (
 	singleServer
 )
 
-// answerSingle returns the bit of a single-valued field, 0 for others.
-func answerSingle(name []byte) uint8 {
-	switch len(name) {
-	case len("Date"):
-		if ascii.EqualFold(name, strAnswerDate) {
-			return singleDate
-		}
-	case len("Content-Type"):
-		if ascii.EqualFold(name, "Content-Type") {
-			return singleContentType
-		}
-	case len("Content-Encoding"):
-		if ascii.EqualFold(name, "Content-Encoding") {
-			return singleContentEncoding
-		}
-	case len("Server"):
-		if ascii.EqualFold(name, "Server") {
-			return singleServer
+// answerKind is what Read does with an answer's field, by its name.
+type answerKind uint8
+
+const (
+	answerKept       answerKind = iota // passed on (once, for a single-valued one)
+	answerConnection                   // its options are read: close and keep-alive only
+	answerDropped                      // hop-by-hop, or a trace field the gateway stamps itself (observe.StampResponse)
+	answerLength                       // Content-Length: the body's framing
+	answerOther                        // Transfer-Encoding, or Trailer (announcing trailers a length-framed body cannot have): fasthttp judges the answer
+)
+
+type answerName struct {
+	name   string
+	kind   answerKind
+	single uint8
+}
+
+// answerNames holds every name Read treats apart, by length, so that a
+// field is compared with the few of its own length, once.
+var answerNames = func() (t [32][]answerName) {
+	add := func(n string, kind answerKind, single uint8) {
+		t[len(n)] = append(t[len(n)], answerName{n, kind, single})
+	}
+	for _, n := range hopByHop {
+		switch n {
+		case "Connection":
+			add(n, answerConnection, 0)
+		case "Trailer":
+			add(n, answerOther, 0)
+		default:
+			add(n, answerDropped, 0)
 		}
 	}
-	return 0
+	// Host and Expect, framing in a request, are kept in an answer.
+	add(strAnswerLength, answerLength, 0)
+	add("Transfer-Encoding", answerOther, 0)
+	add("traceparent", answerDropped, 0)
+	add("X-Request-Id", answerDropped, 0)
+	add(strAnswerDate, answerKept, singleDate)
+	add("Content-Type", answerKept, singleContentType)
+	add("Content-Encoding", answerKept, singleContentEncoding)
+	add("Server", answerKept, singleServer)
+	return t
+}()
+
+// answerField returns what Read does with a field of this name, and the
+// bit of a single-valued one (0 for others).
+func answerField(name []byte) (answerKind, uint8) {
+	if len(name) < len(answerNames) {
+		for _, n := range answerNames[len(name)] {
+			if ascii.EqualFold(name, n.name) {
+				return n.kind, n.single
+			}
+		}
+	}
+	return answerKept, 0
 }
 
 // connectionOptions reads an answer's Connection field: close and

@@ -329,3 +329,53 @@ func parseWritten(t *testing.T, s string) wireAnswer {
 	}
 	return w
 }
+
+// TestAnswerFieldKinds holds the answer's name table to the lists it
+// stands for, in any letter case: hop-by-hop fields are dropped (Connection
+// read, Trailer judged by fasthttp), framing other than Content-Length is
+// fasthttp's, Host and Expect are kept, and so is what the gateway owns in
+// a request (an answer's X-Forwarded-For is the backend's business).
+func TestAnswerFieldKinds(t *testing.T) {
+	want := map[string]answerKind{
+		"Content-Length": answerLength, "Transfer-Encoding": answerOther, "Host": answerKept, "Expect": answerKept,
+		"traceparent": answerDropped, "X-Request-Id": answerDropped, "X-Forwarded-For": answerKept, "X_Request_Id": answerKept,
+		"Date": answerKept, "X-Custom": answerKept, strings.Repeat("x", 40): answerKept,
+	}
+	for _, n := range hopByHop {
+		switch n {
+		case "Connection":
+			want[n] = answerConnection
+		case "Trailer":
+			want[n] = answerOther
+		default:
+			want[n] = answerDropped
+		}
+	}
+	for name, kind := range want {
+		for _, n := range []string{name, strings.ToUpper(name), strings.ToLower(name)} {
+			if got, _ := answerField([]byte(n)); got != kind {
+				t.Errorf("%s: kind %d, want %d", n, got, kind)
+			}
+		}
+	}
+}
+
+// BenchmarkAnswerRead is the reading of a backend's common answer (four
+// fields and a 64-byte body) as the loop's upstream exchange does it.
+func BenchmarkAnswerRead(b *testing.B) {
+	const in = "HTTP/1.1 200 OK\r\nServer: bench-upstream\r\nDate: Wed, 02 Dec 2026 16:00:00 GMT\r\n" +
+		"Content-Type: text/plain\r\nContent-Length: 64\r\n\r\n" +
+		"abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz01"
+	src := strings.NewReader(in)
+	br := bufio.NewReaderSize(src, 4096)
+	var a Answer
+	resp := &fasthttp.Response{}
+	b.ReportAllocs()
+	for b.Loop() {
+		src.Reset(in)
+		br.Reset(src)
+		if taken, err := a.Read(br, resp, 0, false, answerNow); !taken || err != nil {
+			b.Fatalf("taken %v, err %v", taken, err)
+		}
+	}
+}

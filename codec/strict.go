@@ -181,16 +181,15 @@ func splitFieldLine(line []byte) (name, value []byte, err error) {
 	if line[0] == ' ' || line[0] == '\t' {
 		return nil, nil, ErrObsFold
 	}
-	colon := bytes.IndexByte(line, ':')
-	if colon <= 0 {
+	// The name is token characters up to the colon: one walk finds both.
+	colon := 0
+	for colon < len(line) && tokenChars[line[colon]] {
+		colon++
+	}
+	if colon == 0 || colon == len(line) || line[colon] != ':' {
 		return nil, nil, ErrBadHeaderName
 	}
 	name = line[:colon]
-	for _, b := range name {
-		if !tokenChars[b] {
-			return nil, nil, ErrBadHeaderName
-		}
-	}
 	value = line[colon+1:]
 	if plainValue(value) {
 		return name, value, nil
