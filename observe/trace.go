@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	strRequestID   = []byte("X-Request-Id")
+	strRequestID = []byte("X-Request-Id")
 	// The answer's names as fasthttp would normalize them, so that they
 	// are set without a copy and a normalizing pass.
 	strTraceparentCanonical = []byte("Traceparent")
