@@ -28,7 +28,7 @@ func TestReceivedIsTheSection(t *testing.T) {
 		"TraceParent:  00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00 ",
 		"X-Request-Id: abc-1", "x-request-id:\tdef-2", "X_Request_Id: ghi-3",
 		"Accept: */*", "Cookie: a=1", "Connection: keep-alive, X-Hop", "X-Hop: 1",
-		"X-Forwarded-For: 192.0.2.1", "User-Agent: wrk", "X-Empty:", "X-Tab: \ta\tb\t",
+		"X-Forwarded-For: 192.0.2.1", "User-Agent: wrk", "X-Empty:", "X-Blank: \t  ", "X-Tab: \ta\tb\t",
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	var (
