@@ -33,6 +33,18 @@ type Answer struct {
 	contentLength int
 	active        bool
 	close         bool // the backend asked to close its connection
+	walk          sectionWalk
+}
+
+// sectionWalk is how far Read has walked a header section that has not
+// all come yet, so that each byte is walked once however the section is
+// split: a backend sending it a byte at a time does not make the loop
+// walk it again from the start at each byte.
+type sectionWalk struct {
+	at      int   // where the next line starts (0: the status line)
+	code    int   // the status
+	length  int   // Content-Length, -1 until read
+	singles uint8 // the single-valued fields seen (answerField)
 }
 
 // Active reports that the answer in hand is one Read took: the transport
@@ -47,6 +59,7 @@ func (a *Answer) Reset() {
 	a.head = a.head[:0]
 	a.contentLength = 0
 	a.active, a.close = false, false
+	a.walk = sectionWalk{}
 }
 
 var (
@@ -71,17 +84,20 @@ const dateFormat = "Mon, 02 Jan 2006 15:04:05 GMT"
 // head says the request was HEAD (the answer has no body). now is the
 // time of the Date field added when the backend sent none.
 func (a *Answer) Read(br *bufio.Reader, resp *fasthttp.Response, maxBody int, head bool, now time.Time) (taken bool, err error) {
+	a.Reset()
 	var (
-		end, code, length int
-		verdict           sectionVerdict
+		end     int
+		verdict sectionVerdict
 	)
 	for n := 1; ; {
 		if _, err := br.Peek(n); err != nil {
 			a.Reset()
 			return false, nil
 		}
+		// The buffered bytes from the answer's first: a fill moves them
+		// to the buffer's front but keeps them, so the walk's offsets hold.
 		b, _ := br.Peek(br.Buffered())
-		end, code, length, verdict = a.readSection(b, maxBody, now)
+		end, verdict = a.readSection(b, maxBody, now)
 		if verdict != sectionShort {
 			break
 		}
@@ -100,11 +116,11 @@ func (a *Answer) Read(br *bufio.Reader, resp *fasthttp.Response, maxBody int, he
 	}
 	resp.ResetBody()
 	resp.Header.SetNoDefaultContentType(true)
-	resp.SetStatusCode(code)
-	resp.Header.SetContentLength(length)
-	a.contentLength = length
+	resp.SetStatusCode(a.walk.code)
+	resp.Header.SetContentLength(a.walk.length)
+	a.contentLength = a.walk.length
 	if !head {
-		if err := a.readBody(br, resp, length); err != nil {
+		if err := a.readBody(br, resp, a.walk.length); err != nil {
 			return true, err
 		}
 	}
@@ -121,73 +137,78 @@ const (
 	sectionShort                       // no blank line yet: the section needs more bytes
 )
 
-// readSection reads a header section off the front of b, line by line, into
+// readSection walks a header section at the front of b, line by line, into
 // a.head: the status line, the fields kept, and a Date when the backend
-// sent none. It returns the section's length (through its blank line), the
-// status code and the Content-Length. One pass finds the lines and the
+// sent none. It goes on from where the last call stopped (a.walk) when
+// that one found the section short: b is then the same bytes and more.
+// Done, it returns the section's length (through its blank line), with the
+// status and Content-Length in a.walk. One pass finds the lines and the
 // section's end: the bytes are not searched for CRLF CRLF first.
-func (a *Answer) readSection(b []byte, maxBody int, now time.Time) (end, code, length int, verdict sectionVerdict) {
-	a.Reset()
-	code, reason, fields, verdict := statusLine(b)
-	if verdict != sectionTaken {
-		return 0, 0, 0, verdict
-	}
-	a.head = append(a.head, strHTTP11Sp...)
-	a.head = strconv.AppendInt(a.head, int64(code), 10)
-	a.head = append(a.head, ' ')
-	a.head = append(a.head, reason...)
-	a.head = append(a.head, '\r', '\n')
-	length = -1
-	var singles uint8 // the single-valued fields seen (answerField)
-	for {
-		var line []byte
-		if line, fields, verdict = crlfLine(fields); verdict != sectionTaken {
-			return 0, 0, 0, verdict
+func (a *Answer) readSection(b []byte, maxBody int, now time.Time) (end int, verdict sectionVerdict) {
+	w := &a.walk
+	if w.at == 0 {
+		code, reason, rest, verdict := statusLine(b)
+		if verdict != sectionTaken {
+			return 0, verdict
 		}
+		a.head = append(a.head, strHTTP11Sp...)
+		a.head = strconv.AppendInt(a.head, int64(code), 10)
+		a.head = append(a.head, ' ')
+		a.head = append(a.head, reason...)
+		a.head = append(a.head, '\r', '\n')
+		w.at = len(b) - len(rest)
+		w.code, w.length = code, -1
+	}
+	for {
+		line, rest, verdict := crlfLine(b[w.at:])
+		if verdict != sectionTaken {
+			return 0, verdict // short: the walk goes on from this line
+		}
+		w.at = len(b) - len(rest)
 		if len(line) == 0 {
 			break // the blank line
 		}
 		name, value, err := splitFieldLine(line)
 		if err != nil {
-			return 0, 0, 0, sectionOther
+			return 0, sectionOther
 		}
 		switch kind, single := answerField(name); kind {
 		case answerConnection:
 			if !a.connectionOptions(value) {
-				return 0, 0, 0, sectionOther
+				return 0, sectionOther
 			}
 			continue
 		case answerDropped:
 			continue
 		case answerOther:
-			return 0, 0, 0, sectionOther
+			return 0, sectionOther
 		case answerLength:
 			n, ok := contentLength(value)
-			if !ok || length >= 0 {
-				return 0, 0, 0, sectionOther // a second one, even equal, is fasthttp's to judge
+			if !ok || w.length >= 0 {
+				return 0, sectionOther // a second one, even equal, is fasthttp's to judge
 			}
-			length = n
+			w.length = n
 			continue
 		default:
 			if single != 0 {
-				if singles&single != 0 {
-					return 0, 0, 0, sectionOther // fasthttp keeps the last; the answer is its to pass as before
+				if w.singles&single != 0 {
+					return 0, sectionOther // fasthttp keeps the last; the answer is its to pass as before
 				}
-				singles |= single
+				w.singles |= single
 			}
 		}
 		a.head = append(a.head, line...)
 		a.head = append(a.head, '\r', '\n')
 	}
-	if length < 0 || maxBody > 0 && length > maxBody {
-		return 0, 0, 0, sectionOther
+	if w.length < 0 || maxBody > 0 && w.length > maxBody {
+		return 0, sectionOther
 	}
-	if singles&singleDate == 0 {
+	if w.singles&singleDate == 0 {
 		a.head = append(a.head, strDateField...)
 		a.head = now.UTC().AppendFormat(a.head, dateFormat)
 		a.head = append(a.head, '\r', '\n')
 	}
-	return len(b) - len(fields), code, length, sectionTaken
+	return w.at, sectionTaken
 }
 
 // The fields fasthttp holds one value of, each a bit of Read's singles.
