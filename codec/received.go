@@ -26,9 +26,19 @@ type Received struct {
 // the whitespace around it (raw[vs:ve]).
 type receivedField struct{ ks, ke, vs, ve int32 }
 
-// Reset forgets the section, keeping the buffer.
+// keptFields is the most fields an index keeps room for between
+// requests: a client sending thousands of tiny fields (a 8 KiB section
+// holds 2,000) does not leave every pooled context holding an index
+// that large.
+const keptFields = 256
+
+// Reset forgets the section, keeping the buffer unless it grew past
+// keptFields.
 func (r *Received) Reset() {
 	r.raw, r.fields = nil, r.fields[:0]
+	if cap(r.fields) > keptFields {
+		r.fields = nil
+	}
 	r.traceparent, r.requestID = 0, 0
 }
 

@@ -126,3 +126,34 @@ func TestReceivedIsForItsOwnSection(t *testing.T) {
 		t.Fatalf("a refused request's X-Request-Id: %q, want r1 (read from the header)", got)
 	}
 }
+
+// TestReceivedKeepsNoHugeIndex: a section of thousands of tiny fields is
+// indexed whole, and its index is not kept past the request.
+func TestReceivedKeepsNoHugeIndex(t *testing.T) {
+	lim := Limits{MaxHeaderBytes: 64 << 10}
+	raw := "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("a:\r\n", 3000) + "traceparent: x\r\n\r\n"
+	var req fasthttp.Request
+	if err := req.Header.Read(bufio.NewReaderSize(strings.NewReader(raw), 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	var r Received
+	if err := r.Check(&req.Header, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.fields) != 3002 || string(r.Traceparent(&req.Header)) != "x" {
+		t.Fatalf("indexed %d fields, traceparent %q; want 3002 and x", len(r.fields), r.Traceparent(&req.Header))
+	}
+	r.Reset()
+	if cap(r.fields) > keptFields {
+		t.Fatalf("the index keeps room for %d fields after Reset, want at most %d", cap(r.fields), keptFields)
+	}
+	var small fasthttp.Request
+	readHeader(t, &small.Header, "GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\n\r\n")
+	if err := r.Check(&small.Header, &lim); err != nil {
+		t.Fatal(err)
+	}
+	r.Reset()
+	if cap(r.fields) == 0 {
+		t.Fatal("a small index's buffer was not kept")
+	}
+}
