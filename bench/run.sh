@@ -146,32 +146,36 @@ other_ticks() { # pids...: CPU ticks of every process except these (reaped child
 
 now_ns() { date +%s%N; }
 
-cpu_idle_total() { awk '/^cpu /{ t = 0; for (i = 2; i <= NF; i++) t += $i; print $5 + $6, t; exit }' /proc/stat; } # idle+iowait, all: ticks of all cores
+# cpu_idle_total: idle+iowait, all, steal: ticks of all cores. Steal is the
+# time the hypervisor ran something else while this machine had work.
+cpu_idle_total() { awk '/^cpu /{ t = 0; for (i = 2; i <= NF; i++) t += $i; print $5 + $6, t, $9 + 0; exit }' /proc/stat; }
 
 # measure target outfile cmd...: runs cmd (a load generator) and appends its
 # result line plus proxy_ticks (CPU of the proxy, workers included),
 # upstream_ticks (CPU of the upstream), load_cpu_s (CPU seconds of the load
 # generator: what the answers cost the client side), other_cpu_pct (CPU of every process that is neither the proxy, the upstream
-# nor this script and its load generators, as a share of all cores) and
-# idle_pct (the machine's idle time, as a share of all cores).
+# nor this script and its load generators, as a share of all cores),
+# idle_pct (the machine's idle time, as a share of all cores) and steal_pct
+# (the time the hypervisor took from this machine, as a share of all cores).
 measure() {
 	local target=$1 out=$2 pid ours t0 o0 p0 u0 t1 o1 p1 u1 load
 	shift 2
 	pid=${PIDS[$target]}
 	ours="$$ ${PIDS[upstream]} $pid $(children "$pid" | tr '\n' ' ')"
-	read -r i0 a0 < <(cpu_idle_total)
+	read -r i0 a0 s0 < <(cpu_idle_total)
 	t0=$(now_ns) o0=$(other_ticks "$ours") p0=$(proc_ticks "$pid") u0=$(proc_ticks "${PIDS[upstream]}")
 	# The load generator's own CPU (user + system), from bash's time.
 	local TIMEFORMAT='LOADCPU %3U %3S'
 	{ time "$@" >"$out.raw" 2>&1; } 2>"$out.load" || true
 	p1=$(proc_ticks "$pid") u1=$(proc_ticks "${PIDS[upstream]}") o1=$(other_ticks "$ours") t1=$(now_ns)
-	read -r i1 a1 < <(cpu_idle_total)
+	read -r i1 a1 s1 < <(cpu_idle_total)
 	load=$(awk '/^LOADCPU /{ printf "%.3f", $2 + $3 }' "$out.load")
 	awk -v p=$((p1 - p0)) -v u=$((u1 - u0)) -v load="${load:-0}" -v o=$((o1 - o0)) -v el=$((t1 - t0)) -v hz="$HZ" -v ncpu="$NPROC" \
-		-v idle=$((i1 - i0)) -v all=$((a1 - a0)) '
+		-v idle=$((i1 - i0)) -v all=$((a1 - a0)) -v steal=$((s1 - s0)) '
 		{ print $0 " proxy_ticks=" p " upstream_ticks=" u " load_cpu_s=" load \
 			" other_cpu_pct=" sprintf("%.1f", 100 * o / (el / 1e9 * hz * ncpu)) \
-			" idle_pct=" sprintf("%.1f", all > 0 ? 100 * idle / all : 0) }' \
+			" idle_pct=" sprintf("%.1f", all > 0 ? 100 * idle / all : 0) \
+			" steal_pct=" sprintf("%.1f", all > 0 ? 100 * steal / all : 0) }' \
 		<(grep -E '^(WRKPCT|LOADGEN) ' "$out.raw" | tail -n 1) >"$out.line"
 	if [[ ! -s $out.line ]]; then
 		cat "$out.raw" >&2
@@ -281,18 +285,37 @@ ratio_cells() {
 	echo "${cells% | }"
 }
 
+# steal_cell file: the median steal share over the rounds, and the largest
+# when a round's differs.
+steal_cell() {
+	local med hi
+	med=$(val steal_pct "$1" | median | fmtd 1) hi=$(val steal_pct "$1" | sort -g | tail -n1 | fmtd 1)
+	if [[ $hi != "$med" ]]; then echo "$med (≤ $hi)"; else echo "$med"; fi
+}
+
+# steal_note: a line for the report when the hypervisor took a noticeable
+# share of the CPUs in some round: then a round's ratio says as much about
+# the host as about the proxies.
+steal_note() {
+	local hi
+	hi=$(cat "$TMP"/res/*.wrk "$TMP"/res/*.open 2>/dev/null | sed -n 's/.* steal_pct=\([^ ]*\).*/\1/p' | sort -g | tail -n1)
+	[[ -n $hi ]] || return 0
+	awk -v hi="$hi" 'BEGIN { exit !(hi >= 2) }' || return 0
+	printf -- '- the hypervisor took up to %s %% of the CPUs in a round (steal %%): the rounds ran on a host whose capacity changed under them, so read the ratios over many rounds, not one\n' "$hi"
+}
+
 # row_wrk pass target: one table row from the wrk rounds
 row_wrk() {
 	local f=$TMP/res/$1.$2.wrk rps lo hi
 	rps=$(val rps "$f" | median) lo=$(val rps "$f" | sort -g | head -n1) hi=$(val rps "$f" | sort -g | tail -n1)
-	printf '| %s | %s | wrk -t%s -c%s %s ×%s%s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+	printf '| %s | %s | wrk -t%s -c%s %s ×%s%s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
 		"$1" "$2" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" "$WRK_LOAD_NOTE" \
 		"$(fmt0 "$rps")" "$(fmt0 "$lo")" "$(fmt0 "$hi")" \
 		"$(val p50_ms "$f" | ms)" "$(val p99_ms "$f" | ms)" "$(val p999_ms "$f" | ms)" "$(val p9999_ms "$f" | ms)" \
 		"$(val errors "$f" | sum)" "$(cpu_us_per_req "$f" requests)" \
 		"$(cpu_us_per_req "$f" requests upstream_ticks)" "$(cpu_us_per_req "$f" requests load_cpu_s)" \
 		"$(val other_cpu_pct "$f" | median | fmtd 1)" \
-		"$(val idle_pct "$f" | median | fmtd 1)" \
+		"$(val idle_pct "$f" | median | fmtd 1)" "$(steal_cell "$f")" \
 		"$(ratio_cells "$1" "$2" wrk requests)"
 }
 
@@ -328,11 +351,11 @@ row_open() {
 	# Open-loop rows have no req/s ratio (the rate is the offered one).
 	r=$(ratio_cells "$1" "$2" open responses_total)
 	r="— | ${r//|/| — |}"
-	printf '| %s | %s | open loop %s/s %s | %s | %s%s | %s | %s | %s | %s | %s | %s |\n' \
+	printf '| %s | %s | open loop %s/s %s | %s | %s%s | %s | %s | %s | %s | %s | %s | %s |\n' \
 		"$1" "$2" "$RATE" "$DURATION" "$(fmt0 "$(val achieved_rps "$f" | median)")" "$cells" \
 		"$errs" "$(cpu_us_per_req "$f" responses_total)" "$(cpu_us_per_req "$f" responses_total upstream_ticks)" \
 		"$(cpu_us_per_req "$f" responses_total load_cpu_s)" "$(val other_cpu_pct "$f" | median | fmtd 1)" \
-		"$(val idle_pct "$f" | median | fmtd 1)" "$r"
+		"$(val idle_pct "$f" | median | fmtd 1)" "$(steal_cell "$f")" "$r"
 }
 
 # ---------------------------------------------------------------- run
@@ -434,8 +457,8 @@ if [[ $IDLE == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- report
-TABLE="| pass | target | load | req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | errors | CPU µs/req | upstream CPU µs/req | load CPU µs/req | other CPU % | idle % | req/s ÷ nginx | CPU/req ÷ nginx |"
-RULE="|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+TABLE="| pass | target | load | req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | errors | CPU µs/req | upstream CPU µs/req | load CPU µs/req | other CPU % | idle % | steal % | req/s ÷ nginx | CPU/req ÷ nginx |"
+RULE="|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 if has_target nginx-fields; then
 	TABLE+=" req/s ÷ nginx-fields | CPU/req ÷ nginx-fields |"
 	RULE+="---|---|"
@@ -452,6 +475,8 @@ for pass in "${PASSES[@]}"; do
 	t=$(tails_open "$pass")
 	if [[ -n $t ]]; then TAILS+="$t"$'\n'; fi
 done
+t=$(steal_note)
+if [[ -n $t ]]; then TAILS+="$t"$'\n'; fi
 
 NGINX_VERSION="nginx not used"
 if [[ -n $NGINX_BIN ]]; then NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 || true); fi
