@@ -146,6 +146,8 @@ type Ctx struct {
 	query       *fasthttp.Args
 	queryParsed bool
 	upPath      []byte // UpstreamPath's buffer
+
+	owned bool // a CtxOwner's: Release leaves it to its owner
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{Scratch: make([]byte, 0, 256)} }}
@@ -154,6 +156,21 @@ var ctxPool = sync.Pool{New: func() any { return &Ctx{Scratch: make([]byte, 0, 2
 func Acquire(req *fasthttp.Request, resp *fasthttp.Response) *Ctx {
 	c := ctxPool.Get().(*Ctx)
 	c.Req, c.Resp = req, resp
+	return c
+}
+
+// CtxOwner is a Loop that keeps a context of its own for the requests it
+// runs, one at a time (a transport's fiber). OwnCtx returns it, reset, or
+// nil when the request must take one from the pool instead.
+type CtxOwner interface {
+	OwnCtx() *Ctx
+}
+
+// NewOwned returns a context for a CtxOwner to keep: Release resets it and
+// leaves it to its owner instead of the pool.
+func NewOwned() *Ctx {
+	c := ctxPool.Get().(*Ctx)
+	c.owned = true
 	return c
 }
 
@@ -166,23 +183,26 @@ func AcquireParsed(req *fasthttp.Request, resp *fasthttp.Response) *Ctx {
 	return c
 }
 
-// Release resets c and returns it to the pool; c must not be used afterwards.
-// The buffers are kept for the next request.
+// Release resets c and returns it to the pool, or leaves it to its owner
+// (NewOwned); c must not be used afterwards. The buffers are kept for the
+// next request.
 func Release(c *Ctx) {
 	// The buffers are set aside and c cleared in place: building the
 	// cleared context aside and copying it in moved a kilobyte twice.
 	scratch, scratch2, upPath, query := c.Scratch[:0], c.Scratch2[:0], c.upPath[:0], c.query
-	target, received, fields := c.Target, c.Received, c.Fields
+	target, received, fields, owned := c.Target, c.Received, c.Fields, c.owned
 	*c = Ctx{}
 	c.Scratch, c.Scratch2, c.upPath, c.query = scratch, scratch2, upPath, query
-	c.Target, c.Received, c.Fields = target, received, fields
+	c.Target, c.Received, c.Fields, c.owned = target, received, fields, owned
 	c.Target.Reset()
 	c.Received.Reset() // the next request's section may sit where this one's did
 	c.Fields.Reset()
 	if c.query != nil {
 		c.query.Reset()
 	}
-	ctxPool.Put(c)
+	if !owned {
+		ctxPool.Put(c)
+	}
 }
 
 // QueryArgs returns the request's query parameters, parsed from

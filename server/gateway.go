@@ -114,7 +114,15 @@ func (g *Gateway) TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade {
 }
 
 func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) *pipeline.Ctx {
-	c := pipeline.Acquire(req, resp)
+	var c *pipeline.Ctx
+	if o, ok := loop.(pipeline.CtxOwner); ok {
+		c = o.OwnCtx()
+	}
+	if c != nil {
+		c.Req, c.Resp = req, resp
+	} else {
+		c = pipeline.Acquire(req, resp)
+	}
 	c.Peer = peer
 	if loop != nil {
 		c.Loop = loop

@@ -30,6 +30,19 @@ type memLoop struct {
 	held   codec.Answer
 	parsed bool
 	id     int // the loop's ID
+	ctx    *pipeline.Ctx
+}
+
+// OwnCtx keeps a context for the loop's requests, as the netpoll
+// transport's fibers do (pipeline.CtxOwner).
+func (l *memLoop) OwnCtx() *pipeline.Ctx {
+	if l.ctx == nil {
+		l.ctx = pipeline.NewOwned()
+	}
+	if l.ctx.Req != nil {
+		return nil
+	}
+	return l.ctx
 }
 
 func (l *memLoop) Answer() *codec.Answer {

@@ -123,12 +123,55 @@ type fiber struct {
 	woken    bool  // unparked from a ParkQueue
 	queued   bool  // in the loop's ready list
 	freeAt   int64 // when it was freed (transport clock)
+
+	// The buffers and the request context of the connections the fiber
+	// serves, one at a time: kept from one to the next instead of taken
+	// from and given back to the process's pools, which cost a pinned
+	// slot and a shared ring's atomics each way (1.4 % of the gateway's
+	// samples under wrk), and stay warm in this loop's cache.
+	work *npWork
+	ctx  *pipeline.Ctx
 }
 
 func (s *evState) newFiber() *fiber {
 	f := &fiber{s: s, heapAt: -1}
 	f.next, f.stop = iter.Pull(f.body)
 	return f
+}
+
+// ownWork returns the fiber's buffers, taken from the transport's pool
+// the first time.
+func (f *fiber) ownWork() *npWork {
+	if f.work == nil {
+		f.work = f.s.t.work.Get().(*npWork)
+	}
+	return f.work
+}
+
+// OwnCtx implements pipeline.CtxOwner: the context for the request the
+// fiber serves, nil for a fiber running a job or when the context is in
+// use (a request of its own must not share it).
+func (f *fiber) OwnCtx() *pipeline.Ctx {
+	if f.conn == nil {
+		return nil
+	}
+	if f.ctx == nil {
+		f.ctx = pipeline.NewOwned()
+	}
+	if f.ctx.Req != nil {
+		return nil
+	}
+	return f.ctx
+}
+
+// end stops a fiber no longer kept; its buffers go back to the pool.
+func (f *fiber) end() {
+	f.stop()
+	if f.work != nil {
+		f.s.t.work.Put(f.work)
+		f.work = nil
+	}
+	f.ctx = nil
 }
 
 // body serves the connection the loop gives the fiber, then the next.
@@ -164,7 +207,7 @@ func (l *npLoop) runEvents() {
 	}
 	defer func() {
 		for _, f := range s.free {
-			f.stop()
+			f.end()
 		}
 		s.free = nil
 		l.closeFDs()
@@ -475,7 +518,7 @@ func (s *evState) busy() int {
 func (s *evState) retire(now int64) {
 	n := 0
 	for n < len(s.free) && now-s.free[n].freeAt >= int64(fiberIdle) {
-		s.free[n].stop()
+		s.free[n].end()
 		s.free[n] = nil
 		n++
 	}

@@ -548,7 +548,14 @@ func (c *npConn) serve() {
 		}
 	}()
 	c.linger = false
-	w := t.work.Get().(*npWork)
+	// A fiber keeps its buffers between connections; off the loops they
+	// come from the pool.
+	var w *npWork
+	if c.fiber != nil {
+		w = c.fiber.ownWork()
+	} else {
+		w = t.work.Get().(*npWork)
+	}
 	w.br.Reset(c)
 	w.bw.Reset(c)
 	c.bw = w.bw
@@ -558,7 +565,9 @@ func (c *npConn) serve() {
 	c.bw = nil
 	w.br.Reset(nil)
 	w.bw.Reset(nil)
-	t.work.Put(w)
+	if c.fiber == nil {
+		t.work.Put(w)
+	}
 
 	if c.detached {
 		// The HTTP/2 server has it now (h2.go), and closes it.
