@@ -61,7 +61,7 @@ func (*fiber) Park(*pipeline.ParkQueue, time.Duration) bool { return false }
 func (*fiber) Now() time.Time                               { return time.Now() }
 
 func (*fiber) spawn(fn func()) func() { fn(); return func() {} }
-func (*fiber) ownWork() *npWork        { return nil }
+func (*fiber) ownWork() *npWork       { return nil }
 
 func sysClose(fd int32) error             { return syscall.Close(int(fd)) }
 func sysShutdown(fd int32, how int) error { return syscall.Shutdown(int(fd), how) }
