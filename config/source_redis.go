@@ -42,7 +42,8 @@ type Follower struct {
 
 	mu      sync.Mutex
 	running cluster.ConfigVersion
-	from    string // "redis" or "local copy"
+	loaded  cluster.ConfigDoc // compiled by Load, running once Swapped says so
+	from    string            // "redis" or "local copy"
 	refused cluster.ConfigVersion
 	lastErr string
 }
@@ -111,6 +112,7 @@ func (fw *Follower) Status() FollowerStatus {
 func (fw *Follower) Start() (*Snapshot, error) {
 	snap, redisErr := fw.Load()
 	if redisErr == nil {
+		fw.Swapped() // nothing serves before the first snapshot
 		return snap, nil
 	}
 	doc, err := fw.readCopy()
@@ -129,10 +131,12 @@ func (fw *Follower) Start() (*Snapshot, error) {
 	return snap, nil
 }
 
-// Load compiles the current version in Redis. On success the node is
-// about to run it (the caller swaps it in): it becomes the running
-// version and the local copy. A version that does not compile is
-// remembered as refused, so Follow does not try it again, and reported.
+// Load compiles the current version in Redis. On success the caller swaps
+// it in and then calls Swapped, which makes it the running version and
+// the local copy: a status that named it before the swap would send a
+// client that trusts it to a node still on the version before. A version
+// that does not compile is remembered as refused, so Follow does not try
+// it again, and reported.
 func (fw *Follower) Load() (*Snapshot, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -146,13 +150,8 @@ func (fw *Follower) Load() (*Snapshot, error) {
 		var snap *Snapshot
 		if snap, err = fw.compile(doc); err == nil {
 			fw.mu.Lock()
-			fw.running, fw.from = doc.ConfigVersion, "redis"
-			fw.refused, fw.lastErr = cluster.ConfigVersion{}, ""
+			fw.loaded = doc
 			fw.mu.Unlock()
-			if err := fw.writeCopy(doc); err != nil {
-				fw.log.Warn("the local copy of the configuration was not written; a restart while redis is unavailable would not find it",
-					zap.String("copy", fw.boot.Config.LocalCopy), zap.Error(err))
-			}
 			return snap, nil
 		}
 	}
@@ -160,6 +159,26 @@ func (fw *Follower) Load() (*Snapshot, error) {
 	fw.refused, fw.lastErr = doc.ConfigVersion, err.Error()
 	fw.mu.Unlock()
 	return nil, err
+}
+
+// Swapped says the version Load returned last is now the one serving:
+// Status reports it and the local copy holds it.
+func (fw *Follower) Swapped() {
+	fw.mu.Lock()
+	doc := fw.loaded
+	fw.loaded = cluster.ConfigDoc{}
+	if doc.Version != 0 {
+		fw.running, fw.from = doc.ConfigVersion, "redis"
+		fw.refused, fw.lastErr = cluster.ConfigVersion{}, ""
+	}
+	fw.mu.Unlock()
+	if doc.Version == 0 {
+		return
+	}
+	if err := fw.writeCopy(doc); err != nil {
+		fw.log.Warn("the local copy of the configuration was not written; a restart while redis is unavailable would not find it",
+			zap.String("copy", fw.boot.Config.LocalCopy), zap.Error(err))
+	}
 }
 
 // Follow calls reload whenever the current version in Redis is neither

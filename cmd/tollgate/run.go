@@ -87,8 +87,9 @@ func serve(path string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	swapped := func() {} // after a reloaded snapshot is swapped in
 	if follower != nil {
-		load, first = follower.Load, follower.Start
+		load, first, swapped = follower.Load, follower.Start, follower.Swapped
 	}
 	snap, err := first()
 	if err != nil {
@@ -143,6 +144,7 @@ func serve(path string, stderr io.Writer) error {
 			return nil, err
 		}
 		prev := gw.Swap(next)
+		swapped()
 		compiler.Release(next)
 		warnRestartOnly(log, prev.File, next.File)
 		log.Info("configuration reloaded", zap.String("reason", reason),
