@@ -137,14 +137,15 @@ func serve(path string, stderr io.Writer) error {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
 		next, err := load()
-		op.loaded(next, err, reason, gw.Snapshot().Version)
 		if err != nil {
+			op.loaded(nil, err, reason, gw.Snapshot().Version)
 			log.Error("reload refused; the running configuration stays",
 				zap.String("reason", reason), zap.Uint64("version", gw.Snapshot().Version), zap.Error(err))
 			return nil, err
 		}
 		prev := gw.Swap(next)
 		swapped()
+		op.loaded(next, nil, reason, prev.Version) // after the swap, as the status
 		compiler.Release(next)
 		warnRestartOnly(log, prev.File, next.File)
 		log.Info("configuration reloaded", zap.String("reason", reason),
