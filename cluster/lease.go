@@ -34,8 +34,27 @@ import (
 // releases its requests at those times, so the cluster as a whole leaks
 // at the constant rate whichever node holds which slots.
 //
+// A counter Redis lost (a restart without persistence, a failover to a
+// replica behind) must not start again from full: that would admit a
+// burst on top of what the nodes admitted just before. So each call also
+// offers in_use, what the node's own count says it has admitted lately,
+// leased admissions included. A call that finds no counter while its node
+// has some in use marks the counter lost, in a second key (KEYS[2], same
+// hash tag, a hash of the nodes that have charged) kept as long as the
+// counter would be. Each node charges its in_use, in place of spent when
+// larger, once per mark: on its first call that finds its name missing
+// from the mark, whether or not the node saw that call's answer (a call
+// that timed out may still have been applied). A counter Redis kept is
+// never charged in_use: its leased admissions are in it already. Nor is
+// a call's in_use charged when Redis runs the call after in_use_until
+// (µs, the node's clock): a server frozen with calls in its socket runs
+// them late, when what their nodes had in use then is long refilled.
+//
+// KEYS: the counter, its loss mark. A node of an earlier release sends
+// one key and seven arguments, and the mark is left alone.
 // ARGV: alg (0 token bucket, 1 fixed window, 2 sliding window, 3 leaky
-// bucket), limit (tokens per period), per (µs), burst, want, spent, ttl_ms.
+// bucket), limit (tokens per period), per (µs), burst, want, spent, ttl_ms,
+// in_use, node, in_use_until.
 // Reply: {granted, level (string), wait_µs, window_left_µs}: level is the
 // tokens left after the grant (token bucket), the room left in the window,
 // or the first granted slot's offset (leaky bucket); wait is, when fewer
@@ -52,6 +71,20 @@ local spent = tonumber(ARGV[6])
 local grant, level, wait, left = 0, 0, 0, 0
 local function num(x) return string.format('%.17g', x) end
 local v = redis.call('GET', KEYS[1])
+if KEYS[2] then
+  local inuse = tonumber(ARGV[8]) or 0
+  if now > (tonumber(ARGV[10]) or 0) then inuse = 0 end
+  local charge = false
+  if not v and inuse > 0 then
+    redis.call('DEL', KEYS[2])
+    redis.call('HSET', KEYS[2], 'lost_at', num(now), ARGV[9], '1')
+    redis.call('PEXPIRE', KEYS[2], ARGV[7])
+    charge = true
+  elseif redis.call('EXISTS', KEYS[2]) == 1 then
+    charge = redis.call('HSETNX', KEYS[2], ARGV[9], '1') == 1
+  end
+  if charge and inuse > spent then spent = inuse end
+end
 local a, b, c
 if v then
   a, b, c = string.match(v, '^(%S+) (%S+) ?(%S*)$')
@@ -155,6 +188,11 @@ type LeaseRequest struct {
 	// Spent is what the node admitted without a lease, to be deducted
 	// first; negative, tokens it gives back unused.
 	Spent int64
+	// InUse is what the node's own count of the limit says it admitted
+	// lately, leased admissions included. It replaces Spent, when larger,
+	// once per loss of the counter (see leaseSource); charged to a
+	// counter Redis kept, the leased ones would be counted twice.
+	InUse int64
 	// TTL is how long the counter is kept without calls: at least the
 	// time it takes to be fresh again.
 	TTL time.Duration
@@ -198,9 +236,12 @@ func (c *Client) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseRe
 	}
 	cmds := make(rueidis.Commands, len(reqs))
 	args := make([][]string, len(reqs))
+	// A second beyond the call's own limit: the nodes' clocks and Redis's
+	// need only agree that closely.
+	inUseUntil := strconv.FormatInt(time.Now().Add(timeout+time.Second).UnixMicro(), 10)
 	for i := range reqs {
-		args[i] = leaseArgs(&reqs[i])
-		cmds[i] = rc.B().Evalsha().Sha1(leaseSHA).Numkeys(1).Key(reqs[i].Key).Arg(args[i]...).Build()
+		args[i] = leaseArgs(&reqs[i], c.o.NodeID, inUseUntil)
+		cmds[i] = rc.B().Evalsha().Sha1(leaseSHA).Numkeys(2).Key(reqs[i].Key, lossMarkKey(reqs[i].Key)).Arg(args[i]...).Build()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -221,7 +262,7 @@ func (c *Client) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseRe
 	if len(again) > 0 {
 		cmds = cmds[:0]
 		for _, i := range again {
-			cmds = append(cmds, rc.B().Eval().Script(leaseSource).Numkeys(1).Key(reqs[i].Key).Arg(args[i]...).Build())
+			cmds = append(cmds, rc.B().Eval().Script(leaseSource).Numkeys(2).Key(reqs[i].Key, lossMarkKey(reqs[i].Key)).Arg(args[i]...).Build())
 		}
 		res = rc.DoMulti(ctx, cmds...)
 		c.nLeases.Add(uint64(len(cmds)))
@@ -235,7 +276,11 @@ func (c *Client) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseRe
 	return nil
 }
 
-func leaseArgs(r *LeaseRequest) []string {
+// lossMarkKey is the key of a counter's loss mark: the counter's key and
+// a suffix, so that its hash tag puts both in one slot.
+func lossMarkKey(key string) string { return key + ":lost" }
+
+func leaseArgs(r *LeaseRequest, node, inUseUntil string) []string {
 	ttl := max(int64(r.TTL/time.Millisecond), 1000)
 	return []string{
 		strconv.Itoa(r.Alg),
@@ -245,6 +290,9 @@ func leaseArgs(r *LeaseRequest) []string {
 		strconv.FormatInt(max(0, r.Want), 10),
 		strconv.FormatInt(r.Spent, 10),
 		strconv.FormatInt(ttl, 10),
+		strconv.FormatInt(max(0, r.InUse), 10),
+		node,
+		inUseUntil,
 	}
 }
 

@@ -68,6 +68,72 @@ func TestLeaseTokenBucket(t *testing.T) {
 	}
 }
 
+// TestLeaseLostCounter: a counter Redis no longer holds, asked for by a
+// node that has some of it in use, is marked lost; every node then charges
+// its in use once, on its first call after the mark. A counter Redis kept,
+// and a fresh one no node has used, are never charged it.
+func TestLeaseLostCounter(t *testing.T) {
+	rd := testutil.StartRedis(t)
+	nodeA := newClient(t, rd.Addr, func(o *Options) { o.NodeID = "node-a" })
+	nodeB := newClient(t, rd.Addr, func(o *Options) { o.NodeID = "node-b" })
+	fixed := LeaseRequest{Key: "tollgate:rl:lost:{k}", Alg: LeaseFixedWindow, Limit: 100, Per: time.Hour, TTL: 2 * time.Hour}
+	level := func(c *Client, spent, inUse int64) float64 {
+		t.Helper()
+		r := fixed
+		r.Spent, r.InUse = spent, inUse
+		return lease(t, c, r)[0].Level
+	}
+	// A fresh counter no node has used: in use not charged, no mark.
+	if lv := level(nodeA, 5, 0); lv != 95 {
+		t.Fatalf("fresh: level %v, want 95", lv)
+	}
+	// Kept: in use is in the counter already.
+	if lv := level(nodeA, 2, 40); lv != 93 {
+		t.Fatalf("kept: level %v, want 93 (only spent)", lv)
+	}
+	if n, err := rd.Command("EXISTS", fixed.Key+":lost"); err != nil || n != "0" {
+		t.Fatalf("a mark on a counter never lost: %s %v", n, err)
+	}
+	if _, err := rd.Command("DEL", fixed.Key); err != nil {
+		t.Fatal(err)
+	}
+	// Node A finds it lost: charged its 40 in use, and the mark set.
+	if lv := level(nodeA, 1, 40); lv != 60 {
+		t.Fatalf("lost, node A: level %v, want 60", lv)
+	}
+	// Node B, first call since the loss: its 30 in use.
+	if lv := level(nodeB, 0, 30); lv != 30 {
+		t.Fatalf("lost, node B: level %v, want 30", lv)
+	}
+	// Each has charged once: only spent from here.
+	if lv := level(nodeA, 3, 45); lv != 27 {
+		t.Fatalf("node A again: level %v, want 27", lv)
+	}
+	if lv := level(nodeB, 0, 35); lv != 27 {
+		t.Fatalf("node B again: level %v, want 27", lv)
+	}
+	ttl, err := rd.Command("PTTL", fixed.Key+":lost")
+	if n, _ := strconv.Atoi(ttl); err != nil || n <= int(time.Hour.Milliseconds()) {
+		t.Fatalf("the mark's PTTL %s %v: want the counter's", ttl, err)
+	}
+
+	// A call Redis runs after its in_use_until (held by a frozen server)
+	// finds the counter lost, and charges only what it spent.
+	if _, err := rd.Command("DEL", fixed.Key, fixed.Key+":lost"); err != nil {
+		t.Fatal(err)
+	}
+	late := fixed
+	late.Spent, late.InUse = 4, 50
+	past := strconv.FormatInt(time.Now().Add(-time.Second).UnixMicro(), 10)
+	eval := append([]string{"EVAL", leaseSource, "2", late.Key, lossMarkKey(late.Key)}, leaseArgs(&late, "node-c", past)...)
+	if _, err := rd.Command(eval...); err != nil {
+		t.Fatal(err)
+	}
+	if lv := level(nodeA, 0, 45); lv != 96 {
+		t.Fatalf("after a late call: level %v, want 96 (its spent only, and no mark)", lv)
+	}
+}
+
 func TestLeaseWindows(t *testing.T) {
 	rd := testutil.StartRedis(t)
 	c := newClient(t, rd.Addr)

@@ -17,6 +17,7 @@ type fakeRedis struct {
 	mu      sync.Mutex
 	clock   *fakeClock
 	buckets map[string]*fakeBucket
+	lost    map[string]map[string]bool // loss marks: the nodes that charged
 	down    atomic.Bool
 	calls   atomic.Int64
 	spent   atomic.Int64 // debt reported
@@ -29,13 +30,37 @@ type fakeBucket struct {
 }
 
 func newFakeRedis(c *fakeClock) *fakeRedis {
-	return &fakeRedis{clock: c, buckets: map[string]*fakeBucket{}}
+	return &fakeRedis{clock: c, buckets: map[string]*fakeBucket{}, lost: map[string]map[string]bool{}}
 }
 
 func (f *fakeRedis) Healthy() bool { return !f.down.Load() }
+
+// forget drops every counter and mark, as a Redis restarted without
+// persistence.
+func (f *fakeRedis) forget() {
+	f.mu.Lock()
+	clear(f.buckets)
+	clear(f.lost)
+	f.mu.Unlock()
+}
 func (f *fakeRedis) Stepped() bool { return true }
 
-func (f *fakeRedis) Lease(_ time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error {
+func (f *fakeRedis) Lease(timeout time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error {
+	return f.leaseAs("", timeout, reqs, out)
+}
+
+// fakeNode is one node's connection to a fakeRedis: its calls carry the
+// node's name, as cluster.Client's carry Options.NodeID.
+type fakeNode struct {
+	*fakeRedis
+	name string
+}
+
+func (n fakeNode) Lease(timeout time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error {
+	return n.leaseAs(n.name, timeout, reqs, out)
+}
+
+func (f *fakeRedis) leaseAs(node string, _ time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error {
 	if f.down.Load() {
 		return cluster.ErrDegraded
 	}
@@ -47,13 +72,26 @@ func (f *fakeRedis) Lease(_ time.Duration, reqs []cluster.LeaseRequest, out []cl
 		if r.Spent > 0 {
 			f.spent.Add(r.Spent)
 		}
+		// A counter found lost while its node has some in use is marked,
+		// and each node charges its own in use once per mark.
 		b := f.buckets[r.Key]
+		charge := false
 		if b == nil {
 			b = &fakeBucket{}
 			f.buckets[r.Key] = b
+			if r.InUse > 0 {
+				f.lost[r.Key] = map[string]bool{node: true}
+				charge = true
+			}
+		} else if m := f.lost[r.Key]; m != nil && !m[node] {
+			m[node], charge = true, true
+		}
+		spent := float64(r.Spent)
+		if charge && r.InUse > r.Spent {
+			spent = float64(r.InUse)
 		}
 		limit, per := r.Limit, float64(max(1, int64(r.Per/time.Microsecond)))
-		burst, want, spent := math.Max(r.Burst, 1), float64(r.Want), float64(r.Spent)
+		burst, want := math.Max(r.Burst, 1), float64(r.Want)
 		var grant, level, wait, left float64
 		if r.Alg == cluster.LeaseTokenBucket {
 			if !b.seen {

@@ -110,6 +110,7 @@ type entry struct {
 	fb       State
 	fbSeen   int64 // uses already charged to fb
 	fellBack bool  // decided by fb since the last lease: resync
+	fbOwn    int64 // admitted by fb itself since the last resync
 	fbNodes  int   // the node count fb was split by when it last decided
 
 	key  string      // Redis key
@@ -604,8 +605,12 @@ func (m *manager) lease(now int64) {
 				spent -= p
 			}
 		}
-		spent += m.resync(e, lim, now)
-		m.reqs = append(m.reqs, request(e, lim, want, spent))
+		own, inUse := m.resync(e, lim, n, now)
+		r := request(e, lim, want, spent+own)
+		if !e.dead.Load() {
+			r.InUse = inUse
+		}
+		m.reqs = append(m.reqs, r)
 	}
 	m.reqs = append(m.reqs, m.backs...)
 	if len(m.outs) < len(m.reqs) {
@@ -742,21 +747,38 @@ func (m *manager) size(e *entry, lim Limit, now int64) int64 {
 	return want
 }
 
-// resync returns what the node's fallback counter admitted on its own, to
-// be charged to Redis when a key returns from fallback: the cluster's
-// counter then starts from what the nodes admitted while it was away, not
-// from full, so recovery is no burst. It is read at the split the counter
-// was deciding with, and never more than the node's share of the burst.
-func (m *manager) resync(e *entry, lim Limit, now int64) int64 {
+// resync returns what the next lease call charges Redis for the node's
+// admissions beyond its leases and debt, so that the cluster's counter is
+// not found full when it is not.
+//
+// own is what the node admitted on its fallback counter alone since it
+// last fell back: Redis has not seen those, whether or not it kept the
+// counter (a slow or frozen Redis keeps it), and every call after a
+// fallback charges them. Read at the split the counter decided with.
+//
+// inUse is what the fallback counter holds in all, the node's leased
+// admissions included, at the current split (n live nodes): the counter's
+// state to start from when Redis lost it. The script charges it only to a
+// counter it found lost (see cluster's leaseSource); charged to one it
+// kept, the leased admissions would count twice, and each brief fallback
+// of a slow Redis would cost the cluster up to a burst.
+//
+// Neither is more than the node's share of the burst.
+func (m *manager) resync(e *entry, lim Limit, n int, now int64) (own, inUse int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.fellBack {
-		return 0
+	if e.fellBack {
+		e.fellBack = false
+		k := max(1, e.fbNodes)
+		split := lim.Split(k)
+		chargeShadow(e, split, now)
+		own = min(e.fbOwn, split.Used(&e.fb, now), int64(math.Ceil(lim.Burst()/float64(k))))
+		e.fbOwn = 0
 	}
-	e.fellBack = false
-	n := max(1, e.fbNodes)
-	split := lim.Split(n)
-	return min(split.Used(&e.fb, now), int64(math.Ceil(lim.Burst()/float64(n))))
+	split := lim.Split(max(1, n))
+	chargeShadow(e, split, now) // the leased admissions since the last sweep
+	inUse = min(split.Used(&e.fb, now), int64(math.Ceil(lim.Burst()/float64(max(1, n)))))
+	return own, inUse
 }
 
 // sweep is the periodic pass over every entry: fallback counters catch up

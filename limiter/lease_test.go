@@ -41,10 +41,10 @@ func newSim(t testing.TB, n int, limits string) *sim {
 	clock := newClock()
 	s := &sim{clock: clock, redis: newFakeRedis(clock), n: &varNodes{}}
 	s.n.n.Store(int64(n))
-	for range n {
+	for i := range n {
 		e := newEnv()
 		e.clock = clock
-		e.shared[cluster.EnvKey{}] = s.redis
+		e.shared[cluster.EnvKey{}] = fakeNode{s.redis, fmt.Sprint("node-", i)}
 		e.shared[cluster.NodesEnvKey{}] = s.n
 		f := e.build(t, "api", limits)
 		c := req{consumer: "demo-app"}.ctx(t)
@@ -126,6 +126,15 @@ func overshootBound(n int, q float64) int {
 	return int(float64(n) * 2.5 * float64(max(1, int64(q*leaseSpan.Seconds()/float64(n)))))
 }
 
+// clusterRouteLimit is a cluster rule on the route, q a second, with the
+// algorithm alg (a token bucket's burst is q).
+func clusterRouteLimit(alg string, q float64) string {
+	if alg == "token_bucket" {
+		return fmt.Sprintf("[{by: route, rate: %g, per: 1s, burst: %g, scope: cluster}]", q, q)
+	}
+	return fmt.Sprintf("[{by: route, rate: %g, per: 1s, scope: cluster, algorithm: %s}]", q, alg)
+}
+
 // TestClusterLimitHoldsWithinTheBound simulates 3 nodes under balanced and
 // skewed load at 1.5× and 10× the limit, for each algorithm, and checks
 // the documented overshoot bound on every one-second window and the
@@ -144,11 +153,7 @@ func TestClusterLimitHoldsWithinTheBound(t *testing.T) {
 			{"skewed 10x", 10, []float64{7, 2, 1}},
 		} {
 			t.Run(alg+"/"+load.name, func(t *testing.T) {
-				limits := fmt.Sprintf("[{by: route, rate: %g, per: 1s, scope: cluster, algorithm: %s}]", q, alg)
-				if alg == "token_bucket" {
-					limits = fmt.Sprintf("[{by: route, rate: %g, per: 1s, burst: %g, scope: cluster}]", q, q)
-				}
-				s := newSim(t, 3, limits)
+				s := newSim(t, 3, clusterRouteLimit(alg, q))
 				rng := rand.New(rand.NewPCG(11, 12))
 				start := s.clock.ns.Load()
 				ts, offered := s.run(12*time.Second, q*load.factor, load.weights, rng)
@@ -290,6 +295,77 @@ func TestRedisDownFallsBackToLocalSplitAndRecovers(t *testing.T) {
 	}
 	if mode := s.nodes[0].f.rules[0].mode(); mode != "cluster" {
 		t.Fatalf("mode after recovery: %s", mode)
+	}
+}
+
+// TestBriefFallbacksCostNoAdmissions: a Redis that keeps its counters but
+// is out of reach for 40 ms every half second (a slow or briefly frozen
+// server) sends the nodes to their fallback counters twelve times in 6 s.
+// Back on Redis, each node charges what its fallback admitted on its own,
+// not what its counter held in all: the leased admissions in it are in
+// Redis's counter already, and charging them again cost the cluster up to
+// a burst per fallback (under half the limit over the 6 s, before).
+func TestBriefFallbacksCostNoAdmissions(t *testing.T) {
+	const q = 900.0
+	for _, alg := range []string{"token_bucket", "sliding_window", "fixed_window"} {
+		t.Run(alg, func(t *testing.T) {
+			s := newSim(t, 3, clusterRouteLimit(alg, q))
+			rng := rand.New(rand.NewPCG(21, 22))
+			w := []float64{1, 1, 1}
+			s.run(2*time.Second, 2*q, w, rng) // the initial burst spent
+			var got int
+			for range 12 {
+				s.redis.down.Store(true)
+				ts, _ := s.run(40*time.Millisecond, 2*q, w, rng)
+				s.redis.down.Store(false)
+				more, _ := s.run(460*time.Millisecond, 2*q, w, rng)
+				got += len(ts) + len(more)
+			}
+			if m := s.nodes[0].mgr; m.fallbacks.Load() != 12 || m.recoveries.Load() != 12 {
+				t.Fatalf("fallbacks %d recoveries %d, want 12 each", m.fallbacks.Load(), m.recoveries.Load())
+			}
+			want := 6 * q
+			t.Logf("%d admitted in 6 s with 12 fallbacks (%.1f%% of the limit)", got, 100*float64(got)/want)
+			if float64(got) < 0.93*want || got > int(want)+overshootBound(3, q) {
+				t.Fatalf("%d admitted in 6 s, want %.0f (-7%%, +%d)", got, want, overshootBound(3, q))
+			}
+		})
+	}
+}
+
+// TestRestartedRedisStartsFromTheNodesCounters: a Redis that lost its
+// counters, whether the nodes were on their fallback counters meanwhile
+// or went on between two lease calls, gets what every node has in use,
+// leased admissions included: the first second back admits the rate, not
+// a burst on top of it. Later calls charge nothing more.
+func TestRestartedRedisStartsFromTheNodesCounters(t *testing.T) {
+	const q = 900.0
+	for _, alg := range []string{"token_bucket", "sliding_window", "fixed_window"} {
+		for _, down := range []time.Duration{50 * time.Millisecond, 0} {
+			t.Run(fmt.Sprintf("%s/down %v", alg, down), func(t *testing.T) {
+				s := newSim(t, 3, clusterRouteLimit(alg, q))
+				rng := rand.New(rand.NewPCG(23, 24))
+				w := []float64{1, 1, 1}
+				// Mid-window for the window algorithms: a counter restarted
+				// from empty would have most of a window's room to give.
+				s.run(2300*time.Millisecond, 2*q, w, rng)
+				s.redis.down.Store(true)
+				s.run(down, 2*q, w, rng)
+				s.redis.forget()
+				s.redis.down.Store(false)
+				back := s.clock.ns.Load()
+				ts, _ := s.run(3*time.Second, 2*q, w, rng)
+				bound := int(q) + overshootBound(3, q)
+				first := within(ts, back, back+s1)
+				t.Logf("the first second back admitted %d (bound %d)", first, bound)
+				if first > bound {
+					t.Fatalf("the first second after the restart admitted %d, bound %d", first, bound)
+				}
+				if got := within(ts, back+s1, back+3*s1); float64(got) < 0.95*2*q {
+					t.Fatalf("the two seconds after admitted %d, want about %d", got, int(2*q))
+				}
+			})
+		}
 	}
 }
 

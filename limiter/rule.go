@@ -249,6 +249,9 @@ func (r *rule) takeFallback(e *entry, lim *Limit, now int64, o *outcome) {
 	chargeShadow(e, split, now)
 	d := split.Take(&e.fb, now)
 	e.fellBack, e.fbNodes = true, n
+	if d.OK {
+		e.fbOwn++
+	}
 	if !d.OK && r.rejectFor > 0 {
 		e.until.Store(now + r.rejectFor)
 		d.RetryAfter = max(d.RetryAfter, r.rejectFor)
@@ -282,6 +285,7 @@ func (r *rule) give(c *pipeline.Ctx, t *taken, now int64) {
 		if t.how == tookFallback {
 			t.e.mu.Lock()
 			split.Give(&t.e.fb, now)
+			t.e.fbOwn = max(0, t.e.fbOwn-1)
 			t.e.mu.Unlock()
 			return
 		}
