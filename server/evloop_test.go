@@ -331,6 +331,10 @@ routes:
 	// 2 ms each. (With 12, three exchanges under the race detector on a
 	// loaded machine came close to the 20 ms wait, and a CI run went over.)
 	const clients, each = 8, 20
+	// A waiter may still run out its 20 ms on a loaded machine under the
+	// race detector: such a 503 is allowed when the request did wait that
+	// long. Blocking the loop instead would fail the waiters wholesale.
+	var busy atomic.Int64
 	errs := make(chan error, clients)
 	for range clients {
 		go func() {
@@ -342,6 +346,7 @@ routes:
 			defer conn.Close()
 			br := bufio.NewReader(conn)
 			for i := range each {
+				sent := time.Now()
 				if _, err := fmt.Fprintf(conn, "GET /p/%d HTTP/1.1\r\nHost: x\r\n\r\n", i); err != nil {
 					errs <- err
 					return
@@ -351,8 +356,12 @@ routes:
 					errs <- err
 					return
 				}
-				if resp.StatusCode() != 200 {
-					errs <- fmt.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
+				switch took := time.Since(sent); {
+				case resp.StatusCode() == 200:
+				case resp.StatusCode() == 503 && took >= 20*time.Millisecond:
+					busy.Add(1)
+				default:
+					errs <- fmt.Errorf("status %d after %v: %s", resp.StatusCode(), took, resp.Body())
 					return
 				}
 			}
@@ -363,6 +372,9 @@ routes:
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+	if n := busy.Load(); n > clients*each/10 {
+		t.Fatalf("%d of %d requests ran out their wait for a connection", n, clients*each)
 	}
 	if p := peak.Load(); p > 3 {
 		t.Fatalf("the backend saw %d requests at once, the service allows 3 connections", p)
