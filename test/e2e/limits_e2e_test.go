@@ -488,11 +488,14 @@ func TestClusterLimitThroughRedisOutages(t *testing.T) {
 	thawed := recovered("thaw")
 	// Latency: an outage must not show in the p99 (compared with the
 	// healthy phases around it, so that load from elsewhere on the host
-	// shows on both sides).
-	if ref := max(healthy, restarted); killed > ref+5*time.Millisecond {
+	// shows on both sides). A request that waited on Redis would wait at
+	// least the 20 ms budget; a loaded host has moved one phase's p99 by
+	// up to 13 ms on its own, so the margin is 15 ms.
+	const margin = 15 * time.Millisecond
+	if ref := max(healthy, restarted); killed > ref+margin {
 		t.Fatalf("p99 %v with Redis killed; %v and %v healthy", killed, healthy, restarted)
 	}
-	if ref := max(restarted, thawed); frozen > ref+5*time.Millisecond {
+	if ref := max(restarted, thawed); frozen > ref+margin {
 		t.Fatalf("p99 %v with Redis frozen; %v and %v healthy", frozen, restarted, thawed)
 	}
 	t.Logf("p99: healthy %v, killed %v, after restart %v, frozen %v, after thaw %v", healthy, killed, restarted, frozen, thawed)
