@@ -769,16 +769,20 @@ func (m *manager) resync(e *entry, lim Limit, n int, now int64) (own, inUse int6
 	defer e.mu.Unlock()
 	if e.fellBack {
 		e.fellBack = false
-		k := max(1, e.fbNodes)
-		split := lim.Split(k)
-		chargeShadow(e, split, now)
-		own = min(e.fbOwn, split.Used(&e.fb, now), int64(math.Ceil(lim.Burst()/float64(k))))
+		own = min(e.fbOwn, e.fbUsed(lim, e.fbNodes, now))
 		e.fbOwn = 0
 	}
-	split := lim.Split(max(1, n))
-	chargeShadow(e, split, now) // the leased admissions since the last sweep
-	inUse = min(split.Used(&e.fb, now), int64(math.Ceil(lim.Burst()/float64(max(1, n)))))
-	return own, inUse
+	return own, e.fbUsed(lim, n, now)
+}
+
+// fbUsed is what the fallback counter holds, read at the split of n nodes
+// once the leased admissions since the last sweep are charged to it, and
+// never more than the node's share of the burst. e.mu is held.
+func (e *entry) fbUsed(lim Limit, n int, now int64) int64 {
+	n = max(1, n)
+	split := lim.Split(n)
+	chargeShadow(e, split, now)
+	return min(split.Used(&e.fb, now), int64(math.Ceil(lim.Burst()/float64(n))))
 }
 
 // sweep is the periodic pass over every entry: fallback counters catch up
