@@ -29,3 +29,17 @@ func TestStallsJoinRequestsDueClose(t *testing.T) {
 		}
 	}
 }
+
+func TestCountOverCountsLongerOnly(t *testing.T) {
+	ms := int64(time.Millisecond)
+	sorted := []int64{1 * ms, 5 * ms, 5 * ms, 5*ms + 1, 9 * ms, 12 * ms}
+	if got := countOver(sorted, 5*time.Millisecond); got != 3 {
+		t.Errorf("over 5 ms: %d, want 3", got)
+	}
+	if got := countOver(sorted, 20*time.Millisecond); got != 0 {
+		t.Errorf("over 20 ms: %d, want 0", got)
+	}
+	if got := countOver(sorted, 0); got != 6 {
+		t.Errorf("over 0: %d, want 6", got)
+	}
+}
