@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,53 +380,77 @@ func TestJWTIdentityRules(t *testing.T) {
 }
 
 // TestFrozenRedisDoesNotStallSignedRequests: with Redis stopped (SIGSTOP)
-// signed requests keep their latency within the nonce budget plus 5 ms and
-// never fail with 5xx; after SIGCONT cluster-wide replay protection is
-// back by itself.
+// signed requests keep the p99 the same load saw with Redis running, to
+// within half the nonce budget plus 5 ms, and never fail with 5xx;
+// after SIGCONT cluster-wide replay protection is back by itself. That no
+// single call waits past the budget is the cluster client's test
+// (TestFrozenRedisBoundedAndRecovers).
 func TestFrozenRedisDoesNotStallSignedRequests(t *testing.T) {
 	rd := testutil.StartRedis(t)
 	up := testutil.StartQuietUpstream(t, "ok")
 	cfg := writeConfig(t, identityConfig(up.Addr))
 	a, b := freePort(t), freePort(t)
-	env := []string{"TOLLGATE_REDIS=" + rd.Addr, "TOLLGATE_REDIS_BUDGET=20ms"}
+	const budget = 20 * time.Millisecond
+	env := []string{"TOLLGATE_REDIS=" + rd.Addr, "TOLLGATE_REDIS_BUDGET=" + budget.String()}
 	startProc(t, a, "off", env, "run", "-c", cfg)
 	startProc(t, b, "off", env, "run", "-c", cfg)
 
-	rd.Freeze()
-	var mu sync.Mutex
-	var lat []time.Duration
-	bad := 0
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(3 * time.Second)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			client := &fasthttp.HostClient{Addr: a}
-			for time.Now().Before(deadline) {
-				req := signed(t, a, "GET", "/api/x", "", "demo-app", time.Now(), sign.NewNonce())
-				var resp fasthttp.Response
-				start := time.Now()
-				err := client.DoTimeout(req, &resp, 5*time.Second)
-				d := time.Since(start)
-				mu.Lock()
-				lat = append(lat, d)
-				if err != nil || resp.StatusCode() != 200 {
-					bad++
+	// load sends signed requests from 8 clients for d and returns their
+	// latencies, sorted, and how many were not answered 200.
+	load := func(d time.Duration) ([]time.Duration, int) {
+		var mu sync.Mutex
+		var lat []time.Duration
+		bad := 0
+		var wg sync.WaitGroup
+		deadline := time.Now().Add(d)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				client := &fasthttp.HostClient{Addr: a}
+				for time.Now().Before(deadline) {
+					req := signed(t, a, "GET", "/api/x", "", "demo-app", time.Now(), sign.NewNonce())
+					var resp fasthttp.Response
+					start := time.Now()
+					err := client.DoTimeout(req, &resp, 5*time.Second)
+					d := time.Since(start)
+					mu.Lock()
+					lat = append(lat, d)
+					if err != nil || resp.StatusCode() != 200 {
+						bad++
+					}
+					mu.Unlock()
 				}
-				mu.Unlock()
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		slices.Sort(lat)
+		return lat, bad
 	}
-	wg.Wait()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+
+	// The same load with Redis running: what this host adds to a request
+	// on its own. The frozen phase may add the budget to it, not more.
+	healthy, bad := load(time.Second)
+	if bad != 0 {
+		t.Fatalf("%d requests failed with Redis running", bad)
+	}
+	healthyP99 := healthy[len(healthy)*99/100]
+
+	rd.Freeze()
+	lat, bad := load(3 * time.Second)
 	p99 := lat[len(lat)*99/100]
-	t.Logf("Redis frozen: %d signed requests, p50 %v, p99 %v, max %v, %d not 200", len(lat), lat[len(lat)/2], p99, lat[len(lat)-1], bad)
+	t.Logf("Redis running: %d signed requests, p99 %v; frozen: %d, p50 %v, p99 %v, max %v, %d not 200",
+		len(healthy), healthyP99, len(lat), lat[len(lat)/2], p99, lat[len(lat)-1], bad)
 	if bad != 0 {
 		t.Fatalf("%d requests failed while Redis was frozen", bad)
 	}
-	if p99 > 25*time.Millisecond {
-		t.Fatalf("p99 %v while Redis was frozen, want within the 20ms budget + 5ms", p99)
+	// Degraded, the node refuses the cluster's claim at once and checks
+	// the nonce on its own: only the claims in flight when Redis froze, and
+	// the probes for its return, wait the budget. A node that waited on
+	// every claim (p99 at least the budget on top of the healthy p99) fails
+	// this, as does one that waited past the budget.
+	if limit := healthyP99 + budget/2 + 5*time.Millisecond; p99 > limit {
+		t.Fatalf("p99 %v while Redis was frozen, want within %v (with Redis running) + half the %v budget + 5ms", p99, healthyP99, budget)
 	}
 	rd.Thaw()
 	// Recovery: within a few seconds a replay across nodes is refused again.
