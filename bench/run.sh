@@ -350,8 +350,8 @@ pooled_open() {
 	for tg in tollgate nginx nginx-fields; do
 		f=$TMP/res/$1.$tg.open
 		[[ -s $f ]] && grep -q ' c_over_5ms=' "$f" || continue
-		line+="$tg $(paste -d' ' <(val answered "$f") <(val c_over_5ms "$f") <(val c_over_10ms "$f") | awk '
-			{ n += $1; a += $2; b += $3 }
+		line+="$tg $(paste -d' ' <(val ok "$f") <(val non2xx "$f") <(val c_over_5ms "$f") <(val c_over_10ms "$f") | awk '
+			{ n += $1 + $2; a += $3; b += $4 }
 			END { printf "%d (%.3f %%) over 5 ms, %d (%.4f %%) over 10 ms of %d", a, n ? 100 * a / n : 0, b, n ? 100 * b / n : 0, n }'); "
 	done
 	[[ -n $line ]] || return 0

@@ -271,7 +271,7 @@ func run(c config) (*result, error) {
 	r.window = time.Duration(lastDone.Load()) - sched.Offset(warmN)
 	if c.stalls > 0 {
 		r.windowMono = monotonicNow() - time.Since(t0.Add(sched.Offset(warmN)))
-		r.stalls = stallsOf(status, corr, lag, func(j int) time.Duration { return sched.Offset(warmN+int64(j)) - sched.Offset(warmN) }, c.stalls)
+		r.stalls = stallsOf(corr, lag, func(j int) time.Duration { return sched.Offset(warmN+int64(j)) - sched.Offset(warmN) }, c.stalls)
 	}
 	slices.Sort(r.corrected)
 	slices.Sort(r.service)
@@ -279,12 +279,13 @@ func run(c config) (*result, error) {
 	return r, nil
 }
 
-// stallsOf groups the answered requests slower than over into stalls.
-func stallsOf(status []uint8, corr, lag []int64, due func(j int) time.Duration, over time.Duration) []stall {
+// stallsOf groups the requests slower than over into stalls. A request
+// not answered has no corrected latency (0), so it is in none.
+func stallsOf(corr, lag []int64, due func(j int) time.Duration, over time.Duration) []stall {
 	var out []stall
 	var cur *stall
-	for j := range status {
-		if (status[j] != stOK && status[j] != stNon2xx) || time.Duration(corr[j]) <= over {
+	for j := range corr {
+		if time.Duration(corr[j]) <= over {
 			continue
 		}
 		d := due(j)
@@ -347,7 +348,7 @@ func (r *result) print(w *os.File, c config) {
 	fmt.Fprintf(&b, " c_max_ms=%.3f", maxMS(r.corrected))
 	// Counts rather than quantiles add up over rounds: the share of all
 	// rounds' requests over 5 ms is what a p99.9 target of 5 ms bounds.
-	fmt.Fprintf(&b, " answered=%d c_over_5ms=%d c_over_10ms=%d", len(r.corrected), countOver(r.corrected, 5*time.Millisecond), countOver(r.corrected, 10*time.Millisecond))
+	fmt.Fprintf(&b, " c_over_5ms=%d c_over_10ms=%d", countOver(r.corrected, 5*time.Millisecond), countOver(r.corrected, 10*time.Millisecond))
 	for _, q := range qs {
 		fmt.Fprintf(&b, " s_%s_ms=%.3f", q.name, quantile(r.service, q.q))
 	}

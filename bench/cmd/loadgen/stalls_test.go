@@ -7,14 +7,14 @@ import (
 
 func TestStallsJoinRequestsDueClose(t *testing.T) {
 	const ms = int64(time.Millisecond)
-	// Ten requests due 1 ms apart: two slow ones 1 ms apart join; a failed
-	// one is no sample; two slow ones stallGap apart do not join.
-	status := []uint8{stOK, stOK, stOK, stError, stOK, stOK, stOK, stOK, stNon2xx, stOK}
+	// Ten requests due 1 ms apart: two slow ones 1 ms apart join; one not
+	// answered (no latency) is in no stall; two slow ones stallGap apart
+	// do not join.
 	corr := []int64{1 * ms, 9 * ms, 8 * ms, 0, 1 * ms, 1 * ms, 7 * ms, 1 * ms, 6 * ms, 1 * ms}
 	lag := []int64{0, 2 * ms, 0, 0, 0, 0, 0, 0, 3 * ms, 0}
 	due := func(j int) time.Duration { return time.Duration(j) * time.Millisecond }
 
-	got := stallsOf(status, corr, lag, due, 5*time.Millisecond)
+	got := stallsOf(corr, lag, due, 5*time.Millisecond)
 	want := []stall{
 		{due: 1 * time.Millisecond, span: 1 * time.Millisecond, n: 2, worst: 9 * time.Millisecond, worstLag: 2 * time.Millisecond},
 		{due: 6 * time.Millisecond, n: 1, worst: 7 * time.Millisecond},
