@@ -22,6 +22,10 @@
 // what is signed), so a route with auth: signature can be measured like a
 // plain one.
 //
+// With -latencies FILE it also writes every answered request's latencies
+// to FILE; -pool FILE... then prints the percentiles of several runs'
+// requests together, one line starting with "POOLED".
+//
 // Output: one machine-readable line starting with "LOADGEN" (key=value
 // pairs, latencies in ms) followed by one human-readable line. With
 // -stalls MS it also lists the stalls: runs of requests, by due time,
@@ -75,6 +79,8 @@ type config struct {
 	appKey   string
 	secret   string
 	stalls   time.Duration
+	// latencies: write the answered requests' latencies there (pool.go).
+	latencies string
 }
 
 func main() {
@@ -92,7 +98,15 @@ func main() {
 	flag.StringVar(&c.appKey, "app-key", "bench-app", "X-App-Key of signed requests")
 	flag.StringVar(&c.secret, "secret", os.Getenv("LOADGEN_SECRET"), "sign every request with this app secret (default $LOADGEN_SECRET; empty: unsigned)")
 	flag.DurationVar(&c.stalls, "stalls", 0, "also list the runs of requests whose corrected latency passed this (0 = none)")
+	flag.StringVar(&c.latencies, "latencies", "", "also write the answered requests' latencies to this file, for -pool")
+	pooled := flag.Bool("pool", false, "send nothing: print one POOLED line over the latency files named as arguments")
 	flag.Parse()
+	if *pooled {
+		if err := pool(os.Stdout, c.label, flag.Args()); err != nil {
+			log.Fatalf("loadgen: %v", err)
+		}
+		return
+	}
 
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -104,6 +118,11 @@ func main() {
 		log.Fatalf("loadgen: %v", err)
 	}
 	res.print(os.Stdout, c)
+	if c.latencies != "" {
+		if err := writeLatencies(c.latencies, res); err != nil {
+			log.Fatalf("loadgen: %v", err)
+		}
+	}
 }
 
 func (c *config) validate() error {
