@@ -45,24 +45,26 @@ func writeLatencies(path string, r *result) error {
 	return nil
 }
 
-// maxPooledSamples bounds what one file may claim, so that a damaged file
-// is an error rather than an allocation of its garbage count.
-const maxPooledSamples = 200e6
-
-// readLatencies appends a latency file's samples to corr and svc.
+// readLatencies appends a latency file's samples to corr and svc. The
+// file's size must be what its count says, so that a damaged file is an
+// error rather than an allocation of its garbage count.
 func readLatencies(path string, corr, svc []int64) ([]int64, []int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return corr, svc, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return corr, svc, err
+	}
 	br := bufio.NewReaderSize(f, 1<<16)
 	var n int64
 	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
 		return corr, svc, fmt.Errorf("%s: count: %w", path, err)
 	}
-	if n < 0 || n > maxPooledSamples {
-		return corr, svc, fmt.Errorf("%s: count %d out of range", path, n)
+	if n < 0 || n > (st.Size()-8)/16 || 8+16*n != st.Size() {
+		return corr, svc, fmt.Errorf("%s: %d bytes do not hold the %d samples it counts", path, st.Size(), n)
 	}
 	c := make([]int64, n)
 	s := make([]int64, n)
@@ -71,9 +73,6 @@ func readLatencies(path string, corr, svc []int64) ([]int64, []int64, error) {
 	}
 	if err := binary.Read(br, binary.LittleEndian, s); err != nil {
 		return corr, svc, fmt.Errorf("%s: service: %w", path, err)
-	}
-	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-		return corr, svc, fmt.Errorf("%s: bytes after %d samples", path, n)
 	}
 	return append(corr, c...), append(svc, s...), nil
 }
