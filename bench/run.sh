@@ -347,16 +347,15 @@ tails_open() {
 # seed's targets to every request: a p99.9 under 5 ms is at most 0.1 %
 # over 5 ms, a p99.99 under 10 ms at most 0.01 % over 10 ms.
 pooled_open() {
-	local tg line="" p lats
+	local tg line="" f lats
 	for tg in tollgate nginx nginx-fields; do
 		lats=("$TMP"/res/"$1.$tg".open.*.lat)
 		[[ -s ${lats[0]} ]] || continue
-		p=$(bin/bench-loadgen -pool -label "$tg" "${lats[@]}") || die "pooling $tg's open-loop latencies failed"
-		line+="$tg $(awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-			n = v["answered"]
-			printf "p99.9/p99.99 %s/%s ms, %d (%.3f %%) over 5 ms, %d (%.4f %%) over 10 ms of %d",
-				v["c_p999_ms"], v["c_p9999_ms"], v["c_over_5ms"], n ? 100 * v["c_over_5ms"] / n : 0,
-				v["c_over_10ms"], n ? 100 * v["c_over_10ms"] / n : 0, n }' <<<"$p"); "
+		f=$TMP/res/$1.$tg.pooled
+		bin/bench-loadgen -pool -label "$tg" "${lats[@]}" >"$f" || die "pooling $tg's open-loop latencies failed"
+		line+="$tg p99.9/p99.99 $(val c_p999_ms "$f")/$(val c_p9999_ms "$f") ms, $(awk -v n="$(val answered "$f")" \
+			-v a="$(val c_over_5ms "$f")" -v b="$(val c_over_10ms "$f")" 'BEGIN {
+				printf "%d (%.3f %%) over 5 ms, %d (%.4f %%) over 10 ms of %d", a, n ? 100 * a / n : 0, b, n ? 100 * b / n : 0, n }'); "
 	done
 	[[ -n $line ]] || return 0
 	printf -- '- open loop, %s, pooled over the rounds (corrected; targets: at most 0.1 %% over 5 ms and 0.01 %% over 10 ms): %s\n' "$1" "${line%; }"

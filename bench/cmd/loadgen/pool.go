@@ -63,18 +63,19 @@ func readLatencies(path string, corr, svc []int64) ([]int64, []int64, error) {
 	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
 		return corr, svc, fmt.Errorf("%s: count: %w", path, err)
 	}
-	if n < 0 || n > (st.Size()-8)/16 || 8+16*n != st.Size() {
+	if n < 0 || n != (st.Size()-8)/16 || (st.Size()-8)%16 != 0 {
 		return corr, svc, fmt.Errorf("%s: %d bytes do not hold the %d samples it counts", path, st.Size(), n)
 	}
-	c := make([]int64, n)
-	s := make([]int64, n)
-	if err := binary.Read(br, binary.LittleEndian, c); err != nil {
-		return corr, svc, fmt.Errorf("%s: corrected: %w", path, err)
+	// Read straight into the pooled slices' new tails.
+	at := len(corr)
+	corr, svc = slices.Grow(corr, int(n))[:at+int(n)], slices.Grow(svc, int(n))[:at+int(n)]
+	if err := binary.Read(br, binary.LittleEndian, corr[at:]); err != nil {
+		return corr[:at], svc[:at], fmt.Errorf("%s: corrected: %w", path, err)
 	}
-	if err := binary.Read(br, binary.LittleEndian, s); err != nil {
-		return corr, svc, fmt.Errorf("%s: service: %w", path, err)
+	if err := binary.Read(br, binary.LittleEndian, svc[at:]); err != nil {
+		return corr[:at], svc[:at], fmt.Errorf("%s: service: %w", path, err)
 	}
-	return append(corr, c...), append(svc, s...), nil
+	return corr, svc, nil
 }
 
 // pool prints one POOLED line over the latency files' samples together.
