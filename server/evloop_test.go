@@ -467,6 +467,76 @@ func TestLoopPoolReuse(t *testing.T) {
 	}
 }
 
+// fibersAlive counts the event loops' fibers, busy or free, from the
+// process's goroutine stacks.
+func fibersAlive() int {
+	buf := make([]byte, 8<<20)
+	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("netpoll.(*fiber).body("))
+}
+
+// TestEventLoopKeepsFibersForTheNextBurst: the fibers a burst needed are
+// kept while requests keep coming, past fiberIdle, so that the next burst
+// does not create them again; once requests stop they are retired, and
+// the goroutine count falls back.
+func TestEventLoopKeepsFibersForTheNextBurst(t *testing.T) {
+	upAddr, _ := testutil.StartHandler(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/slow" {
+			time.Sleep(100 * time.Millisecond)
+		}
+		ctx.SetBodyString("ok")
+	})
+	g := startGateway(t, "netpoll", oneService, map[string]string{"UP": upAddr}, func(o *Options) { o.Workers = 1 })
+	client := &fasthttp.Client{}
+	get := func(path string) error {
+		var req fasthttp.Request
+		var resp fasthttp.Response
+		req.SetRequestURI("http://" + g.Addr + path)
+		if err := client.DoTimeout(&req, &resp, 3*time.Second); err != nil {
+			return err
+		}
+		if resp.StatusCode() != 200 {
+			return fmt.Errorf("%s: status %d", path, resp.StatusCode())
+		}
+		return nil
+	}
+	if err := get("/fast"); err != nil {
+		t.Fatal(err)
+	}
+	base := fibersAlive()
+
+	const burst = 12
+	errs := make(chan error, burst)
+	for range burst {
+		go func() { errs <- get("/slow") }()
+	}
+	for range burst {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	peak := fibersAlive()
+	if peak < base+burst-1 {
+		t.Fatalf("%d fibers after a burst of %d requests, %d before", peak, burst, base)
+	}
+	// Steady traffic, one request in flight at a time, for twice fiberIdle.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if err := get("/fast"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fibersAlive(); n < peak {
+		t.Fatalf("%d fibers left of the burst's %d under steady traffic: the next burst creates them again", n, peak)
+	}
+	// No more requests: retired after fiberIdle.
+	deadline := time.Now().Add(5 * time.Second)
+	for n := fibersAlive(); n > 1; n = fibersAlive() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d fibers still alive 5 s after the last request", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestEventLoopsWaitOnTheirOwn: with two loops, each waiting in its own
 // epoll_pwait, deadlines still wake them (requests parked on a timer are
 // answered after their wait, not never) and a request that left its loop

@@ -49,8 +49,20 @@ const (
 	fiberReturned                   // (posted) its blocking call returned: resume it
 )
 
-// fiberIdle is how long a free fiber is kept before it is retired.
-const fiberIdle = time.Second
+// A free fiber is retired once the loop has started no request for
+// fiberIdle, so that the goroutine count falls back to its base soon
+// after the load ends. While requests keep coming it is kept for
+// fiberKeep: a loop's fibers are as many as its requests in flight at the
+// last peak, and the next burst finds them ready. Retired after fiberIdle
+// under steady traffic, the fibers a burst needed were created again by
+// each burst, while its requests waited (a goroutine, its stack grown
+// again, its buffers): at 13,000 req/s with bursts of up to 64 requests,
+// 70–110 fibers created in 8 s (bench/RESULTS.md, "Fibers kept for the
+// next burst").
+const (
+	fiberIdle = time.Second
+	fiberKeep = 30 * time.Second
+)
 
 // note records what an event reports.
 func (io *evIO) note(events uint32) {
@@ -74,6 +86,8 @@ type evState struct {
 
 	cur  *fiber   // the fiber the loop is running now
 	free []*fiber // free fibers, most recently used last
+	// started is when the loop last gave a fiber work (transport clock).
+	started int64
 
 	// clock is the transport clock when the loop last woke: deadlines the
 	// loop's requests set run from it, one clock read per batch of events.
@@ -295,6 +309,7 @@ func (s *evState) start(c *npConn) {
 
 // takeFiber returns a free fiber, or a new one.
 func (s *evState) takeFiber() *fiber {
+	s.started = s.clock
 	if n := len(s.free); n > 0 {
 		f := s.free[n-1]
 		s.free[n-1] = nil
@@ -514,10 +529,15 @@ func (s *evState) busy() int {
 	return n
 }
 
-// retire stops fibers free for longer than fiberIdle.
+// retire stops the fibers free for longer than the loop keeps them:
+// fiberIdle once it has started no request for that long, else fiberKeep.
 func (s *evState) retire(now int64) {
+	keep := int64(fiberKeep)
+	if now-s.started >= int64(fiberIdle) {
+		keep = int64(fiberIdle)
+	}
 	n := 0
-	for n < len(s.free) && now-s.free[n].freeAt >= int64(fiberIdle) {
+	for n < len(s.free) && now-s.free[n].freeAt >= keep {
 		s.free[n].end()
 		s.free[n] = nil
 		n++
@@ -537,7 +557,11 @@ func (s *evState) nextWake() int64 {
 		at = s.timers[0].deadline
 	}
 	if len(s.free) > 0 {
-		if r := s.free[0].freeAt + int64(fiberIdle); at == 0 || r < at {
+		// The longest free fiber goes at fiberKeep, or sooner if no
+		// request starts for fiberIdle from now on.
+		oldest := s.free[0].freeAt
+		r := min(oldest+int64(fiberKeep), max(oldest, s.started)+int64(fiberIdle))
+		if at == 0 || r < at {
 			at = r
 		}
 	}
