@@ -57,7 +57,7 @@ const (
 // under steady traffic, the fibers a burst needed were created again by
 // each burst, while its requests waited (a goroutine, its stack grown
 // again, its buffers): at 13,000 req/s with bursts of up to 64 requests,
-// 70–110 fibers created in 8 s (bench/RESULTS.md, "Fibers kept for the
+// 107–138 fibers created in 8 s (bench/RESULTS.md, "Fibers kept for the
 // next burst").
 const (
 	fiberIdle = time.Second
