@@ -33,7 +33,11 @@ type Answer struct {
 	contentLength int
 	active        bool
 	close         bool // the backend asked to close its connection
-	walk          sectionWalk
+	// keepAlive is the idle timeout the backend announced (Keep-Alive:
+	// timeout=N), when keepAliveSet.
+	keepAlive    time.Duration
+	keepAliveSet bool
+	walk         sectionWalk
 }
 
 // sectionWalk is how far Read has walked a header section that has not
@@ -54,11 +58,16 @@ func (a *Answer) Active() bool { return a != nil && a.active }
 // Close reports that the backend asked to close the connection.
 func (a *Answer) Close() bool { return a.close }
 
+// KeepAlive reports the idle timeout the backend announced with the
+// answer (Keep-Alive: timeout=N), a field the client does not get.
+func (a *Answer) KeepAlive() (time.Duration, bool) { return a.keepAlive, a.keepAliveSet }
+
 // Reset drops the answer; a later Read or nothing takes its place.
 func (a *Answer) Reset() {
 	a.head = a.head[:0]
 	a.contentLength = 0
 	a.active, a.close = false, false
+	a.keepAlive, a.keepAliveSet = 0, false
 	a.walk = sectionWalk{}
 }
 
@@ -180,6 +189,11 @@ func (a *Answer) readSection(b []byte, maxBody int, now time.Time) (end int, ver
 			continue
 		case answerDropped:
 			continue
+		case answerKeepAlive:
+			if d, ok := KeepAliveTimeout(value); ok {
+				a.keepAlive, a.keepAliveSet = d, true
+			}
+			continue
 		case answerOther:
 			return 0, sectionOther
 		case answerLength:
@@ -226,6 +240,7 @@ const (
 	answerKept       answerKind = iota // passed on (once, for a single-valued one)
 	answerConnection                   // its options are read: close and keep-alive only
 	answerDropped                      // hop-by-hop, or a trace field the gateway stamps itself (observe.StampResponse)
+	answerKeepAlive                    // hop-by-hop, and its timeout is how long the backend keeps the connection idle
 	answerLength                       // Content-Length: the body's framing
 	answerOther                        // Transfer-Encoding, or Trailer (announcing trailers a length-framed body cannot have): fasthttp judges the answer
 )
@@ -248,6 +263,8 @@ var answerNames = func() (t [32][]answerName) {
 			add(n, answerConnection, 0)
 		case "Trailer":
 			add(n, answerOther, 0)
+		case "Keep-Alive":
+			add(n, answerKeepAlive, 0)
 		default:
 			add(n, answerDropped, 0)
 		}

@@ -347,6 +347,8 @@ func TestAnswerFieldKinds(t *testing.T) {
 			want[n] = answerConnection
 		case "Trailer":
 			want[n] = answerOther
+		case "Keep-Alive":
+			want[n] = answerKeepAlive
 		default:
 			want[n] = answerDropped
 		}
