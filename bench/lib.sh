@@ -185,13 +185,15 @@ start_tollgate() {
 
 # plain_config file listen admin upstream: the gateway config of the plain
 # proxy benches: every path to one upstream, no access log (admin "off" for
-# none). Idle upstream connections are kept 60 s, as nginx keeps them
-# (nginx.conf.tmpl, keepalive_timeout; the bench upstream keeps them 120 s).
-# At the gateway's default, 4 s, the connections a burst opened were closed
-# before the next and dialled again while its requests waited: with 1
-# worker at 13,000 req/s, up to 104 dials in an 8 s round, and 2.2–6.8 times
-# the requests over 5 ms (bench/RESULTS.md, "Idle upstream connections
-# kept as long as nginx keeps them").
+# none), with the gateway's defaults otherwise. Idle upstream connections
+# are then kept 60 s, as nginx keeps them (nginx.conf.tmpl,
+# keepalive_timeout): the bench upstream keeps them 120 s and does not say
+# so. At 4 s, the default before the pool learned backends' timeouts, the
+# connections a burst opened were closed before the next and dialled again
+# while its requests waited: with 1 worker at 13,000 req/s, up to 104 dials
+# in an 8 s round, and 2.2–6.8 times the requests over 5 ms
+# (bench/RESULTS.md, "Idle upstream connections kept as long as nginx
+# keeps them").
 plain_config() {
 	cat >"$1" <<-EOF
 		listen: "$2"
@@ -199,7 +201,6 @@ plain_config() {
 		watch: false
 		admin: {listen: "$3"}
 		access_log: {path: "off"}
-		upstream: {idle_conn: 60s}
 		services:
 		  bench:
 		    instances: [{addr: "$4"}]

@@ -56,7 +56,7 @@ func (f *File) Defaults() {
 	setDur(&u.Timeouts.Connect, time.Second)
 	setDur(&u.Timeouts.Read, 3*time.Second)
 	setDur(&u.Timeouts.Total, 5*time.Second)
-	setDur(&u.IdleConn, 4*time.Second)
+	// idle_conn unset (0) lets the pools choose (upstream.Pool.IdleConn).
 	setInt(&u.MaxConns, 1024)
 	setInt(&u.MaxResponseBytes, 64<<20)
 	if f.Admin.Metrics == "" {

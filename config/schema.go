@@ -84,7 +84,7 @@ type Client struct {
 // Upstream holds the defaults every service inherits.
 type Upstream struct {
 	Timeouts         Timeouts `yaml:"timeouts"`
-	IdleConn         Duration `yaml:"idle_conn"`          // default 4s
+	IdleConn         Duration `yaml:"idle_conn"`          // the longest an idle connection is kept; default: up to 60s, below the backend's own timeout
 	MaxConns         int      `yaml:"max_conns"`          // per instance; default 1024
 	MaxResponseBytes int      `yaml:"max_response_bytes"` // default 64 MiB
 }

@@ -195,6 +195,10 @@ type InstanceStatus struct {
 	Recovered uint64    `json:"recoveries"`
 	Kept      uint64    `json:"kept_as_last_healthy"`
 	NextProbe time.Time `json:"next_probe,omitzero"`
+	// IdleLearned is how long the event loops' pools let a connection sit
+	// idle and still use it, learned from the backend's own closes ("" when
+	// nothing is learned: idle_conn, or the backend's announced timeout).
+	IdleLearned string `json:"idle_conn_learned,omitempty"`
 }
 
 // Status reports the instance's state.
@@ -204,6 +208,9 @@ func (in *Instance) Status() InstanceStatus {
 	s := InstanceStatus{Addr: in.Addr, Weight: in.Weight, State: "up", InFlight: in.InFlight(),
 		Conns: in.conns(), Requests: requests, Errors: errors, Failures: h.failures.Load(),
 		Ejections: h.ejections.Load(), Recovered: h.recovered.Load(), Kept: h.kept.Load()}
+	if d := in.idle.get(time.Now()); d > 0 {
+		s.IdleLearned = d.String()
+	}
 	switch {
 	case in.disabled.Load():
 		s.State = "disabled"

@@ -4,6 +4,7 @@
 package upstream
 
 import (
+	"cmp"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,11 @@ type Pool struct {
 	Connect time.Duration // dial timeout; default 1s
 	Read    time.Duration // whole-response read timeout; default 3s
 	Write   time.Duration // request write timeout; default = Read
-	// IdleConn is how long an idle pooled connection is kept; it must stay
-	// below the backend's own keep-alive timeout or the gateway reuses
-	// connections the backend is closing. Default 4s.
+	// IdleConn is the longest an idle pooled connection is kept. The event
+	// loops' pools keep one less when the backend announces a shorter
+	// keep-alive timeout or is seen closing idle connections sooner; 0
+	// leaves it to them (up to 60 s), and to 4 s in fasthttp's client,
+	// which learns neither (see autoIdleConn).
 	IdleConn time.Duration
 	// MaxConns bounds connections per instance (per instance and event
 	// loop for requests served on the netpoll transport's loops); default
@@ -48,8 +51,8 @@ func (p Pool) withDefaults() Pool {
 	if p.Write <= 0 {
 		p.Write = p.Read
 	}
-	if p.IdleConn <= 0 {
-		p.IdleConn = 4 * time.Second
+	if p.IdleConn < 0 {
+		p.IdleConn = 0 // the pools' choice
 	}
 	if p.MaxConns <= 0 {
 		p.MaxConns = 1024
@@ -80,6 +83,10 @@ type Instance struct {
 	// grpc are the instance's gRPC connections (services with protocol
 	// grpc), made on first use.
 	grpc grpcConns
+
+	// idle is what the loops' pools have seen of how long the backend
+	// keeps an idle connection.
+	idle idleLearner
 
 	// disabled is the operator's switch; a disabled instance gets nothing.
 	disabled atomic.Bool
@@ -141,7 +148,7 @@ func (in *Instance) newClient(dial fasthttp.DialFunc) *fasthttp.HostClient {
 		Dial:                      dial,
 		MaxConns:                  p.MaxConns,
 		MaxConnWaitTimeout:        p.MaxConnWait,
-		MaxIdleConnDuration:       p.IdleConn,
+		MaxIdleConnDuration:       cmp.Or(p.IdleConn, clientIdleConn),
 		ReadTimeout:               p.Read,
 		WriteTimeout:              p.Write,
 		MaxResponseBodySize:       p.MaxResponseBytes,

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"io"
 	"net"
@@ -28,10 +29,17 @@ import (
 //
 // A request that finds MaxConns connections busy parks on the loop (never
 // blocks it) until one is handed over or MaxConnWait passes.
+//
+// An idle connection is kept up to the pool's ceiling (idle_conn), less
+// when its backend announced a shorter keep-alive timeout with its last
+// answer, and it carries no request once idle longer than the backend was
+// seen to keep one (Instance.idle): a request sent on a connection the
+// backend is closing fails, and only an idempotent one goes again.
 type loopPool struct {
-	_    stripe.Pad // one loop writes it: no line shared with a neighbour
-	in   *Instance
-	loop pipeline.Loop
+	_       stripe.Pad // one loop writes it: no line shared with a neighbour
+	in      *Instance
+	loop    pipeline.Loop
+	ceiling time.Duration // the longest a connection is kept idle
 
 	busy  int // loop only
 	limit int
@@ -56,7 +64,19 @@ type loopConn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
+	// announced is the keep-alive timeout of the backend's last answer
+	// (Keep-Alive: timeout=N), -1 for none.
+	announced time.Duration
 }
+
+// hangUpClock is a connection that knows when the backend hung up (a
+// loop's): zero until it did.
+type hangUpClock interface{ HungUpAt() time.Time }
+
+// sweepEvery bounds the time between sweeps of a pool with idle
+// connections, so that those the backend closed are let go and learned
+// from soon even when the ceiling is long.
+const sweepEvery = 5 * time.Second
 
 // Buffer sizes of an upstream connection, as the common pool's.
 const (
@@ -65,7 +85,7 @@ const (
 )
 
 func newLoopPool(in *Instance, loop pipeline.Loop) *loopPool {
-	lp := &loopPool{in: in, loop: loop, limit: in.pool.MaxConns}
+	lp := &loopPool{in: in, loop: loop, limit: in.pool.MaxConns, ceiling: cmp.Or(in.pool.IdleConn, autoIdleConn)}
 	if in.pool.StreamResponse {
 		connect := in.pool.Connect
 		lp.hc = in.newClient(func(a string) (net.Conn, error) {
@@ -172,10 +192,56 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 	// are nothing a request asked for.
 	if resp.ConnectionClose() || taken && c.Answer.Close() || lc.br.Buffered() > 0 {
 		lp.drop(lc)
-	} else {
-		lp.put(lc, c.Now()) // idle from now, not from the exchange's start
+		return nil, false
 	}
+	lc.announced = -1
+	if taken {
+		if d, ok := c.Answer.KeepAlive(); ok {
+			lc.announced = d
+		}
+	} else if v := resp.Header.Peek("Keep-Alive"); len(v) > 0 {
+		if d, ok := codec.KeepAliveTimeout(v); ok {
+			lc.announced = d
+		}
+	}
+	lp.put(lc, c.Now()) // idle from now, not from the exchange's start
 	return nil, false
+}
+
+// keptFor is how long lc is kept idle: the ceiling, or less when the
+// backend announced a shorter keep-alive timeout.
+func (lp *loopPool) keptFor(lc *loopConn) time.Duration {
+	if lc.announced >= 0 {
+		return min(lp.ceiling, keepBelow(lc.announced))
+	}
+	return lp.ceiling
+}
+
+// usableFor is how long lc may be idle and still carry a request: keptFor,
+// or less when the backend was seen closing idle connections sooner. Past
+// it the connection is not used, and is left for the backend to close,
+// which renews what was learned.
+func (lp *loopPool) usableFor(lc *loopConn, now time.Time) time.Duration {
+	d := lp.keptFor(lc)
+	if l := lp.in.idle.get(now); l > 0 && l < d {
+		return l
+	}
+	return d
+}
+
+// hungUp reports that the backend closed lc while it was idle, and learns
+// from how long it had been idle.
+func (lp *loopPool) hungUp(lc *loopConn) bool {
+	h, ok := lc.conn.(hangUpClock)
+	if !ok {
+		return false
+	}
+	at := h.HungUpAt()
+	if at.IsZero() {
+		return false
+	}
+	lp.in.idle.closed(at.Sub(lc.idleAt), lp.ceiling, at)
+	return true
 }
 
 // take returns an idle connection (the most recently used that is still
@@ -186,8 +252,9 @@ func (lp *loopPool) take(now time.Time) (lc *loopConn, reused bool, err error) {
 		lc = lp.idle[n-1]
 		lp.idle[n-1] = nil
 		lp.idle = lp.idle[:n-1]
-		if s, ok := lc.conn.(staleConn); (ok && s.Stale()) || now.Sub(lc.idleAt) > lp.in.pool.IdleConn {
+		if s, ok := lc.conn.(staleConn); (ok && s.Stale()) || now.Sub(lc.idleAt) > lp.usableFor(lc, now) {
 			lp.mu.Unlock()
+			lp.hungUp(lc)
 			lp.drop(lc)
 			lp.mu.Lock()
 			continue
@@ -201,14 +268,14 @@ func (lp *loopPool) take(now time.Time) (lc *loopConn, reused bool, err error) {
 		return nil, false, err
 	}
 	lp.open.Add(1)
-	return &loopConn{conn: conn, br: bufio.NewReaderSize(conn, upReadBuffer), bw: bufio.NewWriterSize(conn, upWriteBuffer)}, false, nil
+	return &loopConn{conn: conn, br: bufio.NewReaderSize(conn, upReadBuffer), bw: bufio.NewWriterSize(conn, upWriteBuffer), announced: -1}, false, nil
 }
 
 // put keeps lc for the loop's next request.
 func (lp *loopPool) put(lc *loopConn, now time.Time) {
 	lc.idleAt = now
 	lp.mu.Lock()
-	if lp.closed {
+	if lp.closed || lp.keptFor(lc) == 0 {
 		lp.mu.Unlock()
 		lp.drop(lc)
 		return
@@ -218,7 +285,7 @@ func (lp *loopPool) put(lc *loopConn, now time.Time) {
 	lp.sweeping = true
 	lp.mu.Unlock()
 	if sweep {
-		time.AfterFunc(lp.in.pool.IdleConn, lp.sweep)
+		time.AfterFunc(min(lp.ceiling, sweepEvery), lp.sweep)
 	}
 }
 
@@ -228,17 +295,22 @@ func (lp *loopPool) drop(lc *loopConn) {
 	lp.open.Add(-1)
 }
 
-// sweep closes the connections idle past IdleConn, and comes back while
-// any is left.
+// sweep closes the connections the backend closed (learning from them)
+// and those idle past keptFor, and comes back while any is left.
 func (lp *loopPool) sweep() {
-	old := time.Now().Add(-lp.in.pool.IdleConn)
+	now := time.Now()
+	var expired []*loopConn
 	lp.mu.Lock()
-	n := 0
-	for n < len(lp.idle) && !lp.idle[n].idleAt.After(old) {
-		n++
+	kept := lp.idle[:0]
+	for _, lc := range lp.idle {
+		if lp.hungUp(lc) || now.Sub(lc.idleAt) > lp.keptFor(lc) {
+			expired = append(expired, lc)
+		} else {
+			kept = append(kept, lc)
+		}
 	}
-	expired := append([]*loopConn(nil), lp.idle[:n]...)
-	lp.idle = append(lp.idle[:0], lp.idle[n:]...)
+	clear(lp.idle[len(kept):])
+	lp.idle = kept
 	again := len(lp.idle) > 0 && !lp.closed
 	lp.sweeping = again
 	lp.mu.Unlock()
@@ -246,7 +318,7 @@ func (lp *loopPool) sweep() {
 		lp.drop(lc)
 	}
 	if again {
-		time.AfterFunc(lp.in.pool.IdleConn, lp.sweep)
+		time.AfterFunc(min(lp.ceiling, sweepEvery), lp.sweep)
 	}
 }
 

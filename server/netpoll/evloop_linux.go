@@ -253,6 +253,9 @@ func (l *npLoop) runEvents() {
 				}
 			case u != nil && u.gen == uint32(ev.Pad):
 				u.io.note(ev.Events)
+				if ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+					u.hungUp(s.clock)
+				}
 				if u.io.waited() {
 					s.wake(&u.io)
 				}

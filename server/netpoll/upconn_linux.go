@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,11 @@ type upConn struct {
 	// Deadlines on the transport clock, 0 for none: set and read by the
 	// request using the connection.
 	rdl, wdl int64
+
+	// hupAt is when the loop first saw the backend hang up (transport
+	// clock), 0 until then: the pool learns from it how long the backend
+	// keeps an idle connection.
+	hupAt atomic.Int64
 
 	mu     sync.Mutex // orders Close against the loop's registration
 	closed bool
@@ -195,6 +201,23 @@ func (u *upConn) Stale() bool {
 	}
 	u.io.rready.Store(false)
 	return false
+}
+
+// hungUp notes the hang-up the loop saw at clock, the first one only.
+func (u *upConn) hungUp(clock int64) {
+	if u.hupAt.Load() == 0 {
+		u.hupAt.Store(max(clock, 1))
+	}
+}
+
+// HungUpAt is when the loop saw the backend hang up, zero until it did
+// (the pool's hangUpClock). Unlike Stale it only reads, so the pool's
+// sweep may ask from another goroutine.
+func (u *upConn) HungUpAt() time.Time {
+	if at := u.hupAt.Load(); at != 0 {
+		return u.s.t.epoch.Add(time.Duration(at))
+	}
+	return time.Time{}
 }
 
 func (u *upConn) LocalAddr() net.Addr  { return u.local }

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// idleBackend is a backend whose idle connections end after idleFor. The
+// first hangUpFirst connections it closes then, as a server's keep-alive
+// timer does; on later ones it drops a request that comes on a connection
+// idle that long, unanswered, as a request crossing the backend's close is
+// lost. It answers
+// with extra fields (a Keep-Alive field, say) and, with chunked, a
+// chunked body (an answer the loop's reading leaves to fasthttp).
+type idleBackend struct {
+	ln          net.Listener
+	idleFor     time.Duration
+	fields      string
+	chunked     bool
+	hangUpFirst int64
+	accepted    atomic.Int64
+	lost        atomic.Int64 // requests dropped unanswered
+}
+
+func startIdleBackend(t *testing.T, idleFor time.Duration, hangUpFirst int64, fields string, chunked bool) *idleBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	b := &idleBackend{ln: ln, idleFor: idleFor, hangUpFirst: hangUpFirst, fields: fields, chunked: chunked}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := b.accepted.Add(1)
+			go b.serve(c, n <= b.hangUpFirst)
+		}
+	}()
+	return b
+}
+
+func (b *idleBackend) serve(c net.Conn, hangUp bool) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	answered := time.Time{}
+	for {
+		if hangUp && !answered.IsZero() {
+			_ = c.SetReadDeadline(answered.Add(b.idleFor))
+		}
+		var req fasthttp.Request
+		if err := req.Read(br); err != nil {
+			return // hung up at idleFor, or the gateway closed it
+		}
+		if !answered.IsZero() && time.Since(answered) >= b.idleFor {
+			b.lost.Add(1)
+			return
+		}
+		answer := "HTTP/1.1 200 OK\r\n" + b.fields + "Content-Length: 2\r\n\r\nok"
+		if b.chunked {
+			answer = "HTTP/1.1 200 OK\r\n" + b.fields + "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+		}
+		if _, err := io.WriteString(c, answer); err != nil {
+			return
+		}
+		answered = time.Now()
+	}
+}
+
+// postAfterIdle waits idle, then POSTs through the gateway at addr: a
+// request that is never sent again, so it must go on a connection the
+// backend still keeps.
+func (b *idleBackend) postAfterIdle(t *testing.T, addr string, idle time.Duration) {
+	t.Helper()
+	time.Sleep(idle)
+	if st, _ := idleGatewayCall(t, addr, "POST"); st != 200 || b.lost.Load() != 0 {
+		t.Fatalf("POST after %v idle: status %d; the backend lost %d requests sent on connections idle past its timeout",
+			idle, st, b.lost.Load())
+	}
+}
+
+// idleGatewayCall sends one request through the gateway and returns its
+// status and the Keep-Alive field the client got.
+func idleGatewayCall(t *testing.T, addr, method string) (int, string) {
+	t.Helper()
+	var req fasthttp.Request
+	var resp fasthttp.Response
+	req.SetRequestURI("http://" + addr + "/x")
+	req.Header.SetMethod(method)
+	if err := fasthttp.DoTimeout(&req, &resp, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode(), string(resp.Header.Peek("Keep-Alive"))
+}
+
+// TestLoopPoolKeepsBelowAnnouncedKeepAlive: a backend that answers with
+// Keep-Alive: timeout=2 loses a request sent on a connection idle 2 s. The
+// event loops' pool (idle_conn unset: up to 60 s) keeps such a connection
+// a little less than 2 s, so a POST after 2.2 s goes on a new connection and
+// is answered; the field itself does not reach the client. Both ways of
+// reading an answer are held to it: the common one read on the loop, and
+// a chunked one read by fasthttp.
+func TestLoopPoolKeepsBelowAnnouncedKeepAlive(t *testing.T) {
+	for _, chunked := range []bool{false, true} {
+		name := map[bool]string{false: "length", true: "chunked"}[chunked]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := startIdleBackend(t, 2*time.Second, 0, "Keep-Alive: timeout=2, max=100\r\n", chunked)
+			g := startGateway(t, "netpoll", oneService, map[string]string{"UP": b.ln.Addr().String()},
+				func(o *Options) { o.Workers = 1 })
+			for range 3 {
+				st, ka := idleGatewayCall(t, g.Addr, "GET")
+				if st != 200 || ka != "" {
+					t.Fatalf("GET: status %d, Keep-Alive %q passed to the client", st, ka)
+				}
+			}
+			if n := b.accepted.Load(); n != 1 {
+				t.Fatalf("3 GETs in a row took %d connections, want 1 kept alive", n)
+			}
+			b.postAfterIdle(t, g.Addr, 2200*time.Millisecond)
+		})
+	}
+}
+
+// TestLoopPoolLearnsTheBackendsIdleClose: a backend that closes idle
+// connections after 1.5 s without saying so is seen doing it; afterwards
+// the pool does not send a request on a connection idle that long, even
+// when the backend's close has not been seen yet (here it never comes:
+// the request would be lost, as one crossing the close is).
+func TestLoopPoolLearnsTheBackendsIdleClose(t *testing.T) {
+	b := startIdleBackend(t, 1500*time.Millisecond, 1, "", false)
+	g := startGateway(t, "netpoll", oneService, map[string]string{"UP": b.ln.Addr().String()},
+		func(o *Options) { o.Workers = 1 })
+	if st, _ := idleGatewayCall(t, g.Addr, "GET"); st != 200 {
+		t.Fatalf("GET: status %d", st)
+	}
+	time.Sleep(2 * time.Second) // the backend closes the connection at 1.5 s
+	if st, _ := idleGatewayCall(t, g.Addr, "POST"); st != 200 {
+		t.Fatalf("POST after the backend closed the kept connection: status %d", st)
+	}
+	if n := b.accepted.Load(); n != 2 {
+		t.Fatalf("%d connections, want a second one after the backend's close", n)
+	}
+	learned := g.GW.Snapshot().Services["up"].Instances[0].Status().IdleLearned
+	if d, err := time.ParseDuration(learned); err != nil || d < time.Second || d > 1300*time.Millisecond {
+		t.Fatalf("the instance's status gives %q learned, want about 1.25s (1.5s less its margin)", learned)
+	}
+
+	// The backend's close of the second connection never comes in time.
+	b.postAfterIdle(t, g.Addr, 1700*time.Millisecond)
+	if n := b.accepted.Load(); n != 3 {
+		t.Fatalf("%d connections, want a third one", n)
+	}
+}
+
+// TestLoopPoolKeepsConnectionsPastFourSeconds: with idle_conn unset the
+// loops' pool keeps a connection to a backend that neither announces nor
+// shows an idle timeout longer than the 4 s it was once limited to, so a
+// burst's connections are there for the next one.
+func TestLoopPoolKeepsConnectionsPastFourSeconds(t *testing.T) {
+	b := startIdleBackend(t, time.Hour, 0, "", false)
+	g := startGateway(t, "netpoll", oneService, map[string]string{"UP": b.ln.Addr().String()},
+		func(o *Options) { o.Workers = 1 })
+	if st, _ := idleGatewayCall(t, g.Addr, "GET"); st != 200 {
+		t.Fatalf("GET: status %d", st)
+	}
+	time.Sleep(4500 * time.Millisecond)
+	if st, _ := idleGatewayCall(t, g.Addr, "GET"); st != 200 {
+		t.Fatalf("GET: status %d", st)
+	}
+	if n := b.accepted.Load(); n != 1 {
+		t.Fatalf("%d connections, want the first kept past 4.5 s", n)
+	}
+}

@@ -1,0 +1,76 @@
+package upstream
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// How long an idle connection is kept when idle_conn is not set: the
+// event loops' pools keep one up to autoIdleConn, below what the backend
+// announces or is seen to keep (idleLearner); fasthttp's client, which
+// learns neither, keeps one for clientIdleConn, below the keep-alive
+// timeout of the backend servers that close idle connections soonest
+// (Node.js and uvicorn, 5 s).
+const (
+	autoIdleConn   = 60 * time.Second
+	clientIdleConn = 4 * time.Second
+)
+
+// A connection the backend closes after being idle for d is kept idle for
+// keepBelow(d): a request sent on it later could cross the backend's close
+// and fail (only an idempotent one is sent again). The margin covers the
+// backend's timer starting before the pool's, and a timeout announced in
+// whole seconds.
+const minIdleMargin = 250 * time.Millisecond
+
+func keepBelow(d time.Duration) time.Duration {
+	return max(d-max(d/10, minIdleMargin), 0)
+}
+
+// An idle close is learned only when the connection had been idle at
+// least learnFloor: a backend that restarts closes every connection at
+// once, some of them idle for a moment only. What is learned lapses after
+// learnedFor without another such close (the backend's timeout may have
+// been raised); until then each close seen renews it.
+const (
+	learnFloor = time.Second
+	learnedFor = 10 * time.Minute
+)
+
+// idleLearner is what an instance has seen of how long its backend keeps
+// an idle connection: the idle time of the last kept connection it closed,
+// shared by the pools of every loop. A backend that does not say its
+// timeout (uvicorn, gunicorn, Tomcat) is seen closing connections at it;
+// after the first such close the pools keep connections a little less.
+type idleLearner struct {
+	mu    sync.Mutex   // orders writers; readers load the atomics
+	limit atomic.Int64 // keepBelow of the last close seen, in ns; 0 for none
+	until atomic.Int64 // when it lapses, Unix ns
+}
+
+// closed notes that the backend closed a connection idle for idleFor; a
+// pool keeping connections up to ceiling learns nothing from a close at
+// or past it.
+func (l *idleLearner) closed(idleFor, ceiling time.Duration, now time.Time) {
+	if idleFor < learnFloor {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if idleFor >= ceiling {
+		l.limit.Store(0)
+		return
+	}
+	l.limit.Store(int64(keepBelow(idleFor)))
+	l.until.Store(now.Add(learnedFor).UnixNano())
+}
+
+// get is the learned limit at now, 0 for none.
+func (l *idleLearner) get(now time.Time) time.Duration {
+	d := l.limit.Load()
+	if d == 0 || now.UnixNano() > l.until.Load() {
+		return 0
+	}
+	return time.Duration(d)
+}
