@@ -219,8 +219,8 @@ func (lp *loopPool) keptFor(lc *loopConn) time.Duration {
 
 // usableFor is how long lc may be idle and still carry a request: keptFor,
 // or less when the backend was seen closing idle connections sooner. Past
-// it the connection is not used, and is left for the backend to close,
-// which renews what was learned.
+// it the connection carries no request; the sweep leaves it for the
+// backend to close (up to keptFor), which renews what was learned.
 func (lp *loopPool) usableFor(lc *loopConn, now time.Time) time.Duration {
 	d := lp.keptFor(lc)
 	if l := lp.in.idle.get(now); l > 0 && l < d {
