@@ -190,14 +190,17 @@ func (a *Answer) readSection(b []byte, maxBody int, now time.Time) (end int, ver
 		case answerDropped:
 			continue
 		case answerKeepAlive:
-			if d, ok := KeepAliveTimeout(value); ok {
+			// The shortest timeout announced, as fasthttp's path reads it
+			// (upstream.loopPool.roundTrip): a backend that says two
+			// things is held to the safer one.
+			if d, ok := KeepAliveTimeout(value); ok && (!a.keepAliveSet || d < a.keepAlive) {
 				a.keepAlive, a.keepAliveSet = d, true
 			}
 			continue
 		case answerOther:
 			return 0, sectionOther
 		case answerLength:
-			n, ok := contentLength(value)
+			n, ok := decimal(value)
 			if !ok || w.length >= 0 {
 				return 0, sectionOther // a second one, even equal, is fasthttp's to judge
 			}
@@ -358,9 +361,10 @@ func crlfLine(b []byte) (line, rest []byte, verdict sectionVerdict) {
 	return b[:i-1], b[i+1:], sectionTaken
 }
 
-// contentLength reads a Content-Length value: digits only, after the
-// optional whitespace around it.
-func contentLength(v []byte) (int, bool) {
+// decimal reads a number of up to 15 digits (a Content-Length, a
+// Keep-Alive timeout): digits only, after the optional whitespace around
+// it.
+func decimal(v []byte) (int, bool) {
 	v = ascii.TrimOWS(v)
 	if len(v) == 0 || len(v) > 15 {
 		return 0, false

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/ascii"
@@ -10,55 +11,30 @@ import (
 // day it is no limit worth keeping.
 const maxKeepAliveSeconds = 86400
 
+var strEquals = []byte("=")
+
 // KeepAliveTimeout reads the timeout parameter of a Keep-Alive field's
 // value ("timeout=5, max=100"): how long the backend keeps an idle
 // connection open before it closes it. ok is false when the value has no
-// timeout, or one that is not a number of seconds; a second timeout
-// parameter makes the value unreadable, since the backend said two things.
+// timeout that is a number of seconds. A value with two gives the shorter:
+// a request sent within it is safe by either.
 func KeepAliveTimeout(v []byte) (d time.Duration, ok bool) {
-	seen, bad := false, false
 	forEachToken(v, func(tok []byte) {
-		name, val, found := cutByte(tok, '=')
+		name, val, found := bytes.Cut(tok, strEquals)
 		if !found || !ascii.EqualFold(ascii.TrimOWS(name), "timeout") {
 			return
 		}
-		if seen {
-			bad = true
-			return
-		}
-		seen = true
 		val = ascii.TrimOWS(val)
 		if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
 			val = val[1 : len(val)-1]
 		}
-		if len(val) == 0 {
-			bad = true
+		n, isNumber := decimal(val)
+		if !isNumber {
 			return
 		}
-		n := 0
-		for _, b := range val {
-			if b < '0' || b > '9' {
-				bad = true
-				return
-			}
-			if n = n*10 + int(b-'0'); n > maxKeepAliveSeconds {
-				n = maxKeepAliveSeconds
-			}
+		if t := time.Duration(min(n, maxKeepAliveSeconds)) * time.Second; !ok || t < d {
+			d, ok = t, true
 		}
-		d = time.Duration(n) * time.Second
 	})
-	if !seen || bad {
-		return 0, false
-	}
-	return d, true
-}
-
-// cutByte is bytes.Cut for one byte.
-func cutByte(b []byte, sep byte) (before, after []byte, found bool) {
-	for i, c := range b {
-		if c == sep {
-			return b[:i], b[i+1:], true
-		}
-	}
-	return b, nil, false
+	return d, ok
 }

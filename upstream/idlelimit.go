@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -43,8 +42,10 @@ const (
 // shared by the pools of every loop. A backend that does not say its
 // timeout (uvicorn, gunicorn, Tomcat) is seen closing connections at it;
 // after the first such close the pools keep connections a little less.
+//
+// Two closes noted at once may leave one's limit with the other's lapse
+// time: both are from the same moment and backend, so no lock orders them.
 type idleLearner struct {
-	mu    sync.Mutex   // orders writers; readers load the atomics
 	limit atomic.Int64 // keepBelow of the last close seen, in ns; 0 for none
 	until atomic.Int64 // when it lapses, Unix ns
 }
@@ -56,8 +57,6 @@ func (l *idleLearner) closed(idleFor, ceiling time.Duration, now time.Time) {
 	if idleFor < learnFloor {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if idleFor >= ceiling {
 		l.limit.Store(0)
 		return

@@ -199,9 +199,12 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 		if d, ok := c.Answer.KeepAlive(); ok {
 			lc.announced = d
 		}
-	} else if v := resp.Header.Peek("Keep-Alive"); len(v) > 0 {
-		if d, ok := codec.KeepAliveTimeout(v); ok {
-			lc.announced = d
+	} else {
+		// Every Keep-Alive field, the shortest timeout, as Answer reads it.
+		for _, v := range resp.Header.PeekAll("Keep-Alive") {
+			if d, ok := codec.KeepAliveTimeout(v); ok && (lc.announced < 0 || d < lc.announced) {
+				lc.announced = d
+			}
 		}
 	}
 	lp.put(lc, c.Now()) // idle from now, not from the exchange's start
