@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/sockpeek"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
@@ -27,54 +28,131 @@ var errUnsolicited = errors.New("upstream: the backend sent bytes on an idle con
 // report it: Stale); its fasthttp client for streamed answers looks
 // through this guard too.
 //
+// The same look keeps fasthttp's pool to the backend's idle timeout, as
+// the loops' pools keep to it (idleLearner): a connection found closed by
+// the backend is learned from (its idle time then, an upper bound of the
+// backend's), and one idle as long as the backend is known to keep one
+// (announced or seen) carries no request. Either is found before any byte
+// of a request went out.
+//
 // Only a request's first write looks: after it, an answer may come early
 // (a 413 while the body is still being sent), which fasthttp reads once
 // the request is written.
 type guardedConn struct {
 	net.Conn
-	stale func() bool // whether the backend sent anything (or hung up)
-	read  bool        // an answer was read since the last write: the next write begins a request
+	look       func() (pending, closed bool) // whether the backend sent anything, or hung up
+	read       bool                          // an answer was read since the last write: the next write begins a request
+	idle       *idleKeeping                  // nil: no idle limit but the pool's own
+	answeredAt time.Time                     // when the last read returned
 }
+
+// idleKeeping is how long an instance's backend keeps an idle connection,
+// as a guarded connection of its pool learns and obeys it.
+type idleKeeping struct {
+	learned *idleLearner
+	ceiling time.Duration // the pool's own limit: a close at or past it teaches nothing
+}
+
+// errIdlePast is a pooled connection idle as long as the backend is known
+// to keep one: a request on it could cross the backend's close. Found
+// before any byte of a request went out, like errUnsolicited.
+var errIdlePast = errors.New("upstream: the connection was idle as long as the backend keeps one")
 
 // staleConn is a connection that tells for itself whether the backend
 // sent anything (or hung up) since its last answer: a loop's (netpoll).
 type staleConn interface {
 	net.Conn
 	Stale() bool
+	HungUpAt() time.Time
 }
 
 func (g *guardedConn) Read(p []byte) (int, error) {
+	n, err := g.Conn.Read(p)
 	g.read = true
-	return g.Conn.Read(p)
+	if g.idle != nil {
+		g.answeredAt = time.Now()
+	}
+	return n, err
 }
 
 func (g *guardedConn) Write(p []byte) (int, error) {
 	if g.read {
 		g.read = false
-		if g.stale() {
-			return 0, errUnsolicited
+		if err := g.check(); err != nil {
+			return 0, err
 		}
 	}
 	return g.Conn.Write(p)
 }
 
-// doGuarded is hc's exchange of c's request, once more on another
-// connection when the one it took had bytes no request asked for.
-func doGuarded(hc *fasthttp.HostClient, c *pipeline.Ctx, deadline time.Time) error {
+// check is the look before a request's first byte.
+func (g *guardedConn) check() error {
+	pending, closed := g.look()
+	if g.idle == nil {
+		if pending {
+			return errUnsolicited
+		}
+		return nil
+	}
+	now := time.Now()
+	idleFor := now.Sub(g.answeredAt)
+	if pending {
+		if closed {
+			g.idle.learned.foundClosed(idleFor, g.idle.ceiling, now)
+		}
+		return errUnsolicited
+	}
+	if l := g.idle.learned.get(now); l > 0 && idleFor >= l {
+		return errIdlePast
+	}
+	return nil
+}
+
+// doGuarded is hc's exchange of c's request, again on another connection
+// while the one taken had bytes no request asked for, was closed by the
+// backend, or was idle too long: nothing of the request went out on it
+// (a streamed body may have been read into the writer's buffer, so such a
+// request is not sent again). Each retry drops a pooled connection, so
+// there are at most as many as the pool holds before one is dialled.
+// An answer's announced keep-alive timeout (the shortest, of every
+// Keep-Alive field) is noted in idle, when given.
+func doGuarded(hc *fasthttp.HostClient, idle *idleKeeping, c *pipeline.Ctx, deadline time.Time) error {
 	err := hc.DoDeadline(c.Req, c.Resp, deadline)
-	if errors.Is(err, errUnsolicited) && !c.Req.IsBodyStream() {
-		// Nothing of the request went out (a streamed body may have been
-		// read into the writer's buffer): again, on another connection.
+	for tries := 0; tries <= hc.MaxConns && (errors.Is(err, errUnsolicited) || errors.Is(err, errIdlePast)) &&
+		!c.Req.IsBodyStream(); tries++ {
 		err = hc.DoDeadline(c.Req, c.Resp, deadline)
+	}
+	if err == nil && idle != nil {
+		if d, ok := announcedKeepAlive(&c.Resp.Header); ok {
+			idle.learned.announced(d, time.Now())
+		}
 	}
 	return err
 }
 
+// announcedKeepAlive is the keep-alive timeout an answer fasthttp read
+// announces: the shortest of every Keep-Alive field's, as codec.Answer
+// reads it.
+func announcedKeepAlive(h *fasthttp.ResponseHeader) (d time.Duration, ok bool) {
+	for _, v := range h.PeekAll("Keep-Alive") {
+		if t, valid := codec.KeepAliveTimeout(v); valid && (!ok || t < d) {
+			d, ok = t, true
+		}
+	}
+	return d, ok
+}
+
 // guard wraps c when its socket can be looked at; the check is bound
-// once per connection.
-func guard(c net.Conn) net.Conn {
+// once per connection. With idle, the connection also keeps to the
+// backend's idle timeout.
+func guard(c net.Conn, idle *idleKeeping) net.Conn {
 	if s, ok := c.(staleConn); ok {
-		return &guardedConn{Conn: c, stale: s.Stale}
+		return &guardedConn{Conn: c, idle: idle, answeredAt: time.Now(), look: func() (bool, bool) {
+			if !s.Stale() {
+				return false, false
+			}
+			return true, !s.HungUpAt().IsZero()
+		}}
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -84,16 +162,21 @@ func guard(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	return &guardedConn{Conn: c, stale: socketPending(rc)}
+	return &guardedConn{Conn: c, idle: idle, answeredAt: time.Now(), look: socketPending(rc)}
 }
 
 // socketPending looks at rc's input through Control, not Read: the look
-// never waits, so it needs none of the poller's read preparation.
-func socketPending(rc syscall.RawConn) func() bool {
-	var pending bool
-	peek := func(fd uintptr) { pending = sockpeek.Pending(fd) }
-	return func() bool {
-		pending = false
-		return rc.Control(peek) == nil && pending
+// never waits, so it needs none of the poller's read preparation. closed
+// is the end of input or an error (a reset).
+func socketPending(rc syscall.RawConn) func() (pending, closed bool) {
+	var n int
+	var errno syscall.Errno
+	peek := func(fd uintptr) { n, errno = sockpeek.Byte(fd) }
+	return func() (bool, bool) {
+		n, errno = 0, syscall.EAGAIN
+		if rc.Control(peek) != nil || errno == syscall.EAGAIN {
+			return false, false
+		}
+		return true, n == 0
 	}
 }

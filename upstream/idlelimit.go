@@ -5,16 +5,11 @@ import (
 	"time"
 )
 
-// How long an idle connection is kept when idle_conn is not set: the
-// event loops' pools keep one up to autoIdleConn, below what the backend
-// announces or is seen to keep (idleLearner); fasthttp's client, which
-// learns neither, keeps one for clientIdleConn, below the keep-alive
-// timeout of the backend servers that close idle connections soonest
-// (Node.js and uvicorn, 5 s).
-const (
-	autoIdleConn   = 60 * time.Second
-	clientIdleConn = 4 * time.Second
-)
+// How long an idle connection is kept when idle_conn is not set: up to
+// autoIdleConn, below what the backend announces or is seen to keep
+// (idleLearner), in the event loops' pools and in fasthttp's client
+// (guardedConn).
+const autoIdleConn = 60 * time.Second
 
 // A connection the backend closes after being idle for d is kept idle for
 // keepBelow(d): a request sent on it later could cross the backend's close
@@ -62,6 +57,31 @@ func (l *idleLearner) closed(idleFor, ceiling time.Duration, now time.Time) {
 		return
 	}
 	l.limit.Store(int64(keepBelow(idleFor)))
+	l.until.Store(now.Add(learnedFor).UnixNano())
+}
+
+// foundClosed notes a connection found closed by the backend when it was
+// next taken, idle for idleFor: the close came at most that long after
+// its last answer, perhaps much sooner. Such an upper bound only ever
+// shortens what is learned while it holds; each renews it.
+func (l *idleLearner) foundClosed(idleFor, ceiling time.Duration, now time.Time) {
+	if idleFor < learnFloor || idleFor >= ceiling {
+		return
+	}
+	d := keepBelow(idleFor)
+	if cur := l.get(now); cur > 0 && cur < d {
+		d = cur
+	}
+	l.limit.Store(int64(d))
+	l.until.Store(now.Add(learnedFor).UnixNano())
+}
+
+// announced notes the keep-alive timeout d an answer announced, read
+// where no connection of the answer's is at hand (fasthttp's client): the
+// backend's connections are then kept below it, as a close seen at d
+// would teach, and for as long. timeout=0 keeps none.
+func (l *idleLearner) announced(d time.Duration, now time.Time) {
+	l.limit.Store(int64(max(keepBelow(d), 1)))
 	l.until.Store(now.Add(learnedFor).UnixNano())
 }
 

@@ -61,3 +61,54 @@ func TestIdleLearner(t *testing.T) {
 		t.Fatalf("a close at the ceiling left %v", d)
 	}
 }
+
+// TestIdleLearnerFoundClosed: a close found when a connection is next
+// taken is an upper bound of the backend's timeout, so a later, longer
+// one does not lengthen what was learned; a shorter one shortens it. Each
+// renews it; closes under the floor or at the ceiling teach nothing.
+func TestIdleLearnerFoundClosed(t *testing.T) {
+	var l idleLearner
+	now := time.Unix(1_000_000, 0)
+	ceiling := 60 * time.Second
+	l.foundClosed(500*time.Millisecond, ceiling, now)
+	l.foundClosed(ceiling, ceiling, now)
+	if got := l.get(now); got != 0 {
+		t.Fatalf("after closes under the floor and at the ceiling: %v learned, want none", got)
+	}
+	l.foundClosed(8*time.Second, ceiling, now)
+	if got := l.get(now); got != 7200*time.Millisecond {
+		t.Fatalf("found closed after 8 s: %v learned, want 7.2s", got)
+	}
+	l.foundClosed(20*time.Second, ceiling, now.Add(9*time.Minute))
+	if got := l.get(now.Add(9 * time.Minute)); got != 7200*time.Millisecond {
+		t.Fatalf("a later close found after 20 s: %v learned, want 7.2s kept", got)
+	}
+	if got := l.get(now.Add(18 * time.Minute)); got != 7200*time.Millisecond {
+		t.Fatalf("the later close did not renew what was learned: %v at 18 min", got)
+	}
+	l.foundClosed(5*time.Second, ceiling, now.Add(18*time.Minute))
+	if got := l.get(now.Add(18 * time.Minute)); got != 4500*time.Millisecond {
+		t.Fatalf("found closed after 5 s: %v learned, want 4.5s", got)
+	}
+	if got := l.get(now.Add(29 * time.Minute)); got != 0 {
+		t.Fatalf("10 minutes after the last close: %v learned, want none", got)
+	}
+}
+
+// TestIdleLearnerAnnounced: an announced timeout keeps connections below
+// it, and timeout=0 keeps none idle at all (a limit of 1 ns, not "none").
+func TestIdleLearnerAnnounced(t *testing.T) {
+	var l idleLearner
+	now := time.Unix(1_000_000, 0)
+	l.announced(5*time.Second, now)
+	if got := l.get(now); got != 4500*time.Millisecond {
+		t.Fatalf("timeout=5: %v, want 4.5s", got)
+	}
+	l.announced(0, now)
+	if got := l.get(now); got != 1 {
+		t.Fatalf("timeout=0: %v, want 1ns (no connection idle at all)", got)
+	}
+	if got := l.get(now.Add(11 * time.Minute)); got != 0 {
+		t.Fatalf("11 minutes later: %v, want lapsed", got)
+	}
+}

@@ -22,11 +22,10 @@ type Pool struct {
 	Connect time.Duration // dial timeout; default 1s
 	Read    time.Duration // whole-response read timeout; default 3s
 	Write   time.Duration // request write timeout; default = Read
-	// IdleConn is the longest an idle pooled connection is kept. The event
-	// loops' pools keep one less when the backend announces a shorter
-	// keep-alive timeout or is seen closing idle connections sooner; 0
-	// leaves it to them (up to 60 s), and to 4 s in fasthttp's client,
-	// which learns neither (see autoIdleConn).
+	// IdleConn is the longest an idle pooled connection is kept. The pools
+	// keep one less when the backend announces a shorter keep-alive
+	// timeout or is seen closing idle connections sooner; 0 leaves it to
+	// them, up to 60 s (autoIdleConn).
 	IdleConn time.Duration
 	// MaxConns bounds connections per instance (per instance and event
 	// loop for requests served on the netpoll transport's loops); default
@@ -84,9 +83,10 @@ type Instance struct {
 	// grpc), made on first use.
 	grpc grpcConns
 
-	// idle is what the loops' pools have seen of how long the backend
-	// keeps an idle connection.
-	idle idleLearner
+	// idle is what the pools have seen of how long the backend keeps an
+	// idle connection; keeping is how fasthttp's clients keep to it.
+	idle    idleLearner
+	keeping idleKeeping
 
 	// disabled is the operator's switch; a disabled instance gets nothing.
 	disabled atomic.Bool
@@ -130,12 +130,13 @@ func newInstance(addr string, weight int, p Pool, h Health, log *zap.Logger) *In
 		pool:   p,
 		health: newHealth(h, log),
 	}
+	in.keeping = idleKeeping{learned: &in.idle, ceiling: cmp.Or(p.IdleConn, autoIdleConn)}
 	in.client = in.newClient(func(a string) (net.Conn, error) {
 		c, err := dialer.DialTimeout(a, connect)
 		if err != nil {
 			return nil, err
 		}
-		return guard(c), nil
+		return guard(c, &in.keeping), nil
 	})
 	return in
 }
@@ -148,7 +149,7 @@ func (in *Instance) newClient(dial fasthttp.DialFunc) *fasthttp.HostClient {
 		Dial:                      dial,
 		MaxConns:                  p.MaxConns,
 		MaxConnWaitTimeout:        p.MaxConnWait,
-		MaxIdleConnDuration:       cmp.Or(p.IdleConn, clientIdleConn),
+		MaxIdleConnDuration:       in.keeping.ceiling,
 		ReadTimeout:               p.Read,
 		WriteTimeout:              p.Write,
 		MaxResponseBodySize:       p.MaxResponseBytes,
@@ -174,7 +175,7 @@ func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
 	lp := in.loopPoolFor(c.Loop)
 	if lp == nil {
 		c.ApplyForward()
-		return doGuarded(in.client, c, deadline)
+		return doGuarded(in.client, &in.keeping, c, deadline)
 	}
 	if !lp.acquire(c, in.pool.MaxConnWait) {
 		return fasthttp.ErrNoFreeConns

@@ -93,7 +93,7 @@ func newLoopPool(in *Instance, loop pipeline.Loop) *loopPool {
 			if err != nil {
 				return nil, err
 			}
-			return guard(c), nil
+			return guard(c, &in.keeping), nil
 		})
 		// The pool's limit is enforced by acquire, which parks on the
 		// loop: the client itself must never wait for a connection,
@@ -129,7 +129,7 @@ func (lp *loopPool) release() {
 func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) error {
 	if lp.hc != nil {
 		c.ApplyForward()
-		return doGuarded(lp.hc, c, deadline)
+		return doGuarded(lp.hc, &lp.in.keeping, c, deadline)
 	}
 	now := c.Now()
 	for attempt := 0; ; attempt++ {
@@ -199,13 +199,8 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 		if d, ok := c.Answer.KeepAlive(); ok {
 			lc.announced = d
 		}
-	} else {
-		// Every Keep-Alive field, the shortest timeout, as Answer reads it.
-		for _, v := range resp.Header.PeekAll("Keep-Alive") {
-			if d, ok := codec.KeepAliveTimeout(v); ok && (lc.announced < 0 || d < lc.announced) {
-				lc.announced = d
-			}
-		}
+	} else if d, ok := announcedKeepAlive(&resp.Header); ok {
+		lc.announced = d
 	}
 	lp.put(lc, c.Now()) // idle from now, not from the exchange's start
 	return nil, false
