@@ -135,6 +135,37 @@ func TestPoolKeepsBelowAnnouncedKeepAlive(t *testing.T) {
 	}
 }
 
+// TestPoolStreamedBodyAfterAnnouncedKeepAlive: a request whose body
+// streams to the backend (over client.stream_body_bytes, 1 MiB), after an
+// idle pause past the backend's announced timeout, goes on a connection
+// the backend still keeps and is answered: the kept one is not used, and
+// refusing it costs the request nothing.
+func TestPoolStreamedBodyAfterAnnouncedKeepAlive(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			b := startIdleBackend(t, 2*time.Second, 0, "Keep-Alive: timeout=2\r\n", false)
+			g := startGateway(t, kind, oneService, map[string]string{"UP": b.ln.Addr().String()},
+				func(o *Options) { o.Workers = 1 })
+			if st, _ := idleGatewayCall(t, g.Addr, "GET"); st != 200 {
+				t.Fatalf("GET: status %d", st)
+			}
+			time.Sleep(2200 * time.Millisecond)
+			var req fasthttp.Request
+			var resp fasthttp.Response
+			req.SetRequestURI("http://" + g.Addr + "/x")
+			req.Header.SetMethod("POST")
+			req.SetBody(make([]byte, 1<<20+1))
+			if err := fasthttp.DoTimeout(&req, &resp, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if st := resp.StatusCode(); st != 200 || b.lost.Load() != 0 {
+				t.Fatalf("streamed POST after 2.2 s idle: status %d, %d requests lost", st, b.lost.Load())
+			}
+		})
+	}
+}
+
 // TestPoolLearnsTheBackendsIdleClose: a backend that closes idle
 // connections after 1.5 s without saying so is seen doing it; afterwards
 // the pool does not send a request on a connection idle that long, even
