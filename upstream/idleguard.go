@@ -3,6 +3,7 @@ package upstream
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,15 +43,46 @@ type guardedConn struct {
 	net.Conn
 	look       func() (pending, closed bool) // whether the backend sent anything, or hung up
 	read       bool                          // an answer was read since the last write: the next write begins a request
-	idle       *idleKeeping                  // nil: no idle limit but the pool's own
-	answeredAt time.Time                     // when the last read returned
+	idle       *idleKeeping
+	answeredAt time.Time // when the last read returned
 }
 
 // idleKeeping is how long an instance's backend keeps an idle connection,
-// as a guarded connection of its pool learns and obeys it.
+// as the guarded connections of fasthttp's client learn and obey it: the
+// closes seen (shared with the loops' pools), and the keep-alive timeout
+// the last answer announced. Of the two the shorter holds, as for a
+// connection of a loop's pool (loopPool.usableFor).
 type idleKeeping struct {
 	learned *idleLearner
 	ceiling time.Duration // the pool's own limit: a close at or past it teaches nothing
+	// announced is keepBelow of the last answer's announced timeout plus
+	// 1 ns (timeout=0 keeps none), 0 when it announced none. Answers rarely
+	// change it, so it is written only when they do: a line shared by
+	// every request to the instance is not written per request.
+	announced atomic.Int64
+}
+
+// announce notes what an answer announced (ok false: nothing).
+func (k *idleKeeping) announce(d time.Duration, ok bool) {
+	v := int64(0)
+	if ok {
+		v = int64(keepBelow(d)) + 1
+	}
+	if k.announced.Load() != v {
+		k.announced.Store(v)
+	}
+}
+
+// limit is how long a connection may have been idle and still carry a
+// request at now; ok is false when nothing is known but the ceiling.
+func (k *idleKeeping) limit(now time.Time) (d time.Duration, ok bool) {
+	if a := k.announced.Load(); a > 0 {
+		d, ok = time.Duration(a-1), true
+	}
+	if l := k.learned.get(now); l > 0 && (!ok || l < d) {
+		d, ok = l, true
+	}
+	return d, ok
 }
 
 // errIdlePast is a pooled connection idle as long as the backend is known
@@ -69,9 +101,7 @@ type staleConn interface {
 func (g *guardedConn) Read(p []byte) (int, error) {
 	n, err := g.Conn.Read(p)
 	g.read = true
-	if g.idle != nil {
-		g.answeredAt = time.Now()
-	}
+	g.answeredAt = time.Now()
 	return n, err
 }
 
@@ -88,12 +118,6 @@ func (g *guardedConn) Write(p []byte) (int, error) {
 // check is the look before a request's first byte.
 func (g *guardedConn) check() error {
 	pending, closed := g.look()
-	if g.idle == nil {
-		if pending {
-			return errUnsolicited
-		}
-		return nil
-	}
 	now := time.Now()
 	idleFor := now.Sub(g.answeredAt)
 	if pending {
@@ -102,7 +126,7 @@ func (g *guardedConn) check() error {
 		}
 		return errUnsolicited
 	}
-	if l := g.idle.learned.get(now); l > 0 && idleFor >= l {
+	if l, ok := g.idle.limit(now); ok && idleFor >= l {
 		return errIdlePast
 	}
 	return nil
@@ -114,18 +138,16 @@ func (g *guardedConn) check() error {
 // (a streamed body may have been read into the writer's buffer, so such a
 // request is not sent again). Each retry drops a pooled connection, so
 // there are at most as many as the pool holds before one is dialled.
-// An answer's announced keep-alive timeout (the shortest, of every
-// Keep-Alive field) is noted in idle, when given.
+// What the answer announces of its keep-alive timeout (the shortest, of
+// every Keep-Alive field) is noted in idle.
 func doGuarded(hc *fasthttp.HostClient, idle *idleKeeping, c *pipeline.Ctx, deadline time.Time) error {
 	err := hc.DoDeadline(c.Req, c.Resp, deadline)
 	for tries := 0; tries <= hc.MaxConns && (errors.Is(err, errUnsolicited) || errors.Is(err, errIdlePast)) &&
 		!c.Req.IsBodyStream(); tries++ {
 		err = hc.DoDeadline(c.Req, c.Resp, deadline)
 	}
-	if err == nil && idle != nil {
-		if d, ok := announcedKeepAlive(&c.Resp.Header); ok {
-			idle.learned.announced(d, time.Now())
-		}
+	if err == nil {
+		idle.announce(announcedKeepAlive(&c.Resp.Header))
 	}
 	return err
 }
@@ -143,8 +165,8 @@ func announcedKeepAlive(h *fasthttp.ResponseHeader) (d time.Duration, ok bool) {
 }
 
 // guard wraps c when its socket can be looked at; the check is bound
-// once per connection. With idle, the connection also keeps to the
-// backend's idle timeout.
+// once per connection, which also keeps to the backend's idle timeout as
+// idle knows it.
 func guard(c net.Conn, idle *idleKeeping) net.Conn {
 	if s, ok := c.(staleConn); ok {
 		return &guardedConn{Conn: c, idle: idle, answeredAt: time.Now(), look: func() (bool, bool) {

@@ -76,15 +76,6 @@ func (l *idleLearner) foundClosed(idleFor, ceiling time.Duration, now time.Time)
 	l.until.Store(now.Add(learnedFor).UnixNano())
 }
 
-// announced notes the keep-alive timeout d an answer announced, read
-// where no connection of the answer's is at hand (fasthttp's client): the
-// backend's connections are then kept below it, as a close seen at d
-// would teach, and for as long. timeout=0 keeps none.
-func (l *idleLearner) announced(d time.Duration, now time.Time) {
-	l.limit.Store(int64(max(keepBelow(d), 1)))
-	l.until.Store(now.Add(learnedFor).UnixNano())
-}
-
 // get is the learned limit at now, 0 for none.
 func (l *idleLearner) get(now time.Time) time.Duration {
 	d := l.limit.Load()

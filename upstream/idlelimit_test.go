@@ -3,6 +3,8 @@ package upstream
 import (
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // TestKeepBelow: a tenth of the backend's timeout is kept off it, and at
@@ -95,20 +97,50 @@ func TestIdleLearnerFoundClosed(t *testing.T) {
 	}
 }
 
-// TestIdleLearnerAnnounced: an announced timeout keeps connections below
-// it, and timeout=0 keeps none idle at all (a limit of 1 ns, not "none").
-func TestIdleLearnerAnnounced(t *testing.T) {
-	var l idleLearner
+// TestIdleKeepingLimit: of the timeout the last answer announced and the
+// closes seen, the shorter holds, whichever came last; timeout=0 keeps no
+// connection idle at all; an answer that announces nothing takes back what
+// the one before announced.
+func TestIdleKeepingLimit(t *testing.T) {
+	var learned idleLearner
+	k := idleKeeping{learned: &learned, ceiling: time.Minute}
 	now := time.Unix(1_000_000, 0)
-	l.announced(5*time.Second, now)
-	if got := l.get(now); got != 4500*time.Millisecond {
-		t.Fatalf("timeout=5: %v, want 4.5s", got)
+	if d, ok := k.limit(now); ok {
+		t.Fatalf("nothing known: limit %v", d)
 	}
-	l.announced(0, now)
-	if got := l.get(now); got != 1 {
-		t.Fatalf("timeout=0: %v, want 1ns (no connection idle at all)", got)
+	k.announce(5*time.Second, true)
+	if d, ok := k.limit(now); !ok || d != 4500*time.Millisecond {
+		t.Fatalf("timeout=5: %v %v, want 4.5s", d, ok)
 	}
-	if got := l.get(now.Add(11 * time.Minute)); got != 0 {
-		t.Fatalf("11 minutes later: %v, want lapsed", got)
+	learned.closed(3*time.Second, k.ceiling, now)
+	k.announce(5*time.Second, true)
+	if d, ok := k.limit(now); !ok || d != 2700*time.Millisecond {
+		t.Fatalf("timeout=5 announced after a close seen at 3 s: %v %v, want 2.7s", d, ok)
+	}
+	if got := learned.get(now); got != 2700*time.Millisecond {
+		t.Fatalf("an announcement changed what was learned from closes: %v", got)
+	}
+	k.announce(0, true)
+	if d, ok := k.limit(now); !ok || d != 0 {
+		t.Fatalf("timeout=0: %v %v, want 0 (no idle connection carries a request)", d, ok)
+	}
+	k.announce(0, false)
+	if d, ok := k.limit(now); !ok || d != 2700*time.Millisecond {
+		t.Fatalf("an answer announcing nothing: %v %v, want the 2.7s learned", d, ok)
+	}
+	if d, ok := k.limit(now.Add(learnedFor + time.Second)); ok {
+		t.Fatalf("after the close lapsed, with nothing announced: limit %v", d)
+	}
+}
+
+// TestIdleKeepingAnnounceAllocs: noting what an answer announces, on
+// every answer fasthttp's client reads, allocates nothing.
+func TestIdleKeepingAnnounceAllocs(t *testing.T) {
+	var learned idleLearner
+	k := idleKeeping{learned: &learned, ceiling: time.Minute}
+	var h fasthttp.ResponseHeader
+	h.Set("Keep-Alive", "timeout=5, max=100")
+	if n := testing.AllocsPerRun(100, func() { k.announce(announcedKeepAlive(&h)) }); n != 0 {
+		t.Fatalf("%v allocations", n)
 	}
 }

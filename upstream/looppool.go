@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bufio"
-	"cmp"
 	"errors"
 	"io"
 	"net"
@@ -85,7 +84,7 @@ const (
 )
 
 func newLoopPool(in *Instance, loop pipeline.Loop) *loopPool {
-	lp := &loopPool{in: in, loop: loop, limit: in.pool.MaxConns, ceiling: cmp.Or(in.pool.IdleConn, autoIdleConn)}
+	lp := &loopPool{in: in, loop: loop, limit: in.pool.MaxConns, ceiling: in.keeping.ceiling}
 	if in.pool.StreamResponse {
 		connect := in.pool.Connect
 		lp.hc = in.newClient(func(a string) (net.Conn, error) {
