@@ -19,6 +19,9 @@ func (f *File) Defaults() {
 	if f.Transport == "" {
 		f.Transport = "netpoll"
 	}
+	if f.IOUring == "" {
+		f.IOUring = "auto"
+	}
 	if f.LogLevel == "" {
 		f.LogLevel = "info"
 	}
@@ -161,6 +164,11 @@ func (f *File) Validate(name string) error {
 	case "netpoll", "netpoll-dispatch", "fasthttp":
 	default:
 		return bad(0, "transport %q: want netpoll, netpoll-dispatch or fasthttp", f.Transport)
+	}
+	switch f.IOUring {
+	case "auto", "on", "off":
+	default:
+		return bad(0, "io_uring %q: want auto, on or off", f.IOUring)
 	}
 	if f.Admin.Metrics != "on" && f.Admin.Metrics != "off" {
 		return bad(0, "admin.metrics %q: want on or off", f.Admin.Metrics)

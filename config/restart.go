@@ -4,7 +4,7 @@ package config
 // its listeners, transport and client limits are set up with them. A
 // reload that changes one is applied except for these, and says so.
 var RestartOnly = []string{
-	"listen", "tls", "transport", "workers",
+	"listen", "tls", "transport", "io_uring", "workers",
 	"client.max_header_bytes", "client.max_uri_bytes", "client.max_body_bytes", "client.stream_body_bytes",
 	"client.header_timeout", "client.body_timeout", "client.idle_timeout", "client.write_timeout", "client.max_conns",
 	"admin", "access_log",
@@ -23,6 +23,7 @@ func RestartOnlyChanges(prev, next *File) []string {
 	diff("listen", prev.Listen != next.Listen)
 	diff("tls", !prev.TLS.settings().equal(next.TLS.settings()))
 	diff("transport", prev.Transport != next.Transport)
+	diff("io_uring", prev.IOUring != next.IOUring)
 	diff("workers", prev.Workers != next.Workers)
 	diff("client.max_header_bytes", p.MaxHeaderBytes != n.MaxHeaderBytes)
 	diff("client.max_uri_bytes", p.MaxURIBytes != n.MaxURIBytes)

@@ -22,7 +22,12 @@ type File struct {
 	// TLS, when set, adds a TLS listener for clients (see ServerTLS).
 	TLS       *ServerTLS `yaml:"tls"`
 	Transport string     `yaml:"transport"` // netpoll (default) | netpoll-dispatch | fasthttp
-	LogLevel  string     `yaml:"log_level"` // debug | info (default) | warn | error
+	// IOUring is how the netpoll transport's event loops make their
+	// socket calls: auto (default: in batches through an io_uring when
+	// the kernel allows one, else one syscall each), on (an io_uring or
+	// no start) or off (one syscall each).
+	IOUring  string `yaml:"io_uring"`
+	LogLevel string `yaml:"log_level"` // debug | info (default) | warn | error
 	// ShutdownTimeout bounds the drain on SIGTERM; default 15s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// DrainDelay is how long, after SIGTERM, the gateway goes on accepting

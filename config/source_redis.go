@@ -25,7 +25,7 @@ import (
 // the host's, not the cluster's. The node's cluster and config sections
 // always win (they say how to reach the Redis the document came from).
 var nodeLocal = []string{
-	"listen", "workers", "node_id", "transport", "log_level", "shutdown_timeout", "drain_delay",
+	"listen", "workers", "node_id", "transport", "io_uring", "log_level", "shutdown_timeout", "drain_delay",
 	"admin", "access_log", "cluster", "config",
 }
 

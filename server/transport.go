@@ -32,6 +32,7 @@ func OptionsFor(f *config.File) Options {
 		WriteTimeout:    c.WriteTimeout.D(),
 		MaxConns:        c.MaxConns,
 		Workers:         WorkersFor(f),
+		IOUring:         f.IOUring,
 	}
 }
 

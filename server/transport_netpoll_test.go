@@ -95,8 +95,14 @@ func npOptions() Options {
 		WriteTimeout:    2 * time.Second,
 		MaxConns:        1000,
 		EventLoop:       !npDispatch,
+		IOUring:         npIOUring,
 	}
 }
+
+// npIOUring is the io_uring option the reactor's tests run with: "auto"
+// (socket calls in batches where the kernel allows it), or "off" (one
+// syscall each; see TestNetpollSyscallsOneByOne).
+var npIOUring = "auto"
 
 // npServe starts a netpoll transport on 127.0.0.1:0 until the test ends.
 func npServe(tb testing.TB, h Handler, o Options) (Transport, string) {
@@ -923,12 +929,10 @@ func TestNetpollConcurrentClients(t *testing.T) {
 	npWaitFor(t, "Conns() to drop to 0", 2*time.Second, func() bool { return tr.Conns() == 0 })
 }
 
-// TestNetpollDispatchMode runs the reactor's tests again in dispatch mode
-// ("transport: netpoll-dispatch"); the others run in event-loop mode.
-func TestNetpollDispatchMode(t *testing.T) {
-	npDispatch = true
-	defer func() { npDispatch = false }()
-	for name, test := range map[string]func(*testing.T){
+// npReactorTests are the reactor's tests that TestNetpollDispatchMode and
+// TestNetpollSyscallsOneByOne run again in another mode.
+func npReactorTests() map[string]func(*testing.T) {
+	return map[string]func(*testing.T){
 		"KeepAlive": TestNetpollKeepAlive, "Pipelining": TestNetpollPipelining,
 		"PipeliningMany": TestNetpollPipeliningMany, "SplitRequest": TestNetpollSplitRequest,
 		"PartialRequest": TestNetpollPipelinedAnswerNotHeldByPartialRequest,
@@ -943,7 +947,27 @@ func TestNetpollDispatchMode(t *testing.T) {
 		"IdleNoGoroutine": TestNetpollIdleConnsHoldNoGoroutine, "Concurrent": TestNetpollConcurrentClients,
 		"StreamingBounded": TestStreamingWhileBusyIsBounded, "ClaimedBody": TestClaimedBodySizeIsNotAllocated,
 		"BareLF": TestBareLFHeaderSectionAnsweredAtOnce,
-	} {
+	}
+}
+
+// TestNetpollDispatchMode runs the reactor's tests again in dispatch mode
+// ("transport: netpoll-dispatch"); the others run in event-loop mode.
+func TestNetpollDispatchMode(t *testing.T) {
+	npDispatch = true
+	defer func() { npDispatch = false }()
+	for name, test := range npReactorTests() {
+		t.Run(name, test)
+	}
+}
+
+// TestNetpollSyscallsOneByOne runs the reactor's tests again with the
+// event loops making one syscall for each socket call (io_uring: off, and
+// where the kernel refuses a ring); the others make them in batches where
+// it allows one.
+func TestNetpollSyscallsOneByOne(t *testing.T) {
+	npIOUring = "off"
+	defer func() { npIOUring = "auto" }()
+	for name, test := range npReactorTests() {
 		t.Run(name, test)
 	}
 }

@@ -226,7 +226,7 @@ func serve(path string, stderr io.Writer) error {
 	}
 	op.ready.Store(true)
 	log.Info("tollgate listening", zap.String("addr", ln.Addr().String()), zap.String("transport", f.Transport),
-		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)), zap.Uint64("config_version", snap.Version),
+		zap.String("socket_calls", socketCalls(transport)), zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)), zap.Uint64("config_version", snap.Version),
 		zap.String("config", snap.Source), zap.String("version", version))
 	if demo != nil {
 		log.Info("no configuration file given: serving the built-in demo; try: curl -i localhost" + portOf(f.Listen) + "/demo/echo")
@@ -375,4 +375,12 @@ func wafCounts(snap *config.Snapshot) map[string]map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// socketCalls says how a transport makes its socket calls, when it says.
+func socketCalls(t server.Transport) string {
+	if s, ok := t.(interface{ SocketCalls() string }); ok {
+		return s.SocketCalls()
+	}
+	return "one syscall each"
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"github.com/tollgate/tollgate/internal/uring"
 )
 
 // evRead reads the client's socket in event-loop mode: once epoll has
@@ -44,7 +46,7 @@ func (s *evState) readFD(f *fiber, r *evIO, fd int32, p []byte, deadline int64) 
 				return 0, err
 			}
 		}
-		n, err := sockRecv(fd, p)
+		n, err := s.sockCall(f, uring.OpRecv, fd, p)
 		switch {
 		case err == syscall.EAGAIN:
 			r.rready.Store(false)
@@ -69,7 +71,7 @@ func (s *evState) readFD(f *fiber, r *evIO, fd int32, p []byte, deadline int64) 
 func (s *evState) writeFD(f *fiber, r *evIO, fd int32, p []byte, deadline int64) (int, error) {
 	done := 0
 	for done < len(p) {
-		n, err := sockSend(fd, p[done:])
+		n, err := s.sockCall(f, uring.OpSend, fd, p[done:])
 		if n > 0 {
 			done += n
 		}

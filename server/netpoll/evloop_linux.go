@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/stripe"
+	"github.com/tollgate/tollgate/internal/uring"
 	"github.com/tollgate/tollgate/pipeline"
 	"golang.org/x/sys/unix"
 )
@@ -102,6 +103,13 @@ type evState struct {
 
 	ready []*fiber // unparked fibers, resumed once the running one yields
 
+	// ring makes the fibers' socket calls in batches (evbatch_linux.go);
+	// nil makes each at once. inRing are the fibers whose call is queued,
+	// by tag.
+	ring      *uring.Ring
+	inRing    []*fiber
+	spareRing []*fiber
+
 	mu     sync.Mutex // guards posted
 	posted []evPost   // work handed in from other goroutines
 	spare  []evPost
@@ -145,6 +153,12 @@ type fiber struct {
 	// samples under wrk), and stay warm in this loop's cache.
 	work *npWork
 	ctx  *pipeline.Ctx
+
+	// The socket call queued in the loop's ring (sockCall) and its result.
+	ioBuf []byte
+	ioOp  uint8
+	ioFd  int32
+	ioRes int32
 }
 
 func (s *evState) newFiber() *fiber {
@@ -225,6 +239,10 @@ func (l *npLoop) runEvents() {
 		}
 		s.free = nil
 		l.closeFDs()
+		if s.ring != nil {
+			s.ring.Close()
+			s.ring = nil
+		}
 	}()
 	var drain [8]byte
 	wake := int64(0) // when the loop must wake without an event (transport clock), 0 for never
@@ -447,15 +465,19 @@ func (f *fiber) unwait() {
 	}
 }
 
-// runReady resumes the fibers unparked meanwhile, and those they unpark.
+// runReady resumes the fibers unparked meanwhile, and those they unpark,
+// and makes the socket calls they queued (flush).
 func (s *evState) runReady() {
-	for len(s.ready) > 0 {
-		f := s.ready[0]
-		copy(s.ready, s.ready[1:])
-		s.ready[len(s.ready)-1] = nil
-		s.ready = s.ready[:len(s.ready)-1]
-		f.queued = false
-		s.run(f)
+	for len(s.ready) > 0 || len(s.inRing) > 0 {
+		for len(s.ready) > 0 {
+			f := s.ready[0]
+			copy(s.ready, s.ready[1:])
+			s.ready[len(s.ready)-1] = nil
+			s.ready = s.ready[:len(s.ready)-1]
+			f.queued = false
+			s.run(f)
+		}
+		s.flush()
 	}
 }
 

@@ -39,6 +39,9 @@ func newNpLoop(*netpollTransport, int) (*npLoop, error) {
 	return nil, errors.New("the netpoll transport needs Linux (epoll); use fasthttp")
 }
 
+func (*netpollTransport) setRings([]*npLoop) error { return nil }
+func (*netpollTransport) checkRing() error         { return nil }
+
 func (*npLoop) run()                        {}
 func (*npLoop) stop()                       {}
 func (*npLoop) add(*npConn) error           { return errors.ErrUnsupported }

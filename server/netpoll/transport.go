@@ -87,6 +87,8 @@ type netpollTransport struct {
 	// eventLoop runs requests on the loops themselves (evloop_linux.go)
 	// instead of dispatching them to goroutines.
 	eventLoop bool
+	// calls says how the loops make their socket calls (SocketCalls).
+	calls atomic.Pointer[string]
 
 	stopOnce  sync.Once
 	stopSweep chan struct{}
@@ -170,6 +172,9 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
+	if err := t.checkRing(); err != nil {
+		return nil, err
+	}
 	// Like fasthttp.Server: a new connection gets the header timeout for its
 	// first request, a keep-alive one the idle timeout (each falls back on
 	// the other).
@@ -225,6 +230,13 @@ func (t *netpollTransport) startLocked() error {
 	}
 	if t.eventLoop && n == 1 {
 		loops[0].single = true
+	}
+	if err := t.setRings(loops); err != nil {
+		for _, l := range loops {
+			go l.run()
+			l.stop()
+		}
+		return err
 	}
 	for _, l := range loops {
 		go l.run()
@@ -925,4 +937,16 @@ func shrinkBacklog(ln net.Listener) {
 		return
 	}
 	_ = rc.Control(func(fd uintptr) { _ = syscall.Listen(int(fd), 0) })
+}
+
+func (t *netpollTransport) noteCalls(how string) { t.calls.Store(&how) }
+
+// SocketCalls says how the event loops make their socket calls: in
+// batches through an io_uring, or one syscall each and why; "" before the
+// transport serves, and in dispatch mode.
+func (t *netpollTransport) SocketCalls() string {
+	if p := t.calls.Load(); p != nil {
+		return *p
+	}
+	return ""
 }

@@ -74,6 +74,11 @@ type Options struct {
 	// per core), with upstream sockets in the same epoll sets, instead of
 	// handing each ready connection to a goroutine.
 	EventLoop bool
+	// IOUring is how the event loops make their socket calls: "auto" (in
+	// batches through an io_uring when the kernel allows one, else one
+	// syscall each; also ""), "on" (through an io_uring, or the transport
+	// does not start) or "off" (one syscall each).
+	IOUring string
 	// TLS, when set, makes every connection TLS, served with this config.
 	TLS *tls.Config
 	// HTTP2 serves the TLS connections whose client chose h2 by ALPN;

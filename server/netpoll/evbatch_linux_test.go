@@ -1,0 +1,143 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/uring"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/server/transport"
+	"github.com/valyala/fasthttp"
+)
+
+// ringBreaker answers every request with its path; on /break it first
+// closes its loop's io_uring under it, as a kernel that starts refusing
+// the ring would.
+type ringBreaker struct{}
+
+func (h ringBreaker) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
+	return h.ServeOn(req, resp, peer, nil)
+}
+
+func (ringBreaker) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort, loop pipeline.Loop) bool {
+	if string(req.URI().Path()) == "/break" {
+		if f, ok := loop.(*fiber); ok && f.s.ring != nil {
+			// The ring's descriptor now names /dev/null: io_uring_enter
+			// fails, and the ring's Close closes the copy.
+			null, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+			if err == nil {
+				_ = syscall.Dup3(null, f.s.ring.FD(), syscall.O_CLOEXEC)
+				_ = syscall.Close(null)
+			}
+		}
+	}
+	resp.SetBodyString("path " + string(req.URI().Path()))
+	return false
+}
+
+func (ringBreaker) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) {
+	resp.SetStatusCode(400)
+}
+
+func ringServe(t *testing.T, mode string) (*netpollTransport, string) {
+	t.Helper()
+	return ringServeWith(t, ringBreaker{}, mode)
+}
+
+// ringServeWith serves h on one event loop until the test ends, with the
+// io_uring option mode.
+func ringServeWith(t *testing.T, h transport.Handler, mode string) (*netpollTransport, string) {
+	t.Helper()
+	tr, err := New(h, transport.Options{EventLoop: true, Workers: 1, IOUring: mode,
+		HeaderTimeout: 2 * time.Second, IdleTimeout: 5 * time.Second, WriteTimeout: 2 * time.Second})
+	if err != nil {
+		if mode == "on" && errors.Is(err, uring.ErrUnsupported) {
+			t.Skipf("no io_uring here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tr.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tr.Shutdown(ctx)
+		<-done
+	})
+	return tr.(*netpollTransport), ln.Addr().String()
+}
+
+// get sends GETs for paths on conn, pipelined, and checks each answer.
+func get(t *testing.T, conn net.Conn, br *bufio.Reader, paths ...string) {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range paths {
+		b.WriteString("GET " + p + " HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		var resp fasthttp.Response
+		if err := resp.Read(br); err != nil {
+			t.Fatalf("answer to %s: %v", p, err)
+		}
+		if got := string(resp.Body()); got != "path "+p {
+			t.Fatalf("answer to %s: %q", p, got)
+		}
+	}
+}
+
+func TestSocketCallsReported(t *testing.T) {
+	tr, _ := ringServe(t, "off")
+	if got := tr.SocketCalls(); !strings.Contains(got, "one syscall each (io_uring: off)") {
+		t.Fatalf("off: %q", got)
+	}
+	tr, _ = ringServe(t, "on")
+	if got := tr.SocketCalls(); got != "in batches through io_uring" {
+		t.Fatalf("on: %q", got)
+	}
+}
+
+// A loop whose ring the kernel refuses mid-run makes the calls of that
+// batch, and every later call, one by one: no request is lost or answered
+// twice, and the transport says so.
+func TestRingRefusedMidRun(t *testing.T) {
+	tr, addr := ringServe(t, "on")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	get(t, conn, br, "/a", "/b")
+	get(t, conn, br, "/break", "/c", "/d")
+	get(t, conn, br, "/e")
+	if got := tr.SocketCalls(); !strings.Contains(got, "since its io_uring failed") {
+		t.Fatalf("SocketCalls after the failure: %q", got)
+	}
+	other, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	get(t, other, bufio.NewReader(other), "/f", "/g")
+	_ = conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _ := br.Read(make([]byte, 1)); n != 0 {
+		t.Fatal("bytes after the last answer: an answer sent twice")
+	}
+}
