@@ -34,34 +34,54 @@ var fixedBody = []byte("fixed")
 func TestBatchedCallsAllocs(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {
 		t.Run(mode, func(t *testing.T) {
-			_, addr := ringServeWith(t, fixedAnswer{}, mode)
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
+			tr, addr := ringServeWith(t, fixedAnswer{}, mode)
+			// Four connections, each sending before any is answered: the
+			// loop reads and answers them in batches.
+			var conns [4]net.Conn
+			for i := range conns {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				conns[i] = c
 			}
-			defer conn.Close()
 			req := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 			buf := make([]byte, 4096)
 			round := func() {
-				if _, err := conn.Write(req); err != nil {
-					t.Fatal(err)
+				for _, c := range conns {
+					if _, err := c.Write(req); err != nil {
+						t.Fatal(err)
+					}
 				}
-				if n, err := conn.Read(buf); err != nil || n == 0 {
-					t.Fatalf("read %d: %v", n, err)
+				for _, c := range conns {
+					if n, err := c.Read(buf); err != nil || n == 0 {
+						t.Fatalf("read %d: %v", n, err)
+					}
 				}
 			}
 			for range 500 {
 				round()
 			}
-			const n = 5000
+			const n = 2000
+			made := func() uint64 {
+				if r := tr.loops[0].ev.ring; r != nil {
+					return r.Made()
+				}
+				return 0
+			}
 			var before, after runtime.MemStats
+			made0 := made()
 			runtime.ReadMemStats(&before)
 			for range n {
 				round()
 			}
 			runtime.ReadMemStats(&after)
-			if per := float64(after.Mallocs-before.Mallocs) / n; per > 0.01 {
+			if per := float64(after.Mallocs-before.Mallocs) / float64(n*len(conns)); per > 0.01 {
 				t.Fatalf("%.3f allocations per request", per)
+			}
+			if calls := made() - made0; mode == "on" && calls < n {
+				t.Fatalf("%d calls through the ring for %d requests: too few batches to gate", calls, n*len(conns))
 			}
 		})
 	}

@@ -19,9 +19,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// ringBreaker answers every request with its path; on /break it first
-// closes its loop's io_uring under it, as a kernel that starts refusing
-// the ring would.
+// ringBreaker answers every request with its path. On /break it first
+// takes its loop's io_uring away, as a kernel that starts refusing the
+// ring would, and holds the loop a while: requests that come meanwhile are
+// read in one batch, which needs the ring.
 type ringBreaker struct{}
 
 func (h ringBreaker) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
@@ -39,6 +40,7 @@ func (ringBreaker) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 				_ = syscall.Close(null)
 			}
 		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	resp.SetBodyString("path " + string(req.URI().Path()))
 	return false
@@ -118,26 +120,50 @@ func TestSocketCallsReported(t *testing.T) {
 // twice, and the transport says so.
 func TestRingRefusedMidRun(t *testing.T) {
 	tr, addr := ringServe(t, "on")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	a, abr := dial()
+	b, bbr := dial()
+	breaker, brk := dial()
+	get(t, a, abr, "/a1", "/a2")
+	get(t, b, bbr, "/b1")
+	// While /break holds the loop, a and b send: the loop then reads both
+	// in one batch, through a ring that fails.
+	if _, err := breaker.Write([]byte("GET /break HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	br := bufio.NewReader(conn)
-	get(t, conn, br, "/a", "/b")
-	get(t, conn, br, "/break", "/c", "/d")
-	get(t, conn, br, "/e")
+	time.Sleep(50 * time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		get(t, b, bbr, "/b2", "/b3")
+	}()
+	get(t, a, abr, "/a3", "/a4")
+	<-done
+	var resp fasthttp.Response
+	_ = breaker.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := resp.Read(brk); err != nil || string(resp.Body()) != "path /break" {
+		t.Fatalf("/break: %v %q", err, resp.Body())
+	}
 	if got := tr.SocketCalls(); !strings.Contains(got, "since its io_uring failed") {
 		t.Fatalf("SocketCalls after the failure: %q", got)
 	}
-	other, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	get(t, other, bufio.NewReader(other), "/f", "/g")
-	_ = conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if n, _ := br.Read(make([]byte, 1)); n != 0 {
-		t.Fatal("bytes after the last answer: an answer sent twice")
+	get(t, a, abr, "/a5")
+	c, cbr := dial()
+	get(t, c, cbr, "/c1", "/c2")
+	for _, conn := range []struct {
+		c  net.Conn
+		br *bufio.Reader
+	}{{a, abr}, {b, bbr}, {breaker, brk}} {
+		_ = conn.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, _ := conn.br.Read(make([]byte, 1)); n != 0 {
+			t.Fatal("bytes after the last answer: an answer sent twice")
+		}
 	}
 }

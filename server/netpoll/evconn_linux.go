@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -89,11 +90,17 @@ func (s *evState) writeFD(f *fiber, r *evIO, fd int32, p []byte, deadline int64)
 	return done, nil
 }
 
+var lingerBufs = sync.Pool{New: func() any { return new([4096]byte) }}
+
 // evLinger reads and drops what the client still sends, for a while
 // (see finish).
 func (c *npConn) evLinger() {
 	c.rdl = c.t.now() + int64(npLingerTime)
-	var buf [4096]byte
+	// From a pool, not this frame: a read the loop makes in a batch needs
+	// its buffer on the heap (sockCall).
+	bp := lingerBufs.Get().(*[4096]byte)
+	defer lingerBufs.Put(bp)
+	buf := bp[:]
 	for left := npLingerBytes; left > 0; {
 		n, err := c.evRead(buf[:min(len(buf), left)])
 		left -= n
