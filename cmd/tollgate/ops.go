@@ -96,6 +96,9 @@ func (o *ops) wire(gw *server.Gateway, tr server.Transport, accessLog *observe.A
 		if o.draining.Load() {
 			draining = 1
 		}
+		if rl, ok := tr.(interface{ IOUringLoops() int }); ok {
+			s.Gauge("tollgate_io_uring_loops", "Event loops making their socket calls in batches through an io_uring (io_uring: auto or on); the others make one syscall each.", float64(rl.IOUringLoops()))
+		}
 		s.Gauge("tollgate_ready", "Whether /readyz answers 200 (the node wants traffic).", ready)
 		s.Gauge("tollgate_draining", "Whether the node is draining after SIGTERM.", draining)
 		s.Gauge("tollgate_build_info", "The running build (value 1).", 1, "version", version, "goversion", runtime.Version())

@@ -4,28 +4,9 @@ package netpoll
 
 import (
 	"net"
-	"net/netip"
 	"runtime"
 	"testing"
-
-	"github.com/tollgate/tollgate/pipeline"
-	"github.com/valyala/fasthttp"
 )
-
-type fixedAnswer struct{}
-
-func (h fixedAnswer) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
-	return h.ServeOn(req, resp, peer, nil)
-}
-
-func (fixedAnswer) ServeOn(_ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort, _ pipeline.Loop) bool {
-	resp.SetBodyRaw(fixedBody)
-	return false
-}
-
-func (fixedAnswer) ServeError(error, *fasthttp.Request, *fasthttp.Response, netip.AddrPort) {}
-
-var fixedBody = []byte("fixed")
 
 // TestBatchedCallsAllocs gates the socket calls in batches: keep-alive
 // requests served through a loop's ring, from the client's bytes to the
@@ -34,7 +15,7 @@ var fixedBody = []byte("fixed")
 func TestBatchedCallsAllocs(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {
 		t.Run(mode, func(t *testing.T) {
-			tr, addr := ringServeWith(t, fixedAnswer{}, mode)
+			tr, addr := ringServe(t, mode)
 			// Four connections, each sending before any is answered: the
 			// loop reads and answers them in batches.
 			var conns [4]net.Conn

@@ -149,20 +149,15 @@ func (t *netpollTransport) checkRing() error {
 		return nil
 	}
 	r.Close()
+	t.ringsOK = true
 	t.noteCalls("in batches through io_uring")
 	return nil
 }
 
-// setRings gives each event loop a ring, as the IOUring option asks:
-// "off" none, "on" one each or an error, "auto" one each when the kernel
-// allows it (socketCalls says which).
+// setRings gives each event loop a ring when checkRing found the kernel
+// allows them; with IOUring "on", a ring refused now is an error.
 func (t *netpollTransport) setRings(loops []*npLoop) error {
-	mode := t.o.IOUring
-	if !t.eventLoop {
-		return nil
-	}
-	if mode == "off" {
-		t.noteCalls("one syscall each (io_uring: off)")
+	if !t.ringsOK {
 		return nil
 	}
 	for _, l := range loops {
@@ -173,19 +168,20 @@ func (t *netpollTransport) setRings(loops []*npLoop) error {
 					l.ev.ring = nil
 				}
 			}
-			if mode == "on" {
+			if t.o.IOUring == "on" {
 				return fmt.Errorf("io_uring: on: %w", err)
 			}
 			t.noteCalls("one syscall each (" + err.Error() + ")")
 			return nil
 		}
 	}
-	t.noteCalls("in batches through io_uring")
+	t.ringLoops.Store(int32(len(loops)))
 	return nil
 }
 
 // ringFailed notes that a loop's ring was refused mid-run: that loop makes
 // its calls one by one from then on.
 func (t *netpollTransport) ringFailed(err error) {
+	t.ringLoops.Add(-1)
 	t.noteCalls("one syscall each on a loop since its io_uring failed (" + err.Error() + ")")
 }

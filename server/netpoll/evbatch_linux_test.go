@@ -42,7 +42,8 @@ func (ringBreaker) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	resp.SetBodyString("path " + string(req.URI().Path()))
+	resp.SetBodyString("path ")
+	resp.AppendBody(req.URI().Path())
 	return false
 }
 
@@ -50,16 +51,11 @@ func (ringBreaker) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Res
 	resp.SetStatusCode(400)
 }
 
+// ringServe serves ringBreaker on one event loop until the test ends,
+// with the io_uring option mode.
 func ringServe(t *testing.T, mode string) (*netpollTransport, string) {
 	t.Helper()
-	return ringServeWith(t, ringBreaker{}, mode)
-}
-
-// ringServeWith serves h on one event loop until the test ends, with the
-// io_uring option mode.
-func ringServeWith(t *testing.T, h transport.Handler, mode string) (*netpollTransport, string) {
-	t.Helper()
-	tr, err := New(h, transport.Options{EventLoop: true, Workers: 1, IOUring: mode,
+	tr, err := New(ringBreaker{}, transport.Options{EventLoop: true, Workers: 1, IOUring: mode,
 		HeaderTimeout: 2 * time.Second, IdleTimeout: 5 * time.Second, WriteTimeout: 2 * time.Second})
 	if err != nil {
 		if mode == "on" && errors.Is(err, uring.ErrUnsupported) {
@@ -73,6 +69,13 @@ func ringServeWith(t *testing.T, h transport.Handler, mode string) (*netpollTran
 	}
 	done := make(chan error, 1)
 	go func() { done <- tr.Serve(ln) }()
+	// Serving once the loops are up: a request has been answered.
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, c, bufio.NewReader(c), "/up")
+	_ = c.Close()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -109,9 +112,15 @@ func TestSocketCallsReported(t *testing.T) {
 	if got := tr.SocketCalls(); !strings.Contains(got, "one syscall each (io_uring: off)") {
 		t.Fatalf("off: %q", got)
 	}
+	if n := tr.IOUringLoops(); n != 0 {
+		t.Fatalf("off: %d loops with a ring", n)
+	}
 	tr, _ = ringServe(t, "on")
 	if got := tr.SocketCalls(); got != "in batches through io_uring" {
 		t.Fatalf("on: %q", got)
+	}
+	if n := tr.IOUringLoops(); n != 1 {
+		t.Fatalf("on: %d loops with a ring, want 1", n)
 	}
 }
 
@@ -153,6 +162,9 @@ func TestRingRefusedMidRun(t *testing.T) {
 	}
 	if got := tr.SocketCalls(); !strings.Contains(got, "since its io_uring failed") {
 		t.Fatalf("SocketCalls after the failure: %q", got)
+	}
+	if n := tr.IOUringLoops(); n != 0 {
+		t.Fatalf("IOUringLoops after the failure: %d", n)
 	}
 	get(t, a, abr, "/a5")
 	c, cbr := dial()

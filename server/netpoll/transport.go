@@ -87,8 +87,12 @@ type netpollTransport struct {
 	// eventLoop runs requests on the loops themselves (evloop_linux.go)
 	// instead of dispatching them to goroutines.
 	eventLoop bool
-	// calls says how the loops make their socket calls (SocketCalls).
-	calls atomic.Pointer[string]
+	// calls says how the loops make their socket calls (SocketCalls);
+	// ringsOK, that the kernel allows them rings (checkRing), and
+	// ringLoops how many have one (IOUringLoops).
+	calls     atomic.Pointer[string]
+	ringsOK   bool
+	ringLoops atomic.Int32
 
 	stopOnce  sync.Once
 	stopSweep chan struct{}
@@ -940,6 +944,10 @@ func shrinkBacklog(ln net.Listener) {
 }
 
 func (t *netpollTransport) noteCalls(how string) { t.calls.Store(&how) }
+
+// IOUringLoops is how many event loops make their socket calls through an
+// io_uring now.
+func (t *netpollTransport) IOUringLoops() int { return int(t.ringLoops.Load()) }
 
 // SocketCalls says how the event loops make their socket calls: in
 // batches through an io_uring, or one syscall each and why; "" before the

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/internal/uring"
 )
 
 // scrape reads /metrics and parses it with the Prometheus text parser.
@@ -465,5 +466,68 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 			t.Fatalf("condition not met within %v", limit)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestIOUringSetting: how the event loops make their socket calls is the
+// operator's to choose, and the gateway says which it uses: in the start
+// log and in /metrics. "on" on a kernel that refuses a ring does not start.
+func TestIOUringSetting(t *testing.T) {
+	up := testutil.StartQuietUpstream(t, "x")
+	cfg := writeConfig(t, fmt.Sprintf(opsConfig, up.Addr, up.Addr))
+	started := func(p *proc) string {
+		t.Helper()
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			out := p.stderr.String()
+			if i := strings.Index(out, `"socket_calls":"`); i >= 0 {
+				rest := out[i+len(`"socket_calls":"`):]
+				return rest[:strings.IndexByte(rest, '"')]
+			}
+		}
+		t.Fatalf("no socket_calls in the start log:\n%s", p.stderr.String())
+		return ""
+	}
+	check := func(p *proc, loops float64) {
+		t.Helper()
+		for i := range 20 {
+			if st, body := get(t, fmt.Sprintf("http://%s/fast/%d", p.addr, i)); st != 200 || body != "x" {
+				t.Fatalf("GET: %d %q", st, body)
+			}
+		}
+		if got := sumOf(scrape(t, p.admin), "tollgate_io_uring_loops", nil); got != loops {
+			t.Fatalf("tollgate_io_uring_loops = %v, want %v", got, loops)
+		}
+	}
+
+	off := startProc(t, "", "", []string{"TOLLGATE_IO_URING=off", "TOLLGATE_WORKERS=2"}, "run", "-c", cfg)
+	if got := started(off); got != "one syscall each (io_uring: off)" {
+		t.Fatalf("off: socket_calls %q", got)
+	}
+	check(off, 0)
+
+	r, ringErr := uring.New(8)
+	if ringErr == nil {
+		r.Close()
+		on := startProc(t, "", "", []string{"TOLLGATE_IO_URING=on", "TOLLGATE_WORKERS=2"}, "run", "-c", cfg)
+		if got := started(on); got != "in batches through io_uring" {
+			t.Fatalf("on: socket_calls %q", got)
+		}
+		check(on, 2)
+	} else {
+		out, err := execGateway(cfg, "TOLLGATE_LISTEN="+freePort(t), "TOLLGATE_ADMIN_LISTEN="+freePort(t),
+			"TOLLGATE_IO_URING=on").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "io_uring: on:") {
+			t.Fatalf("started with io_uring: on where the kernel refuses a ring (%v): %v\n%s", ringErr, err, out)
+		}
+		auto := startProc(t, "", "", nil, "run", "-c", cfg)
+		if got := started(auto); !strings.HasPrefix(got, "one syscall each (io_uring unavailable") {
+			t.Fatalf("auto without io_uring: socket_calls %q", got)
+		}
+		check(auto, 0)
+	}
+
+	out, err := execGateway(cfg, "TOLLGATE_LISTEN="+freePort(t), "TOLLGATE_IO_URING=sometimes").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `io_uring "sometimes": want auto, on or off`) {
+		t.Fatalf("io_uring: sometimes: %v\n%s", err, out)
 	}
 }
