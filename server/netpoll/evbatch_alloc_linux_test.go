@@ -46,10 +46,8 @@ func TestBatchedCallsAllocs(t *testing.T) {
 			}
 			const n = 2000
 			made := func() uint64 {
-				if r := tr.loops[0].ev.ring; r != nil {
-					return r.Made()
-				}
-				return 0
+				n, _ := loopRing(tr)
+				return n
 			}
 			var before, after runtime.MemStats
 			made0 := made()

@@ -20,13 +20,14 @@ import (
 // instead of thirty-two (bench/RESULTS.md, "Socket calls in batches"). A
 // call queued alone is made as a syscall of its own, which costs less.
 
-// ringEntries is how many calls a loop queues before it must submit.
+// ringEntries is how many calls a loop queues before it must submit: a
+// batch of events (256 at most) reads at most that many sockets.
 const ringEntries = 512
 
 // setRing gives the loop a ring for its socket calls, or reports why it
 // cannot have one.
 func (s *evState) setRing() error {
-	r, err := uring.New(ringEntries)
+	r, err := uring.New(s.t.ringEntries)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -42,6 +43,9 @@ func (ringBreaker) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	if string(req.URI().Path()) == "/hold" {
+		time.Sleep(200 * time.Millisecond)
+	}
 	resp.SetBodyString("path ")
 	resp.AppendBody(req.URI().Path())
 	return false
@@ -55,6 +59,12 @@ func (ringBreaker) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Res
 // with the io_uring option mode.
 func ringServe(t *testing.T, mode string) (*netpollTransport, string) {
 	t.Helper()
+	return ringServeSized(t, mode, 0)
+}
+
+// ringServeSized is ringServe with rings of entries calls (0: the default).
+func ringServeSized(t *testing.T, mode string, entries uint32) (*netpollTransport, string) {
+	t.Helper()
 	tr, err := New(ringBreaker{}, transport.Options{EventLoop: true, Workers: 1, IOUring: mode,
 		HeaderTimeout: 2 * time.Second, IdleTimeout: 5 * time.Second, WriteTimeout: 2 * time.Second})
 	if err != nil {
@@ -62,6 +72,9 @@ func ringServe(t *testing.T, mode string) (*netpollTransport, string) {
 			t.Skipf("no io_uring here: %v", err)
 		}
 		t.Fatal(err)
+	}
+	if entries > 0 {
+		tr.(*netpollTransport).ringEntries = entries
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -178,4 +191,94 @@ func TestRingRefusedMidRun(t *testing.T) {
 			t.Fatal("bytes after the last answer: an answer sent twice")
 		}
 	}
+}
+
+// More calls than the ring holds in one batch: the loop submits the ring
+// whenever it is full, and each fiber still gets its own call's result.
+func TestRingFullSubmitsEarly(t *testing.T) {
+	tr, addr := ringServeSized(t, "on", 4)
+	const clients = 12
+	conns := make([]net.Conn, clients)
+	readers := make([]*bufio.Reader, clients)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		conns[i], readers[i] = c, bufio.NewReader(c)
+		get(t, c, readers[i], fmt.Sprintf("/warm/%d", i))
+	}
+	made, ring := loopRing(tr)
+	hold, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	if _, err := hold.Write([]byte("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	// While /hold holds the loop, every client sends: the loop then reads
+	// twelve sockets in one batch, through a ring of four.
+	errs := make(chan error, clients)
+	for i, c := range conns {
+		go func() {
+			paths := []string{fmt.Sprintf("/c/%d/a", i), fmt.Sprintf("/c/%d/b", i)}
+			ok := func() (err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("%v", r)
+					}
+				}()
+				var b strings.Builder
+				for _, p := range paths {
+					b.WriteString("GET " + p + " HTTP/1.1\r\nHost: x\r\n\r\n")
+				}
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := c.Write([]byte(b.String())); err != nil {
+					return err
+				}
+				for _, p := range paths {
+					var resp fasthttp.Response
+					if err := resp.Read(readers[i]); err != nil {
+						return fmt.Errorf("answer to %s: %w", p, err)
+					}
+					if got := string(resp.Body()); got != "path "+p {
+						return fmt.Errorf("answer to %s: %q", p, got)
+					}
+				}
+				return nil
+			}
+			errs <- ok()
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var resp fasthttp.Response
+	_ = hold.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := resp.Read(bufio.NewReader(hold)); err != nil || string(resp.Body()) != "path /hold" {
+		t.Fatalf("/hold: %v %q", err, resp.Body())
+	}
+	if n := tr.IOUringLoops(); n != 1 {
+		t.Fatalf("%d loops with a ring after the batch, want 1", n)
+	}
+	if n := ring.Made() - made; n < clients {
+		t.Fatalf("%d calls through the ring for %d clients read in one batch", n, clients)
+	}
+}
+
+// loopRing is the transport's first loop's ring and the calls it has made
+// so far; the loops and their rings are set under t.mu.
+func loopRing(tr *netpollTransport) (uint64, *uring.Ring) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	r := tr.loops[0].ev.ring
+	if r == nil {
+		return 0, nil
+	}
+	return r.Made(), r
 }

@@ -90,9 +90,10 @@ type netpollTransport struct {
 	// calls says how the loops make their socket calls (SocketCalls);
 	// ringsOK, that the kernel allows them rings (checkRing), and
 	// ringLoops how many have one (IOUringLoops).
-	calls     atomic.Pointer[string]
-	ringsOK   bool
-	ringLoops atomic.Int32
+	calls       atomic.Pointer[string]
+	ringsOK     bool
+	ringLoops   atomic.Int32
+	ringEntries uint32 // each loop's ring's size (ringEntries)
 
 	stopOnce  sync.Once
 	stopSweep chan struct{}
@@ -170,6 +171,7 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		sweepDone:    make(chan struct{}),
 		workers:      newNpWorkers(),
 		eventLoop:    o.EventLoop,
+		ringEntries:  ringEntries,
 	}
 	t.lh, _ = h.(transport.LoopHandler)
 	t.up, _ = h.(transport.Upgrader)
