@@ -56,8 +56,7 @@ func (l *idleLearner) closed(idleFor, ceiling time.Duration, now time.Time) {
 		l.limit.Store(0)
 		return
 	}
-	l.limit.Store(int64(keepBelow(idleFor)))
-	l.until.Store(now.Add(learnedFor).UnixNano())
+	l.learn(keepBelow(idleFor), now)
 }
 
 // foundClosed notes a connection found closed by the backend when it was
@@ -72,6 +71,11 @@ func (l *idleLearner) foundClosed(idleFor, ceiling time.Duration, now time.Time)
 	if cur := l.get(now); cur > 0 && cur < d {
 		d = cur
 	}
+	l.learn(d, now)
+}
+
+// learn holds d as the limit for learnedFor from now.
+func (l *idleLearner) learn(d time.Duration, now time.Time) {
 	l.limit.Store(int64(d))
 	l.until.Store(now.Add(learnedFor).UnixNano())
 }

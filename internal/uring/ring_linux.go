@@ -10,7 +10,7 @@
 // Where a syscall is dear (a guest whose every kernel entry costs about a
 // microsecond), eight loopback sends and the eight receives that take them
 // cost 24 µs through a ring against 47 µs one syscall each; one of each
-// costs more through the ring, 6.7 µs against 5.7 (BenchmarkSendsAndReceives,
+// costs more through the ring, 6.7 µs against 5.8 (BenchmarkSendsAndReceives,
 // bench/RESULTS.md "Socket calls in batches").
 //
 // A Ring is used by one goroutine at a time; it holds no lock.

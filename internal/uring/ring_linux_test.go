@@ -6,10 +6,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/tollgate/tollgate/internal/testutil"
 )
 
 // newRing is a ring for a test, which is skipped where the kernel refuses
@@ -25,34 +26,6 @@ func newRing(t *testing.T, entries uint32) *Ring {
 	}
 	t.Cleanup(r.Close)
 	return r
-}
-
-// socketPair is two ends of a loopback TCP connection, non-blocking.
-func socketPair(t testing.TB) (a, b int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := func(conn net.Conn) int32 {
-		f, err := conn.(*net.TCPConn).File() // a blocking duplicate
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.Close()
-		t.Cleanup(func() { _ = f.Close() })
-		return int32(f.Fd())
-	}
-	return fd(c), fd(s)
 }
 
 type result struct {
@@ -74,7 +47,7 @@ func TestSendsAndReceivesInOneSubmit(t *testing.T) {
 	const pairs = 4
 	var a, b [pairs]int32
 	for i := range pairs {
-		a[i], b[i] = socketPair(t)
+		a[i], b[i] = testutil.LoopbackFDs(t)
 	}
 	msgs := [pairs][]byte{[]byte("one"), []byte("two two"), []byte("three"), bytes.Repeat([]byte("x"), 5000)}
 	for i := range pairs {
@@ -109,7 +82,12 @@ func TestSendsAndReceivesInOneSubmit(t *testing.T) {
 // socket, though these sockets block: Submit never leaves one in flight.
 func TestCallsThatWouldWaitFailAtOnce(t *testing.T) {
 	r := newRing(t, 8)
-	a, b := socketPair(t)
+	a, b := testutil.LoopbackFDs(t)
+	for _, fd := range []int32{a, b} {
+		if err := syscall.SetNonblock(int(fd), false); err != nil {
+			t.Fatal(err)
+		}
+	}
 	buf := make([]byte, 64)
 	r.Queue(OpRecv, b, buf, 1)
 	if got := submit(t, r); len(got) != 1 || got[0].res != -int32(syscall.EAGAIN) {
@@ -136,7 +114,7 @@ func TestCallsThatWouldWaitFailAtOnce(t *testing.T) {
 // Calls on one socket are made in the order queued.
 func TestOneSocketsCallsInOrder(t *testing.T) {
 	r := newRing(t, 8)
-	a, b := socketPair(t)
+	a, b := testutil.LoopbackFDs(t)
 	for i, m := range []string{"first ", "second ", "third"} {
 		r.Queue(OpSend, a, []byte(m), uint64(i))
 	}
@@ -151,7 +129,7 @@ func TestOneSocketsCallsInOrder(t *testing.T) {
 
 func TestFull(t *testing.T) {
 	r := newRing(t, 4)
-	a, _ := socketPair(t)
+	a, _ := testutil.LoopbackFDs(t)
 	for range 4 {
 		if r.Full() {
 			t.Fatal("full early")
@@ -171,7 +149,7 @@ func TestFull(t *testing.T) {
 // made, and each is reported so the caller makes it another way.
 func TestRefusedBatchIsWithdrawn(t *testing.T) {
 	r := newRing(t, 8)
-	a, b := socketPair(t)
+	a, b := testutil.LoopbackFDs(t)
 	r.Queue(OpSend, a, []byte("lost?"), 7)
 	r.Queue(OpSend, a, []byte("twice?"), 8)
 	_ = syscall.Close(r.fd) // every io_uring_enter now fails (EBADF)
@@ -184,9 +162,6 @@ func TestRefusedBatchIsWithdrawn(t *testing.T) {
 	if len(got) != 2 || got[0] != (result{7, Withdrawn}) || got[1] != (result{8, Withdrawn}) {
 		t.Fatalf("reported %+v", got)
 	}
-	if err := syscall.SetNonblock(int(b), true); err != nil {
-		t.Fatal(err)
-	}
 	if n, err := syscall.Read(int(b), make([]byte, 16)); err != syscall.EAGAIN {
 		t.Fatalf("read %d bytes (%v) of a withdrawn batch", n, err)
 	}
@@ -194,7 +169,7 @@ func TestRefusedBatchIsWithdrawn(t *testing.T) {
 
 func TestSubmitAllocs(t *testing.T) {
 	r := newRing(t, 8)
-	a, b := socketPair(t)
+	a, b := testutil.LoopbackFDs(t)
 	msg, buf := []byte("ping"), make([]byte, 16)
 	var sum int32
 	done := func(_ uint64, res int32) { sum += res }
@@ -219,7 +194,7 @@ func BenchmarkSendsAndReceives(b *testing.B) {
 	for _, n := range []int{1, 8} {
 		pairs := func(b *testing.B) (a, c []int32) {
 			for range n {
-				x, y := socketPair(b)
+				x, y := testutil.LoopbackFDs(b)
 				a, c = append(a, x), append(c, y)
 			}
 			return a, c
@@ -262,5 +237,13 @@ func BenchmarkSendsAndReceives(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkNullSyscall is the cost of entering and leaving the kernel
+// (getppid, which does nothing): what a ring saves per call it batches.
+func BenchmarkNullSyscall(b *testing.B) {
+	for b.Loop() {
+		syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0)
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +22,8 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// ringBreaker answers every request with its path. On /break it first
+// ringBreaker answers every request with its path, and /big with 4 MiB
+// (more than a socket takes at once). On /break it first
 // takes its loop's io_uring away, as a kernel that starts refusing the
 // ring would, and holds the loop a while: requests that come meanwhile are
 // read in one batch, which needs the ring.
@@ -45,6 +48,10 @@ func (ringBreaker) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 	}
 	if string(req.URI().Path()) == "/hold" {
 		time.Sleep(200 * time.Millisecond)
+	}
+	if string(req.URI().Path()) == "/big" {
+		resp.SetBodyRaw(bigAnswer)
+		return false
 	}
 	resp.SetBodyString("path ")
 	resp.AppendBody(req.URI().Path())
@@ -281,4 +288,54 @@ func loopRing(tr *netpollTransport) (uint64, *uring.Ring) {
 		return 0, nil
 	}
 	return r.Made(), r
+}
+
+var bigAnswer = make([]byte, 4<<20)
+
+// Clients that reset their connections while the loop writes them their
+// answers: the sends in the batch fail for those sockets alone. The loop
+// goes on serving, with its ring, and every connection is let go.
+func TestClientsResettingMidAnswer(t *testing.T) {
+	for _, mode := range []string{"on", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			tr, addr := ringServe(t, mode)
+			const clients = 16
+			var wg sync.WaitGroup
+			for range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c, err := net.Dial("tcp", addr)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_, _ = c.Write([]byte("GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /big HTTP/1.1\r\nHost: x\r\n\r\n"))
+					_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+					_, _ = io.ReadFull(c, make([]byte, 64<<10)) // the answer is being written
+					_ = c.(*net.TCPConn).SetLinger(0)           // close with a reset
+					_ = c.Close()
+				}()
+			}
+			wg.Wait()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			get(t, c, bufio.NewReader(c), "/after", "/resets")
+			_ = c.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for tr.Conns() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d connections still held after their clients reset them", tr.Conns())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			want := map[string]int{"on": 1, "off": 0}[mode]
+			if n := tr.IOUringLoops(); n != want {
+				t.Fatalf("%d loops with a ring after the resets, want %d", n, want)
+			}
+		})
+	}
 }

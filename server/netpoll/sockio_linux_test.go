@@ -4,50 +4,18 @@ package netpoll
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/tollgate/tollgate/internal/testutil"
 )
 
-// loopbackPair is a connected TCP pair on loopback as two non-blocking
-// descriptors the test owns.
-func loopbackPair(tb testing.TB) (a, b int32) {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fd := func(conn net.Conn) int32 {
-		f, err := conn.(*net.TCPConn).File()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		conn.Close()
-		tb.Cleanup(func() { f.Close() })
-		fd := int(f.Fd()) // Fd makes the descriptor blocking; once, then back
-		if err := syscall.SetNonblock(fd, true); err != nil {
-			tb.Fatal(err)
-		}
-		return int32(fd)
-	}
-	return fd(c), fd(s)
-}
-
 func TestSockSendRecv(t *testing.T) {
-	a, b := loopbackPair(t)
+	a, b := testutil.LoopbackFDs(t)
 	msg := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if n, err := sockSend(a, msg); err != nil || n != len(msg) {
 		t.Fatalf("send: %d, %v", n, err)
@@ -103,7 +71,7 @@ func BenchmarkSocketCalls(b *testing.B) {
 	msg := bytes.Repeat([]byte("x"), 200)
 	buf := make([]byte, 4096)
 	b.Run("send-recv", func(b *testing.B) {
-		w, r := loopbackPair(b)
+		w, r := testutil.LoopbackFDs(b)
 		for b.Loop() {
 			if _, err := sockSend(w, msg); err != nil {
 				b.Fatal(err)
@@ -114,7 +82,7 @@ func BenchmarkSocketCalls(b *testing.B) {
 		}
 	})
 	b.Run("write-read", func(b *testing.B) {
-		w, r := loopbackPair(b)
+		w, r := testutil.LoopbackFDs(b)
 		for b.Loop() {
 			if _, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(w), uintptr(unsafe.Pointer(&msg[0])), uintptr(len(msg))); e != 0 {
 				b.Fatal(e)
