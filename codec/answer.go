@@ -32,6 +32,7 @@ type Answer struct {
 	body          []byte // a body of up to keptBody bytes, read here (readBody)
 	contentLength int
 	active        bool
+	streamed      bool // the body is left in the reader, longer than the window
 	close         bool // the backend asked to close its connection
 	// keepAlive is the idle timeout the backend announced (Keep-Alive:
 	// timeout=N), when keepAliveSet.
@@ -55,6 +56,10 @@ type sectionWalk struct {
 // writes it with Write, not from the fasthttp.Response.
 func (a *Answer) Active() bool { return a != nil && a.active }
 
+// Streamed reports that Read left the body in the reader: it is longer
+// than the window the caller holds, and is read as the client takes it.
+func (a *Answer) Streamed() bool { return a.streamed }
+
 // Close reports that the backend asked to close the connection.
 func (a *Answer) Close() bool { return a.close }
 
@@ -66,7 +71,7 @@ func (a *Answer) KeepAlive() (time.Duration, bool) { return a.keepAlive, a.keepA
 func (a *Answer) Reset() {
 	a.head = a.head[:0]
 	a.contentLength = 0
-	a.active, a.close = false, false
+	a.active, a.close, a.streamed = false, false, false
 	a.keepAlive, a.keepAliveSet = 0, false
 	a.walk = sectionWalk{}
 }
@@ -90,9 +95,10 @@ const dateFormat = "Mon, 02 Jan 2006 15:04:05 GMT"
 // taken=false, with nothing consumed from br, for any other answer, and
 // for a read error before a whole section: the caller then reads it with
 // fasthttp. maxBody (0 for none) bounds the body as ReadLimitBody does;
-// head says the request was HEAD (the answer has no body). now is the
-// time of the Date field added when the backend sent none.
-func (a *Answer) Read(br *bufio.Reader, resp *fasthttp.Response, maxBody int, head bool, now time.Time) (taken bool, err error) {
+// a body longer than window is left in br, for the caller to stream
+// (Streamed). head says the request was HEAD (the answer has no body).
+// now is the time of the Date field added when the backend sent none.
+func (a *Answer) Read(br *bufio.Reader, resp *fasthttp.Response, maxBody, window int, head bool, now time.Time) (taken bool, err error) {
 	a.Reset()
 	var (
 		end     int
@@ -128,12 +134,20 @@ func (a *Answer) Read(br *bufio.Reader, resp *fasthttp.Response, maxBody int, he
 	resp.SetStatusCode(a.walk.code)
 	resp.Header.SetContentLength(a.walk.length)
 	a.contentLength = a.walk.length
+	a.active = true
+	if head {
+		return true, nil
+	}
+	if a.walk.length > window {
+		a.streamed = true
+		return true, nil
+	}
 	if !head {
 		if err := a.readBody(br, resp, a.walk.length); err != nil {
+			a.active = false
 			return true, err
 		}
 	}
-	a.active = true
 	return true, nil
 }
 
@@ -444,6 +458,16 @@ func (a *Answer) Add(name string, value []byte) {
 // (closeConn) or Connection: keep-alive for an HTTP/1.0 client that keeps
 // it (keepAlive), the blank line, and body unless the request was HEAD.
 func (a *Answer) Write(w *bufio.Writer, body []byte, closeConn, keepAlive, head bool) error {
+	err := a.WriteHead(w, closeConn, keepAlive)
+	if !head && err == nil {
+		_, err = w.Write(body)
+	}
+	return err
+}
+
+// WriteHead writes the answer's header section, as Write does, and no
+// body: a streamed body follows it.
+func (a *Answer) WriteHead(w *bufio.Writer, closeConn, keepAlive bool) error {
 	_, _ = w.Write(a.head)
 	_, _ = w.Write(strCLColonSpace)
 	_, _ = w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(a.contentLength), 10))
@@ -455,8 +479,16 @@ func (a *Answer) Write(w *bufio.Writer, body []byte, closeConn, keepAlive, head 
 		_, _ = w.Write(strConnKeep)
 	}
 	_, err := w.Write(strCRLF)
-	if !head && err == nil {
-		_, err = w.Write(body)
-	}
 	return err
+}
+
+// BodyLen is the length of resp's body without reading it: a body that
+// streams (longer than the window a response holds) is counted by its
+// Content-Length, 0 when it has none, and is never pulled into memory
+// (fasthttp's Body would read all of it).
+func BodyLen(resp *fasthttp.Response) int {
+	if resp.IsBodyStream() {
+		return max(resp.Header.ContentLength(), 0)
+	}
+	return len(resp.Body())
 }

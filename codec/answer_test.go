@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -24,7 +25,7 @@ func readAnswer(t *testing.T, r io.Reader, size, maxBody int, head bool) (*Answe
 	br := bufio.NewReaderSize(r, size)
 	var a Answer
 	resp := &fasthttp.Response{}
-	taken, err := a.Read(br, resp, maxBody, head, answerNow)
+	taken, err := a.Read(br, resp, maxBody, math.MaxInt, head, answerNow)
 	return &a, resp, br, taken, err
 }
 
@@ -202,7 +203,7 @@ func TestAnswerKeepsItsBodyBuffer(t *testing.T) {
 	for _, body := range []string{strings.Repeat("a", 300), "b", strings.Repeat("c", keptBody), strings.Repeat("d", keptBody+1), "e"} {
 		in := "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 		resp := &fasthttp.Response{}
-		taken, err := a.Read(bufio.NewReaderSize(strings.NewReader(in), 512), resp, 0, false, answerNow)
+		taken, err := a.Read(bufio.NewReaderSize(strings.NewReader(in), 512), resp, 0, math.MaxInt, false, answerNow)
 		if !taken || err != nil || string(resp.Body()) != body {
 			t.Fatalf("body of %d: taken %v, err %v, got %d bytes", len(body), taken, err, len(resp.Body()))
 		}
@@ -376,7 +377,7 @@ func BenchmarkAnswerRead(b *testing.B) {
 	for b.Loop() {
 		src.Reset(in)
 		br.Reset(src)
-		if taken, err := a.Read(br, resp, 0, false, answerNow); !taken || err != nil {
+		if taken, err := a.Read(br, resp, 0, math.MaxInt, false, answerNow); !taken || err != nil {
 			b.Fatalf("taken %v, err %v", taken, err)
 		}
 	}

@@ -121,6 +121,7 @@ func (f *File) Defaults() {
 		setDur(&s.IdleConn, u.IdleConn.D())
 		setInt(&s.MaxConns, u.MaxConns)
 		setInt(&s.MaxResponseBytes, u.MaxResponseBytes)
+		setInt(&s.AnswerWindow, u.AnswerWindow)
 		if s.Retry == nil {
 			one := 1
 			s.Retry = &one

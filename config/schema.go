@@ -92,6 +92,10 @@ type Upstream struct {
 	IdleConn         Duration `yaml:"idle_conn"`          // the longest an idle connection is kept; default: up to 60s, below the backend's own timeout
 	MaxConns         int      `yaml:"max_conns"`          // per instance; default 1024
 	MaxResponseBytes int      `yaml:"max_response_bytes"` // default 64 MiB
+	// AnswerWindow is the most of an answer's body held in memory; a
+	// longer body streams from the backend as the client takes it;
+	// default 256 KiB.
+	AnswerWindow int `yaml:"answer_window"`
 }
 
 // Timeouts for an upstream exchange.
@@ -161,6 +165,7 @@ type Service struct {
 	IdleConn         Duration   `yaml:"idle_conn"`
 	MaxConns         int        `yaml:"max_conns"`
 	MaxResponseBytes int        `yaml:"max_response_bytes"`
+	AnswerWindow     int        `yaml:"answer_window"`
 	StreamResponse   bool       `yaml:"stream_response"`
 	// Breaker fails fast while the service fails (see package breaker);
 	// Health ejects failing instances and probes them back.

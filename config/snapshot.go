@@ -175,6 +175,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 			IdleConn:         sc.IdleConn.D(),
 			MaxConns:         sc.MaxConns,
 			MaxResponseBytes: sc.MaxResponseBytes,
+			AnswerWindow:     sc.AnswerWindow,
 			StreamResponse:   sc.StreamResponse,
 		}
 		var health upstream.Health

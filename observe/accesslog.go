@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/rest"
 	"github.com/tollgate/tollgate/pipeline"
 	"go.uber.org/zap"
@@ -165,7 +166,7 @@ func (l *AccessLog) Record(c *pipeline.Ctx, now time.Time) {
 	e.upstreamT = c.Outcome.Latency
 	e.total = now.Sub(c.Start)
 	e.bytesIn = c.BytesIn
-	e.bytesOut = len(c.Resp.Body())
+	e.bytesOut = codec.BodyLen(c.Resp)
 	e.clientLen = uint8(len(c.ClientIP.AppendTo(e.client[:0])))
 	e.decision = c.Decision
 	e.consumer = c.Consumer

@@ -341,7 +341,7 @@ func (m *Metrics) Observe(c *pipeline.Ctx, end time.Time) {
 	rc.byClass[statusClass(status)].Add(1)
 	r.Latency.Observe(st, end.Sub(c.Start))
 	rc.bytesIn.Add(uint64(max(c.BytesIn, 0)))
-	rc.bytesOut.Add(uint64(len(c.Resp.Body())))
+	rc.bytesOut.Add(uint64(codec.BodyLen(c.Resp)))
 	if o := &c.Outcome; o.Service != "" && o.Result != pipeline.ResultNone && int(o.Result) < len(resultLabels) {
 		s := t.services[o.Service]
 		if s == nil {

@@ -43,6 +43,8 @@ type fastHTTPTransport struct {
 	streamBytes int
 	hdrLimit    int
 	bodies      sync.Pool // *fhBody
+	// writeTimeout is renewed per window of a streamed answer (pace).
+	writeTimeout time.Duration
 
 	// oversized holds the headers (by address, one per connection) of
 	// requests whose Content-Length is over the limit, between
@@ -54,7 +56,7 @@ type fastHTTPTransport struct {
 
 func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
 	t := &fastHTTPTransport{h: h, maxBody: max(o.MaxBodyBytes, 0), streamBytes: o.StreamBodyBytes, tlsConf: o.TLS,
-		h2: o.HTTP2, hdrTimeout: o.HeaderTimeout, maxConns: o.MaxConns}
+		h2: o.HTTP2, hdrTimeout: o.HeaderTimeout, maxConns: o.MaxConns, writeTimeout: o.WriteTimeout}
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
@@ -201,6 +203,7 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 	} else if t.h.Serve(req, resp, peer) {
 		ctx.SetConnectionClose()
 	}
+	t.pace(ctx)
 	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
 		if u, ok := t.h.(transport.Upgrader); ok {
 			if up := u.TakeUpgrade(resp); up != nil {
@@ -224,6 +227,19 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 		req.ResetBody()
 		b.release()
 		t.bodies.Put(b)
+	}
+}
+
+// pace renews the write timeout each window of a streamed answer the
+// client takes (see transport.Paced): fasthttp's server sets it once, before
+// the answer, which would cut a long answer to a client reading steadily.
+func (t *fastHTTPTransport) pace(ctx *fasthttp.RequestCtx) {
+	if t.writeTimeout <= 0 || !ctx.Response.IsBodyStream() {
+		return
+	}
+	if p, ok := ctx.Response.BodyStream().(transport.Paced); ok {
+		conn, d := ctx.Conn(), t.writeTimeout
+		p.Pace(func() { _ = conn.SetWriteDeadline(time.Now().Add(d)) })
 	}
 }
 

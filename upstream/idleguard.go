@@ -140,11 +140,15 @@ func (g *guardedConn) check() error {
 // there are at most as many as the pool holds before one is dialled.
 // What the answer announces of its keep-alive timeout (the shortest, of
 // every Keep-Alive field) is noted in idle.
-func doGuarded(hc *fasthttp.HostClient, idle *idleKeeping, c *pipeline.Ctx, deadline time.Time) error {
-	err := hc.DoDeadline(c.Req, c.Resp, deadline)
+func doGuarded(hc *fasthttp.HostClient, idle *idleKeeping, c *pipeline.Ctx, deadline time.Time, p *Pool) error {
+	window := p.AnswerWindow
+	if p.StreamResponse {
+		window = 0 // every body streams
+	}
+	err := clientExchange(hc, c, deadline, p, window)
 	for tries := 0; tries <= hc.MaxConns && (errors.Is(err, errUnsolicited) || errors.Is(err, errIdlePast)) &&
 		!c.Req.IsBodyStream(); tries++ {
-		err = hc.DoDeadline(c.Req, c.Resp, deadline)
+		err = clientExchange(hc, c, deadline, p, window)
 	}
 	if err == nil {
 		idle.announce(announcedKeepAlive(&c.Resp.Header))

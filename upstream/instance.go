@@ -34,8 +34,12 @@ type Pool struct {
 	// MaxConnWait is how long a request waits for a free connection when
 	// MaxConns is reached before it fails; default 20ms.
 	MaxConnWait time.Duration
-	// MaxResponseBytes bounds a buffered response body; default 64 MiB.
+	// MaxResponseBytes bounds a response body; default 64 MiB.
 	MaxResponseBytes int
+	// AnswerWindow is the most of a response body held in memory: a
+	// longer one is read from the backend only as the client takes it
+	// (answerBody); default DefaultAnswerWindow.
+	AnswerWindow int
 	// StreamResponse streams response bodies instead of buffering them.
 	StreamResponse bool
 }
@@ -61,6 +65,9 @@ func (p Pool) withDefaults() Pool {
 	}
 	if p.MaxResponseBytes <= 0 {
 		p.MaxResponseBytes = 64 << 20
+	}
+	if p.AnswerWindow <= 0 {
+		p.AnswerWindow = DefaultAnswerWindow
 	}
 	return p
 }
@@ -145,15 +152,17 @@ func newInstance(addr string, weight int, p Pool, h Health, log *zap.Logger) *In
 func (in *Instance) newClient(dial fasthttp.DialFunc) *fasthttp.HostClient {
 	p := in.pool
 	return &fasthttp.HostClient{
-		Addr:                      in.Addr,
-		Dial:                      dial,
-		MaxConns:                  p.MaxConns,
-		MaxConnWaitTimeout:        p.MaxConnWait,
-		MaxIdleConnDuration:       in.keeping.ceiling,
-		ReadTimeout:               p.Read,
-		WriteTimeout:              p.Write,
-		MaxResponseBodySize:       p.MaxResponseBytes,
-		StreamResponseBody:        p.StreamResponse,
+		Addr:                in.Addr,
+		Dial:                dial,
+		MaxConns:            p.MaxConns,
+		MaxConnWaitTimeout:  p.MaxConnWait,
+		MaxIdleConnDuration: in.keeping.ceiling,
+		ReadTimeout:         p.Read,
+		WriteTimeout:        p.Write,
+		MaxResponseBodySize: p.MaxResponseBytes,
+		// Every body is left in the connection and read by settle: up to
+		// the window whole, a longer one as the client takes it.
+		StreamResponseBody:        true,
 		MaxIdemponentCallAttempts: 1, // retries are ours: once, elsewhere
 		// The target is already canonical (codec.AppendCanonicalPath)
 		// and is sent exactly as routed: normalizing it again would
@@ -175,13 +184,15 @@ func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
 	lp := in.loopPoolFor(c.Loop)
 	if lp == nil {
 		c.ApplyForward()
-		return doGuarded(in.client, &in.keeping, c, deadline)
+		return doGuarded(in.client, &in.keeping, c, deadline, &in.pool)
 	}
 	if !lp.acquire(c, in.pool.MaxConnWait) {
 		return fasthttp.ErrNoFreeConns
 	}
-	err := lp.do(c, deadline)
-	lp.release()
+	streaming, err := lp.do(c, deadline)
+	if !streaming {
+		lp.release() // else the answer's body holds the slot until it is closed
+	}
 	return err
 }
 

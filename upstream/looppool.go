@@ -48,6 +48,8 @@ type loopPool struct {
 	// streamed body outlives the exchange, and HostClient hands the
 	// connection back when the stream is closed.
 	hc *fasthttp.HostClient
+	// now is the loop's clock, for the deadlines of streamed answers.
+	now func() time.Time
 
 	mu       sync.Mutex
 	idle     []*loopConn // most recently used last
@@ -66,6 +68,21 @@ type loopConn struct {
 	// announced is the keep-alive timeout of the backend's last answer
 	// (Keep-Alive: timeout=N), -1 for none.
 	announced time.Duration
+	// body streams an answer longer than the pool's window.
+	body answerBody
+	pool *loopPool
+}
+
+// streamEnded implements streamOwner: the streamed answer's connection
+// goes back to the pool or closes, and the pool's slot is free.
+func (lc *loopConn) streamEnded(reuse bool) {
+	lp := lc.pool
+	if reuse {
+		lp.put(lc, lp.loop.Now())
+	} else {
+		lp.drop(lc)
+	}
+	lp.release()
 }
 
 // hangUpClock is a connection that knows when the backend hung up (a
@@ -84,7 +101,7 @@ const (
 )
 
 func newLoopPool(in *Instance, loop pipeline.Loop) *loopPool {
-	lp := &loopPool{in: in, loop: loop, limit: in.pool.MaxConns, ceiling: in.keeping.ceiling}
+	lp := &loopPool{in: in, loop: loop, limit: in.pool.MaxConns, ceiling: in.keeping.ceiling, now: loop.Now}
 	if in.pool.StreamResponse {
 		connect := in.pool.Connect
 		lp.hc = in.newClient(func(a string) (net.Conn, error) {
@@ -125,24 +142,28 @@ func (lp *loopPool) release() {
 // c.Resp. A kept-alive connection the backend had closed in the meantime
 // (its close not yet seen) fails before any byte of an answer; an
 // idempotent request then goes again, once, on a new connection.
-func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) error {
+//
+// streaming reports an answer whose body streams (answerBody): its
+// connection and the pool's slot are held until the transport closes the
+// body, and are not the caller's to release.
+func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) (streaming bool, err error) {
 	if lp.hc != nil {
 		c.ApplyForward()
-		return doGuarded(lp.hc, &lp.in.keeping, c, deadline)
+		return false, doGuarded(lp.hc, &lp.in.keeping, c, deadline, &lp.in.pool)
 	}
 	now := c.Now()
 	for attempt := 0; ; attempt++ {
 		lc, reused, err := lp.take(now)
 		if err != nil {
-			return err
+			return false, err
 		}
-		err, unanswered := lp.roundTrip(lc, c, now, deadline)
+		streaming, err, unanswered := lp.roundTrip(lc, c, now, deadline)
 		if err == nil {
-			return nil
+			return streaming, nil
 		}
 		lp.drop(lc)
 		if attempt > 0 || !reused || !unanswered || c.Req.IsBodyStream() || !idempotent(&c.Req.Header, false) {
-			return err
+			return false, err
 		}
 	}
 }
@@ -150,7 +171,7 @@ func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) error {
 // roundTrip writes the request and reads the answer on lc; unanswered
 // reports a failure before any byte of an answer (the connection was
 // found closed).
-func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.Time) (err error, unanswered bool) {
+func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.Time) (streaming bool, err error, unanswered bool) {
 	p := &lp.in.pool
 	req, resp := c.Req, c.Resp
 	_ = lc.conn.SetWriteDeadline(sooner(deadline, now, p.Write))
@@ -166,32 +187,35 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 		err = lc.bw.Flush()
 	}
 	if err != nil {
-		return err, true
+		return false, err, true
 	}
 	_ = lc.conn.SetReadDeadline(sooner(deadline, now, p.Read))
 	resp.Reset()
 	resp.Header.SetNoDefaultContentType(true) // as every transport serves
 	resp.SkipBody = req.Header.IsHead()
-	taken := false
+	taken, unframed := false, false
 	if c.Answer != nil {
 		// The common answer is kept as read; Read leaves any other for
-		// fasthttp.
-		if taken, err = c.Answer.Read(lc.br, resp, p.MaxResponseBytes, resp.SkipBody, now); err != nil {
+		// fasthttp's parser.
+		if taken, err = c.Answer.Read(lc.br, resp, p.MaxResponseBytes, p.AnswerWindow, resp.SkipBody, now); err != nil {
 			c.Answer.Reset()
-			return err, false
+			return false, err, false
+		}
+		if taken && c.Answer.Streamed() {
+			b := &lc.body
+			b.body.StartFixed(lc.br, int64(resp.Header.ContentLength()))
+			b.untilClose, b.reusable, b.ended, b.err = false, !c.Answer.Close(), false, nil
+			resp.SetBodyStream(b, resp.Header.ContentLength())
+			streaming = true
 		}
 	}
 	if !taken {
-		if err = resp.ReadLimitBody(lc.br, p.MaxResponseBytes); err != nil {
-			return err, lc.br.Buffered() == 0 && closedEarly(err)
+		if streaming, unframed, err = readAnswer(&lc.body, resp, p.MaxResponseBytes); err != nil {
+			return false, err, lc.br.Buffered() == 0 && closedEarly(err)
 		}
 	}
-	// The request sent never asks to close (the forwarding step drops the
-	// client's Connection field); the backend may. Bytes behind the answer
-	// are nothing a request asked for.
-	if resp.ConnectionClose() || taken && c.Answer.Close() || lc.br.Buffered() > 0 {
-		lp.drop(lc)
-		return nil, false
+	if streaming {
+		lc.body.start(lc)
 	}
 	lc.announced = -1
 	if taken {
@@ -201,8 +225,18 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 	} else if d, ok := announcedKeepAlive(&resp.Header); ok {
 		lc.announced = d
 	}
+	if streaming {
+		return true, nil, false // the body keeps lc until the transport closes it
+	}
+	// The request sent never asks to close (the forwarding step drops the
+	// client's Connection field); the backend may. Bytes behind the answer
+	// are nothing a request asked for.
+	if unframed || resp.ConnectionClose() || taken && c.Answer.Close() || lc.br.Buffered() > 0 {
+		lp.drop(lc)
+		return false, nil, false
+	}
 	lp.put(lc, c.Now()) // idle from now, not from the exchange's start
-	return nil, false
+	return false, nil, false
 }
 
 // keptFor is how long lc is kept idle: the ceiling, or less when the
@@ -265,7 +299,9 @@ func (lp *loopPool) take(now time.Time) (lc *loopConn, reused bool, err error) {
 		return nil, false, err
 	}
 	lp.open.Add(1)
-	return &loopConn{conn: conn, br: bufio.NewReaderSize(conn, upReadBuffer), bw: bufio.NewWriterSize(conn, upWriteBuffer), announced: -1}, false, nil
+	lc = &loopConn{conn: conn, br: bufio.NewReaderSize(conn, upReadBuffer), bw: bufio.NewWriterSize(conn, upWriteBuffer), announced: -1, pool: lp}
+	lc.body.on(lc.br, conn, lp.now, &lp.in.pool, lp.in.pool.AnswerWindow)
+	return lc, false, nil
 }
 
 // put keeps lc for the loop's next request.

@@ -12,7 +12,7 @@ func instanceKey(addr string, weight int, p Pool, h Health) string {
 	return "upstream.instance|" + h.Path + "|" + h.Interval.String() + "|" + h.Timeout.String() + "|" +
 		strconv.Itoa(h.EjectAfter) + "|" + strconv.Itoa(h.HealthyAfter) + "|" + addr + "|" + strconv.Itoa(weight) + "|" + p.Connect.String() + "|" + p.Read.String() + "|" +
 		p.Write.String() + "|" + p.IdleConn.String() + "|" + strconv.Itoa(p.MaxConns) + "|" +
-		p.MaxConnWait.String() + "|" + strconv.Itoa(p.MaxResponseBytes) + "|" + strconv.FormatBool(p.StreamResponse)
+		p.MaxConnWait.String() + "|" + strconv.Itoa(p.MaxResponseBytes) + "|" + strconv.Itoa(p.AnswerWindow) + "|" + strconv.FormatBool(p.StreamResponse)
 }
 
 // SharedInstance returns the instance for addr with these settings from

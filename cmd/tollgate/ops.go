@@ -99,6 +99,15 @@ func (o *ops) wire(gw *server.Gateway, tr server.Transport, accessLog *observe.A
 		if rl, ok := tr.(interface{ IOUringLoops() int }); ok {
 			s.Gauge("tollgate_io_uring_loops", "Event loops making their socket calls in batches through an io_uring (io_uring: auto or on); the others make one syscall each.", float64(rl.IOUringLoops()))
 		}
+		if sa, ok := tr.(interface {
+			StreamedAnswers() (uint64, uint64, uint64)
+		}); ok {
+			done, cut, stalled := sa.StreamedAnswers()
+			const help = "Answers longer than the service's answer_window, streamed from the backend as the client took them, by how they ended: written whole, cut (the backend broke off or passed max_response_bytes, or the client's connection failed), or stalled (the client took less than a window within write_timeout)."
+			s.Counter("tollgate_streamed_answers_total", help, float64(done), "result", "ok")
+			s.Counter("tollgate_streamed_answers_total", help, float64(cut), "result", "cut")
+			s.Counter("tollgate_streamed_answers_total", help, float64(stalled), "result", "stalled")
+		}
 		s.Gauge("tollgate_ready", "Whether /readyz answers 200 (the node wants traffic).", ready)
 		s.Gauge("tollgate_draining", "Whether the node is draining after SIGTERM.", draining)
 		s.Gauge("tollgate_build_info", "The running build (value 1).", 1, "version", version, "goversion", runtime.Version())

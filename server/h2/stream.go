@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/server/transport"
@@ -77,6 +78,13 @@ func (c *conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// x/net turns this into a GOAWAY with the answer, as an HTTP/1.1
 		// client gets Connection: close while the gateway drains.
 		w.Header().Set("Connection", "close")
+	}
+	if p, ok := resp.BodyStream().(transport.Paced); ok && s.o.WriteTimeout > 0 && r.Method != http.MethodHead {
+		// x/net gives the stream write_timeout for the whole answer; a
+		// streamed one gets it per window the client takes, and a client
+		// that stops (its flow-control window shut) is cut when it passes.
+		rc, d := http.NewResponseController(w), s.o.WriteTimeout
+		p.Pace(func() { _ = rc.SetWriteDeadline(time.Now().Add(d)) })
 	}
 	writeAnswer(w, resp, r.Method == http.MethodHead)
 }

@@ -95,6 +95,10 @@ type netpollTransport struct {
 	ringLoops   atomic.Int32
 	ringEntries uint32 // each loop's ring's size (ringEntries)
 
+	// Streamed answers (answer_window), by how they ended: each is a
+	// large answer, rare beside requests, so one shared line is no cost.
+	streamsDone, streamsCut, streamsStalled atomic.Uint64
+
 	stopOnce  sync.Once
 	stopSweep chan struct{}
 	sweepDone chan struct{}
@@ -732,14 +736,21 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 		resp.SkipBody = true
 	}
 	c.armWrite()
-	if w.answer.Active() {
+	switch {
+	case resp.IsBodyStream() && !isHead:
+		var keep bool
+		keep, err = t.writeStreamed(c, w, resp, closeConn, isHTTP11)
+		t.noteStream(err)
+		closeConn = !keep
+		w.answer.Reset()
+	case w.answer.Active():
 		err = w.answer.Write(w.bw, resp.Body(), closeConn, !isHTTP11, isHead)
 		w.answer.Reset()
-	} else {
+	default:
 		err = resp.Write(w.bw)
 	}
 	req.Reset()
-	resp.Reset()
+	resp.Reset() // closes a streamed body: its backend connection goes back or closes
 	if err != nil {
 		return false
 	}

@@ -1,0 +1,145 @@
+package netpoll
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/tollgate/tollgate/server/transport"
+	"github.com/valyala/fasthttp"
+)
+
+// streamBufSize is the piece of a streamed answer read from the backend
+// and written to the client at a time: large enough that a fast client
+// costs a few socket calls per window, small beside the window itself.
+const streamBufSize = 64 << 10
+
+// defaultStreamWindow paces a streamed body that does not say its own
+// window (a stream_response service's, read by fasthttp's client).
+const defaultStreamWindow = 256 << 10
+
+var streamBufs = sync.Pool{New: func() any { return new([streamBufSize]byte) }}
+
+// errStreamCut is a streamed answer the backend ended early or broke: the
+// client has a part of it, and its connection closes.
+var errStreamCut = errors.New("netpoll: streamed answer cut short")
+
+// writeStreamed writes an answer whose body streams from the backend: its
+// header section (as read when the handler kept it, w.answer), then the
+// body as the backend sends it, a piece at a time through one pooled
+// buffer, so the response holds that piece and never the answer. A body
+// of unknown length goes chunked to an HTTP/1.1 client and ends with the
+// connection for an HTTP/1.0 one (closeConn is then forced).
+//
+// Each window of the body the client takes renews the write timeout: a
+// client that reads steadily is not cut however long the answer, and one
+// that stops (or takes less than a window per write_timeout) is cut when
+// the timeout passes, the backend's connection closed with it.
+func (t *netpollTransport) writeStreamed(c *npConn, w *npWork, resp *fasthttp.Response, closeConn, http11 bool) (keep bool, err error) {
+	body := resp.BodyStream()
+	length := int64(resp.Header.ContentLength())
+	chunked := length < 0 && http11
+	if length < 0 && !http11 {
+		closeConn = true
+	}
+	if w.answer.Active() {
+		err = w.answer.WriteHead(w.bw, closeConn, !http11 && !closeConn)
+	} else {
+		switch {
+		case length >= 0:
+		case chunked:
+			resp.Header.SetContentLength(-1) // the backend's framing field went with its hop-by-hop fields
+		default:
+			resp.Header.Del(fasthttp.HeaderTransferEncoding)
+			resp.Header.SetContentLength(-2)
+		}
+		if closeConn {
+			resp.Header.SetConnectionClose()
+		}
+		err = resp.Header.Write(w.bw)
+	}
+	if err != nil {
+		return false, err
+	}
+	window := defaultStreamWindow
+	if wb, ok := body.(transport.Paced); ok && wb.Window() > 0 {
+		window = wb.Window()
+	}
+	buf := streamBufs.Get().(*[streamBufSize]byte)
+	defer streamBufs.Put(buf)
+	var sent, sinceArm int64
+	for {
+		n, rerr := body.Read(buf[:])
+		if n > 0 {
+			if chunked {
+				_, _ = w.bw.Write(strconv.AppendInt(w.bw.AvailableBuffer(), int64(n), 16))
+				_, _ = w.bw.Write(strCRLF)
+			}
+			if _, err = w.bw.Write(buf[:n]); err == nil && chunked {
+				_, err = w.bw.Write(strCRLF)
+			}
+			if err != nil {
+				return false, err
+			}
+			sent += int64(n)
+			if sinceArm += int64(n); sinceArm >= int64(window) {
+				// The client took a window: it has write_timeout for the next.
+				if err = w.bw.Flush(); err != nil {
+					return false, err
+				}
+				c.armWrite()
+				sinceArm = 0
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			t.streamsCut.Add(1)
+			_ = w.bw.Flush() // what was read goes out; the connection then closes
+			return false, errStreamCut
+		}
+	}
+	if length >= 0 && sent != length {
+		t.streamsCut.Add(1)
+		_ = w.bw.Flush()
+		return false, errStreamCut
+	}
+	if chunked {
+		if _, err = w.bw.Write(strLastChunk); err != nil {
+			return false, err
+		}
+	}
+	return !closeConn, nil
+}
+
+var (
+	strCRLF      = []byte("\r\n")
+	strLastChunk = []byte("0\r\n\r\n")
+)
+
+// noteStream counts how a streamed answer ended: written whole, cut by
+// the backend (or its limit), or cut because the client stopped taking
+// it within write_timeout.
+func (t *netpollTransport) noteStream(err error) {
+	var ne net.Error
+	switch {
+	case err == nil:
+		t.streamsDone.Add(1)
+	case errors.Is(err, errStreamCut):
+		// counted where it was found
+	case errors.As(err, &ne) && ne.Timeout():
+		t.streamsStalled.Add(1)
+	default:
+		t.streamsCut.Add(1)
+	}
+}
+
+// StreamedAnswers reports the answers streamed so far (answer_window): written
+// whole, cut short by the backend or a broken client connection, and cut
+// because the client stopped reading.
+func (t *netpollTransport) StreamedAnswers() (done, cut, stalled uint64) {
+	return t.streamsDone.Load(), t.streamsCut.Load(), t.streamsStalled.Load()
+}
