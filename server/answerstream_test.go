@@ -418,3 +418,135 @@ func TestH2ZeroWindowHoldsNoAnswer(t *testing.T) {
 		t.Errorf("live heap still %d MiB above the start once the streams were cut", g/mib)
 	}
 }
+
+// TestStreamedAnswerHoldsItsSlot: a streamed answer holds its backend
+// connection, and the pool's slot, until it ends, and gives both back
+// when it ends, however it ends (read whole, or the client gone midway):
+// with max_conns 1, every next request is served.
+func TestStreamedAnswerHoldsItsSlot(t *testing.T) {
+	up := startBigUpstream(t)
+	const oneConn = `
+services:
+  up:
+    instances: [{addr: "${UP}"}]
+    max_conns: 1
+    timeouts: {connect: 500ms, read: 2s, total: 5s}
+routes:
+  - name: all
+    match: {prefix: /}
+    service: up
+`
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			gw := startGateway(t, kind, oneConn, map[string]string{"UP": up.addr}, nil)
+			for i := range 3 {
+				// A client that goes away in the middle of a streamed answer.
+				c, err := net.Dial("tcp", gw.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(c, "GET /big?n=%d&frame=chunked HTTP/1.1\r\nHost: x\r\n\r\n", 8<<20)
+				var part [100 << 10]byte
+				if _, err := io.ReadFull(c, part[:]); err != nil {
+					t.Fatalf("round %d: %v", i, err)
+				}
+				c.Close()
+				// The next request waits for the slot at most max_conn_wait,
+				// so it must be free (or freed) by then.
+				var st int
+				var body []byte
+				for try := 0; try < 50; try++ {
+					st, body, err = fasthttp.GetTimeout(nil, "http://"+gw.Addr+fmt.Sprintf("/big?n=%d", 1<<20), 5*time.Second)
+					if st == 200 {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if err != nil || st != 200 || len(body) != 1<<20 {
+					t.Fatalf("round %d: after a client left mid-answer: %d, %d bytes, %v", i, st, len(body), err)
+				}
+			}
+		})
+	}
+}
+
+// TestSlowSteadyReaderNotCut: write_timeout applies per window of a
+// streamed answer, not to the whole: a client taking 8 MiB at about
+// 1.3 MB/s with a 1 s write_timeout and 64 KiB windows gets all of it, over
+// HTTP/1.1 on every transport and over HTTP/2; one that stops is cut.
+func TestSlowSteadyReaderNotCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads slowly for seconds")
+	}
+	up := startBigUpstream(t)
+	const windowed = `
+services:
+  up:
+    instances: [{addr: "${UP}"}]
+    answer_window: 65536
+    timeouts: {connect: 500ms, read: 2s, total: 5s}
+routes:
+  - name: all
+    match: {prefix: /}
+    service: up
+`
+	const n = 8 << 20
+	slowRead := func(t *testing.T, r io.Reader) (int, error) {
+		got := 0
+		for {
+			k, err := io.CopyN(io.Discard, r, 256<<10)
+			got += int(k)
+			if err == io.EOF {
+				return got, nil
+			}
+			if err != nil {
+				return got, err
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			gw := startGateway(t, kind, windowed, map[string]string{"UP": up.addr}, func(o *Options) {
+				o.WriteTimeout = time.Second
+			})
+			c, err := dialSmallWindow(gw.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET /big?n=%d HTTP/1.1\r\nHost: x\r\n\r\n", n)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			got, err := slowRead(t, resp.Body)
+			if err != nil || got != n {
+				t.Fatalf("a steady reader was cut after %d of %d bytes (%v, %v)", got, n, time.Since(start), err)
+			}
+			if time.Since(start) < 2*time.Second {
+				t.Fatalf("read %d bytes in %v: the test did not outlast write_timeout", n, time.Since(start))
+			}
+		})
+	}
+	t.Run("h2", func(t *testing.T) {
+		t.Parallel()
+		e := startH2EdgeOn(t, "netpoll", h2.Options{WriteTimeout: time.Second, StreamWindow: 64 << 10, ConnWindow: 64 << 10}, windowed, up.addr)
+		conf := &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool()}
+		client := &http.Client{Transport: &http2.Transport{TLSClientConfig: conf, DisableCompression: true}}
+		req, _ := http.NewRequest("GET", "https://"+e.g.Addr+fmt.Sprintf("/big?n=%d", n), nil)
+		req.Host = "a.test"
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		start := time.Now()
+		got, err := slowRead(t, resp.Body)
+		if err != nil || got != n {
+			t.Fatalf("a steady h2 reader was cut after %d of %d bytes (%v, %v)", got, n, time.Since(start), err)
+		}
+	})
+}
