@@ -12,12 +12,14 @@ import (
 
 // CheckDocument validates a configuration document meant for Redis the
 // way a node compiles it, without connecting anywhere: errors name
-// name:line:column. The document's cluster and config sections are
-// ignored, as nodes ignore them (their own file says how to reach Redis).
+// name:line:column. ${NAME} may stand in secret fields only, as nodes
+// expand nothing else from a document in Redis. The document's cluster
+// and config sections are ignored, as nodes ignore them (their own file
+// says how to reach Redis).
 // A consumer's secret_file that this host does not have is taken as
 // present: nodes read it from their own disk. notes say what was assumed.
 func CheckDocument(name string, text []byte, lookup func(string) (string, bool)) (notes []string, err error) {
-	f, err := Parse(name, text, lookup)
+	f, err := ParseDocument(name, text, lookup)
 	if err != nil {
 		return nil, err
 	}
