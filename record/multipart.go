@@ -18,7 +18,7 @@ func boundaryOf(ct []byte) []byte {
 	_, params, _ := bytes.Cut(ct, []byte(";"))
 	for len(params) > 0 {
 		var p []byte
-		p, params, _ = bytes.Cut(params, []byte(";"))
+		p, params = cutParam(params)
 		k, v, ok := bytes.Cut(ascii.TrimOWS(p), []byte("="))
 		if !ok || !ascii.EqualFold(ascii.TrimOWS(k), "boundary") {
 			continue
@@ -58,7 +58,9 @@ func nextDelimiter(body []byte, from int, boundary []byte) int {
 func (e *entry) appendMultipart(dst, body, boundary []byte, cut bool, m *masks) (out []byte, ok bool) {
 	d := nextDelimiter(body, 0, boundary)
 	if d < 0 {
-		return dst, false
+		// Cut before the first delimiter, the body kept is preamble
+		// (or the start of the delimiter), which no reader reads.
+		return append(dst, body...), cut
 	}
 	dst = append(dst, body[:d]...) // the preamble, which no reader reads
 	for {
