@@ -38,6 +38,9 @@ const maxStrong = 32
 type Set struct {
 	contains [][]byte // normalized
 	exact    []string // normalized
+	// byFirst indexes contains by first byte: a name is read once, each
+	// byte only compared with the words that start with it.
+	byFirst [256][]int8
 }
 
 // New builds a set from strong words (looked for inside names) and exact
@@ -57,13 +60,19 @@ func New(strong, exact []string) *Set {
 			s.exact = append(s.exact, n)
 		}
 	}
+	if len(s.contains) > 127 {
+		panic("secretname: more than 127 strong words")
+	}
+	for i, w := range s.contains {
+		s.byFirst[w[0]] = append(s.byFirst[w[0]], int8(i))
+	}
 	return s
 }
 
 // WithExact returns a set that also holds the exact names given (a
 // route's own mask list); s is unchanged.
 func (s *Set) WithExact(names ...string) *Set {
-	out := &Set{contains: s.contains, exact: append([]string(nil), s.exact...)}
+	out := &Set{contains: s.contains, exact: append([]string(nil), s.exact...), byFirst: s.byFirst}
 	for _, w := range names {
 		if n := Normalize(w); n != "" {
 			out.exact = append(out.exact, n)
@@ -131,9 +140,11 @@ func (s *Set) Match(name []byte) bool {
 }
 
 func (s *Set) containsIn(b []byte) bool {
-	for _, w := range s.contains {
-		if bytes.Contains(b, w) {
-			return true
+	for i, c := range b {
+		for _, k := range s.byFirst[c] {
+			if bytes.HasPrefix(b[i:], s.contains[k]) {
+				return true
+			}
 		}
 	}
 	return false
