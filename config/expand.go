@@ -130,8 +130,16 @@ func redactErr(err error, values []expanded) error {
 // fields and which elsewhere. A value reached through several settings
 // (an alias) counts as elsewhere if any of them is not a secret field.
 type refWalk struct {
-	secret map[*yaml.Node]bool
-	public map[*yaml.Node]string // where the value was first met outside a secret field
+	// secret holds every value met in a secret field, references or
+	// not, with the field it was first met in.
+	secret map[*yaml.Node]string
+	public map[*yaml.Node]string // a reference met outside a secret field, and where
+}
+
+func newRefWalk(doc *yaml.Node) *refWalk {
+	w := &refWalk{secret: map[*yaml.Node]string{}, public: map[*yaml.Node]string{}}
+	w.node(doc, reflect.TypeOf(File{}), "", false)
+	return w
 }
 
 func (w *refWalk) node(n *yaml.Node, t reflect.Type, path string, secret bool) {
@@ -143,13 +151,13 @@ func (w *refWalk) node(n *yaml.Node, t reflect.Type, path string, secret bool) {
 	}
 	switch n.Kind {
 	case yaml.ScalarNode:
-		if !hasRef(n.Value) {
-			return
-		}
+		where := strings.TrimSuffix(path, ".")
 		if secret {
-			w.secret[n] = true
-		} else if _, seen := w.public[n]; !seen {
-			w.public[n] = strings.TrimSuffix(path, ".")
+			if _, seen := w.secret[n]; !seen {
+				w.secret[n] = where
+			}
+		} else if _, seen := w.public[n]; !seen && hasRef(n.Value) {
+			w.public[n] = where
 		}
 		return
 	case yaml.MappingNode:
@@ -239,8 +247,7 @@ func fieldOf(t reflect.Type, key string) (reflect.StructField, bool) {
 // says, as mode allows; it returns the values it put in. A reference to a
 // variable lookup does not have is an error naming the variable.
 func expandRefs(name string, doc *yaml.Node, mode Expansion, lookup func(string) (string, bool)) ([]expanded, error) {
-	w := refWalk{secret: map[*yaml.Node]bool{}, public: map[*yaml.Node]string{}}
-	w.node(doc, reflect.TypeOf(File{}), "", false)
+	w := newRefWalk(doc)
 	var out []expanded
 	var firstErr error
 	visit := func(n *yaml.Node) {
@@ -248,7 +255,8 @@ func expandRefs(name string, doc *yaml.Node, mode Expansion, lookup func(string)
 			return
 		}
 		where, public := w.public[n]
-		secret := w.secret[n] && !public
+		_, inSecret := w.secret[n]
+		secret := inSecret && !public
 		if !secret && !public {
 			where = "a value tollgate does not read as a setting"
 		}
@@ -270,7 +278,7 @@ func expandRefs(name string, doc *yaml.Node, mode Expansion, lookup func(string)
 			out = append(out, expanded{name: ref, value: v, secret: secret})
 		}
 		n.Value = value
-		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 && !secret {
+		if n.Style&(yaml.TaggedStyle|yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 && !secret {
 			// A plain value reads as what it now says (a number, a
 			// boolean), as it would have written out; a secret stays text.
 			n.Tag = ""

@@ -120,8 +120,15 @@ func TestFollowerExpandsOnlySecretFields(t *testing.T) {
 	if _, err := fw.Cluster().PushConfig(context.Background(), d, 10, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fw.Load(); err == nil {
-		t.Fatal("a version with a reference in a prefix was compiled")
+	// Until the client's cache of the current version hears of the push,
+	// Load finds no version at all.
+	for deadline := time.Now().Add(3 * time.Second); fw.Status().Refused == 0; time.Sleep(20 * time.Millisecond) {
+		if _, err := fw.Load(); err == nil {
+			t.Fatal("a version with a reference in a prefix was compiled")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the version was never refused")
+		}
 	}
 	if st := fw.Status(); st.Refused != 1 || strings.Contains(st.LastError, jwtSecret) || !strings.Contains(st.LastError, "${JWT_SECRET}") {
 		t.Fatalf("status: %+v", st)
