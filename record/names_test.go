@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/valyala/fasthttp"
 )
 
 // Names clients and backends give their credentials, in the places they
@@ -174,5 +175,20 @@ func TestRecordMasksSecretsByMeaning(t *testing.T) {
 		if bytes.Contains(recording, []byte(omitted)) {
 			t.Errorf("a body was left out rather than masked:\n%s", recording)
 		}
+	}
+}
+
+// TestRecordMasksFormAnswers: a token endpoint that answers urlencoded
+// (access_token=…&scope=…, as some OAuth servers do) keeps its tokens out
+// of the record like a JSON one.
+func TestRecordMasksFormAnswers(t *testing.T) {
+	r, w := testRecorder(t, Rule{})
+	line := exchange(t, r, w, "POST /login/oauth/access_token HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n", "", func(resp *fasthttp.Response) {
+		resp.Header.SetContentType("application/x-www-form-urlencoded")
+		resp.SetBodyString("access_token=gho_16C7e42F292c6912E7710c838347Ae178B4a&scope=repo&token_type=bearer")
+	})
+	e := readLine(t, line)
+	if e.RespBody != "access_token=***&scope=repo&token_type=***" || bytes.Contains(line, []byte("gho_")) {
+		t.Fatalf("answer kept as %q", e.RespBody)
 	}
 }
