@@ -2,9 +2,13 @@ package admin
 
 import (
 	"net/url"
+	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/secretname"
+	"github.com/tollgate/tollgate/pipeline"
 	"gopkg.in/yaml.v3"
 )
 
@@ -45,12 +49,50 @@ func maskedConfig(f *config.File) any {
 	return maskValue(v)
 }
 
+// schemaKeys are the setting names of the configuration and of every
+// registered feature. Any other key is a name an operator chose (a header
+// field a mock answers or a policy sets), judged by its meaning.
+var schemaKeys = sync.OnceValue(func() map[string]bool {
+	keys := map[string]bool{}
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if k := strings.Split(f.Tag.Get("yaml"), ",")[0]; k != "" && k != "-" {
+				keys[k] = true
+			}
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeOf(config.File{}))
+	for _, f := range pipeline.Features() {
+		keys[f.Key] = true
+		walk(reflect.TypeOf(f.Config()))
+	}
+	return keys
+})
+
+// namedSecret reports a text value under a name an operator chose that
+// names a secret the way recordings judge names: X-Api-Key, accessToken.
+func namedSecret(k string, v any) bool {
+	_, text := v.(string)
+	return text && !schemaKeys()[k] && secretname.Default.MatchString(k)
+}
+
 func maskValue(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, x := range t {
 			switch {
-			case isSecretKey(k) && !strings.HasSuffix(strings.ToLower(k), "_file"):
+			case isSecretKey(k) && !strings.HasSuffix(strings.ToLower(k), "_file"), namedSecret(k, x):
 				t[k] = maskLeaf(x)
 			case strings.EqualFold(k, "redis"):
 				t[k] = maskURLs(x)

@@ -147,8 +147,12 @@ jwt:
     - {kid: k1, alg: HS256, secret: "jwt-SECRET-5"}
 services:
   s: {instances: [{addr: "127.0.0.1:9"}]}
+  token-svc: {instances: [{addr: "127.0.0.1:8"}]}
 routes:
   - {name: r, match: {prefix: /}, service: s}
+  - name: m
+    match: {prefix: /m/}
+    mock: {responses: [{headers: {X-Api-Key: "hdr-SECRET-6", Content-Type: text/plain, X-Amz-Security-Token: "hdr-SECRET-7"}}]}
 `
 	f, err := config.Parse("t.yaml", []byte(yml), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -170,7 +174,8 @@ routes:
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"app_key":"app-1"`, `"secret":"***"`, `"password":"***"`, `redis://u:%2A%2A%2A@127.0.0.1:6379`, `"kid":"k1"`} {
+	for _, want := range []string{`"app_key":"app-1"`, `"secret":"***"`, `"password":"***"`, `redis://u:%2A%2A%2A@127.0.0.1:6379`, `"kid":"k1"`,
+		`"X-Api-Key":"***"`, `"Content-Type":"text/plain"`, `"token-svc":{`, `"addr":"127.0.0.1:8"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("config lacks %s:\n%s", want, body)
 		}

@@ -1,10 +1,9 @@
 package config
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"bytes"
 	"os"
-	"regexp"
+	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -12,12 +11,14 @@ import (
 
 // CheckDocument validates a configuration document meant for Redis the
 // way a node compiles it, without connecting anywhere: errors name
-// name:line:column. The document's cluster and config sections are
-// ignored, as nodes ignore them (their own file says how to reach Redis).
+// name:line:column. ${NAME} may stand in secret fields only, as nodes
+// expand nothing else from a document in Redis. The document's cluster
+// and config sections are ignored, as nodes ignore them (their own file
+// says how to reach Redis).
 // A consumer's secret_file that this host does not have is taken as
 // present: nodes read it from their own disk. notes say what was assumed.
 func CheckDocument(name string, text []byte, lookup func(string) (string, bool)) (notes []string, err error) {
-	f, err := Parse(name, text, lookup)
+	f, err := ParseDocument(name, text, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -42,77 +43,37 @@ func CheckDocument(name string, text []byte, lookup func(string) (string, bool))
 	return notes, nil
 }
 
-// PlainSecrets finds secrets written in clear in a document (consumers'
-// secret, jwt.keys' secret, admin.token), which must not be stored in
-// Redis, where everyone who can read the configuration would have them:
-// such a secret belongs in each node's environment (${NAME}) or in a
-// secret_file. It judges the values as a node would decode them (anchors,
-// aliases and merges followed), with every ${NAME} standing for a marker
-// nobody can write by hand: a secret must be exactly one reference.
+// PlainSecrets finds secrets written in clear in a document: values of
+// the secret fields (SecretFields) that are not exactly one ${NAME}. Such
+// a secret must not be stored in Redis, where everyone who can read the
+// configuration would have it: it belongs in each node's environment
+// (${NAME}) or in a secret_file. It judges values as a node decodes them,
+// anchors and aliases followed; findings come in the order of the text.
 func PlainSecrets(name string, text []byte) []*Error {
-	var nonce [8]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return []*Error{{File: name, Msg: "cannot check the secrets: " + err.Error()}}
-	}
-	tag := hex.EncodeToString(nonce[:])
-	ref := regexp.MustCompile(`^tgref-` + tag + `-[A-Za-z_][A-Za-z0-9_]*-` + tag + `$`)
-	f, err := Parse(name, text, func(k string) (string, bool) { return "tgref-" + tag + "-" + k + "-" + tag, true })
-	if err != nil {
+	if bytes.ContainsAny(text, string([]rune{refOpen, refClose})) {
 		return nil // CheckDocument reports it
 	}
-	// Positions come from the text as written, each ${NAME} made a plain
-	// word first: "${" is not valid YAML everywhere (a flow mapping).
 	var root yaml.Node
-	_ = yaml.Unmarshal(envRef.ReplaceAll(text, []byte("ref-$1")), &root)
-	doc := &yaml.Node{}
-	if len(root.Content) > 0 {
-		doc = root.Content[0]
+	if err := yaml.Unmarshal(markRefs(text), &root); err != nil || len(root.Content) == 0 {
+		return nil // CheckDocument reports it
 	}
+	w := newRefWalk(root.Content[0])
 	var out []*Error
-	check := func(where, value string, at *yaml.Node) {
-		if value == "" || ref.MatchString(value) {
-			return
+	for n, where := range w.secret {
+		if n.Value == "" || isOneRef(n.Value) {
+			continue
 		}
-		e := &Error{File: name, Msg: where + " is written in clear; use ${NAME} (each node's environment) or secret_file"}
-		if at != nil {
-			e.Line, e.Col = at.Line, at.Column
-		}
-		out = append(out, e)
+		out = append(out, &Error{File: name, Line: n.Line, Col: n.Column,
+			Msg: where + " is written in clear; use ${NAME} (each node's environment) or secret_file"})
 	}
-	// secretAt is where item i of the sequence at path wrote its secret,
-	// for the message (nil when the text does not say plainly).
-	secretAt := func(i int, field string, path ...string) *yaml.Node {
-		n := doc
-		for _, k := range path {
-			if n = mapValue(n, k); n == nil {
-				return nil
-			}
-		}
-		if n == nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
-			return nil
-		}
-		item := n.Content[i]
-		if item.Kind == yaml.AliasNode {
-			return item
-		}
-		return mapValue(item, field)
-	}
-	for i, c := range f.Consumers {
-		if c != nil {
-			check("consumer "+c.AppKey+".secret", c.Secret, secretAt(i, "secret", "consumers"))
-		}
-	}
-	var keys []JWTKey
-	if f.JWT != nil {
-		keys = f.JWT.Keys
-	}
-	for i, k := range keys {
-		check("jwt key "+k.KID+".secret", k.Secret, secretAt(i, "secret", "jwt", "keys"))
-	}
-	var tokenAt *yaml.Node
-	if a := mapValue(doc, "admin"); a != nil {
-		tokenAt = mapValue(a, "token")
-	}
-	check("admin.token", f.Admin.Token, tokenAt)
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Line < out[j].Line || out[i].Line == out[j].Line && out[i].Col < out[j].Col
+	})
 	return out
+}
+
+// isOneRef reports a marked value that is one reference and nothing else.
+func isOneRef(v string) bool {
+	refs := refsIn(v)
+	return len(refs) == 1 && v == "$"+string(refOpen)+refs[0]+string(refClose)
 }

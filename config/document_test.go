@@ -22,8 +22,8 @@ jwt:
 		got = append(got, e.Error())
 	}
 	want := []string{
-		`push.yaml:4:26: consumer b.secret is written in clear; use ${NAME} (each node's environment) or secret_file`,
-		`push.yaml:8:37: jwt key k1.secret is written in clear; use ${NAME} (each node's environment) or secret_file`,
+		`push.yaml:4:26: consumers[1].secret is written in clear; use ${NAME} (each node's environment) or secret_file`,
+		`push.yaml:8:37: jwt.keys[0].secret is written in clear; use ${NAME} (each node's environment) or secret_file`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -64,6 +64,7 @@ func TestPlainSecretsSeesThroughYAML(t *testing.T) {
 		"text after ref": "consumers:\n  - {app_key: k1, secret: ${HOME}CLEAR}\n",
 		"two refs":       "consumers:\n  - {app_key: k1, secret: ${A}${B}}\n",
 		"admin token":    "admin: {token: CLEARTOKEN}\n",
+		"redis password": "cluster: {password: CLEARPASS}\n",
 		"block scalar":   "consumers:\n  - app_key: k1\n    secret: |\n      CLEAR\n",
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -86,3 +86,51 @@ func TestFollowerReportsAVersionOnceItServes(t *testing.T) {
 		t.Fatalf("a second Swapped changed the status: %+v", st)
 	}
 }
+
+// TestFollowerExpandsOnlySecretFields: the node's own file may refer to its
+// environment anywhere; a version from Redis and the local copy of one
+// only in secret fields. A refused version's error, in the status and from
+// Start, names the reference, never the value.
+func TestFollowerExpandsOnlySecretFields(t *testing.T) {
+	rd := testutil.StartRedis(t)
+	dir := t.TempDir()
+	copyPath := filepath.Join(dir, "copy.yaml")
+	boot := filepath.Join(dir, "boot.yaml")
+	if err := os.WriteFile(boot, []byte("config: {source: redis, local_copy: \"${COPY}\"}\ncluster: {redis: \"${REDIS}\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lookup := env(map[string]string{"COPY": copyPath, "REDIS": rd.Addr, "JWT_SECRET": jwtSecret})
+	c := NewCompiler()
+	defer c.Close()
+	fw, err := NewFollower(c, boot, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaky := upService + "routes:\n  - {name: p, match: {prefix: \"${JWT_SECRET}\"}, service: up}\n"
+	// The local copy a node would start on: a version from Redis, judged
+	// as one.
+	if err := os.WriteFile(copyPath, []byte(copyHeader+"7 "+digestOf([]byte(leaky))+"\n"+leaky), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fw.Start()
+	if err == nil || strings.Contains(err.Error(), jwtSecret) || !strings.Contains(err.Error(), "${JWT_SECRET} is expanded only in a secret field") {
+		t.Fatalf("start on a local copy with a reference: %v", err)
+	}
+	d := cluster.ConfigDoc{ConfigVersion: cluster.ConfigVersion{Digest: digestOf([]byte(leaky))}, Author: "test", At: time.Now(), Text: []byte(leaky)}
+	if _, err := fw.Cluster().PushConfig(context.Background(), d, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Until the client's cache of the current version hears of the push,
+	// Load finds no version at all.
+	for deadline := time.Now().Add(3 * time.Second); fw.Status().Refused == 0; time.Sleep(20 * time.Millisecond) {
+		if _, err := fw.Load(); err == nil {
+			t.Fatal("a version with a reference in a prefix was compiled")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the version was never refused")
+		}
+	}
+	if st := fw.Status(); st.Refused != 1 || strings.Contains(st.LastError, jwtSecret) || !strings.Contains(st.LastError, "${JWT_SECRET}") {
+		t.Fatalf("status: %+v", st)
+	}
+}

@@ -48,20 +48,33 @@ var notYet = map[string]bool{
 	"public": true,
 }
 
-// Parse parses a config document. name is used in error messages; lookup
-// resolves ${NAME} references (a missing variable expands to "").
+// Parse parses a node's own configuration file. name is used in error
+// messages; lookup resolves ${NAME} references, in any value (see
+// expand.go); a variable lookup does not have is an error.
 func Parse(name string, data []byte, lookup func(string) (string, bool)) (*File, error) {
-	data = envRef.ReplaceAllFunc(data, func(m []byte) []byte {
-		v, _ := lookup(string(m[2 : len(m)-1]))
-		return []byte(v)
-	})
+	return ParseAs(name, data, lookup, Lenient)
+}
+
+// ParseDocument parses a configuration read from Redis: ${NAME} expands
+// in secret fields only, and anywhere else is an error.
+func ParseDocument(name string, data []byte, lookup func(string) (string, bool)) (*File, error) {
+	return ParseAs(name, data, lookup, Strict)
+}
+
+// ParseAs parses a config document, expanding references as mode says.
+// No error it returns carries a value taken from the environment.
+func ParseAs(name string, data []byte, lookup func(string) (string, bool), mode Expansion) (*File, error) {
+	if i := bytes.IndexAny(data, string([]rune{refOpen, refClose})); i >= 0 {
+		return nil, &Error{File: name, Line: 1 + bytes.Count(data[:i], []byte("\n")),
+			Msg: "the configuration holds a private-use character (U+E000 or U+E001); remove it"}
+	}
 	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec := yaml.NewDecoder(bytes.NewReader(markRefs(data)))
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, &Error{File: name, Msg: "empty configuration"}
 		}
-		return nil, yamlError(name, err)
+		return nil, unmarkErr(yamlError(name, err))
 	}
 	if len(root.Content) == 0 {
 		return nil, &Error{File: name, Msg: "empty configuration"}
@@ -71,13 +84,30 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*File,
 		return nil, &Error{File: name, Line: doc.Line, Col: doc.Column, Msg: "the configuration must be a mapping of settings"}
 	}
 	if err := checkFields(name, doc, reflect.TypeOf(File{}), ""); err != nil {
+		return nil, unmarkErr(err)
+	}
+	values, err := expandRefs(name, doc, mode, lookup)
+	if err != nil {
 		return nil, err
 	}
-	f := &File{}
+	f := &File{expanded: values}
 	if err := doc.Decode(f); err != nil {
-		return nil, yamlError(name, err)
+		return nil, redactErr(unmarkErr(yamlError(name, err)), values)
 	}
 	return f, nil
+}
+
+// unmarkErr writes references in a message as the document wrote them.
+func unmarkErr(err error) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		ce.File, ce.Msg = unmarkRefs(ce.File), unmarkRefs(ce.Msg)
+		return ce
+	}
+	if s := err.Error(); strings.ContainsRune(s, refOpen) {
+		return errors.New(unmarkRefs(s))
+	}
+	return err
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)

@@ -62,6 +62,10 @@ type File struct {
 	// Watch re-reads the file when it changes (polled once a second);
 	// default true.
 	Watch *bool `yaml:"watch"`
+
+	// expanded are the values ${NAME} references put in, kept out of the
+	// messages about this file.
+	expanded []expanded
 }
 
 // Client is what a client may send and how long the gateway waits for it.
@@ -107,8 +111,8 @@ type Timeouts struct {
 
 // Admin is the operators' listener.
 type Admin struct {
-	Listen string `yaml:"listen"` // default 127.0.0.1:9901; "off" disables
-	Token  string `yaml:"token"`  // bearer token; required for changes
+	Listen string `yaml:"listen"`              // default 127.0.0.1:9901; "off" disables
+	Token  string `yaml:"token" secret:"true"` // bearer token; required for changes
 	// Metrics is on (default: per-request figures for /metrics and the
 	// dashboard) or off.
 	Metrics string `yaml:"metrics"`
@@ -192,7 +196,7 @@ type Cluster struct {
 	// Redis is "host:port" (several, comma-separated or as a list in a
 	// future version, for Redis Cluster); empty = standalone.
 	Redis    string `yaml:"redis"`
-	Password string `yaml:"password"`
+	Password string `yaml:"password" secret:"true"`
 	// TLS reaches Redis over TLS (see ClientTLS).
 	TLS ClientTLS `yaml:"tls"`
 	// Nodes is "auto" (membership through Redis: each node heartbeats
@@ -222,12 +226,12 @@ func (c Cluster) FixedNodes() int {
 // Consumer is one calling application.
 type Consumer struct {
 	AppKey     string   `yaml:"app_key"`
-	Secret     string   `yaml:"secret"`      // literal (use ${ENV} to keep it out of the file)
-	SecretFile string   `yaml:"secret_file"` // or read from a file (trailing newline dropped)
-	Tier       string   `yaml:"tier"`        // a tiers name; default free
-	QPS        int      `yaml:"qps"`         // custom quota instead of a tier
-	Enabled    *bool    `yaml:"enabled"`     // default true
-	Routes     []string `yaml:"routes"`      // allow-list of route names; default all
+	Secret     string   `yaml:"secret" secret:"true"` // literal, or ${NAME}: each node's environment
+	SecretFile string   `yaml:"secret_file"`          // or read from a file (trailing newline dropped)
+	Tier       string   `yaml:"tier"`                 // a tiers name; default free
+	QPS        int      `yaml:"qps"`                  // custom quota instead of a tier
+	Enabled    *bool    `yaml:"enabled"`              // default true
+	Routes     []string `yaml:"routes"`               // allow-list of route names; default all
 	// Sign is the signing scheme the consumer's requests use: v1 (default)
 	// or v2, which also signs the method, path and body (see package sign);
 	// a v2 consumer's v1 signatures are refused.
@@ -263,7 +267,7 @@ type JWT struct {
 type JWTKey struct {
 	KID           string `yaml:"kid"`
 	Alg           string `yaml:"alg"` // HS256 | RS256 | ES256
-	Secret        string `yaml:"secret"`
+	Secret        string `yaml:"secret" secret:"true"`
 	PublicKeyFile string `yaml:"public_key_file"`
 }
 

@@ -123,6 +123,7 @@ func (c *Compiler) Close() {
 // Compile validates f (defaults must be applied) and builds a snapshot. A
 // failure changes nothing: no version is used up, no instance is dropped.
 func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
+	defer func() { err = redactErr(err, f.expanded) }()
 	if err := f.Validate(source); err != nil {
 		return nil, err
 	}

@@ -216,9 +216,12 @@ func (fw *Follower) Follow(stop <-chan struct{}, reload func(reason string)) {
 
 // compile builds a snapshot from a document as a node runs it: the
 // document, with the node's own settings over it, then the environment.
+// The document expands ${NAME} in secret fields only: whoever can write
+// to Redis must not be able to have the node serve or report its
+// environment.
 func (fw *Follower) compile(doc cluster.ConfigDoc) (*Snapshot, error) {
 	name := "config v" + strconv.FormatUint(doc.Version, 10)
-	f, err := Parse(name, doc.Text, fw.lookup)
+	f, err := ParseDocument(name, doc.Text, fw.lookup)
 	if err != nil {
 		return nil, err
 	}

@@ -89,7 +89,9 @@ type Rule struct {
 	// longer body is cut there and marked. Default 65536.
 	MaxBody int `yaml:"max_body"`
 	// Mask names more values to mask (header., cookie., query., form.,
-	// json.), beyond the secrets always masked.
+	// json.), beyond the secrets always masked. header., query. and form.
+	// names are matched whole, without case and separators (form.card_no
+	// masks cardNo too); form. names apply to multipart fields as well.
 	Mask []string `yaml:"mask"`
 	// On is whether the rule records from the start (default true); the
 	// admin API switches it at run time.

@@ -60,7 +60,7 @@ const (
 	plainBody bodyKind = iota
 	formBody
 	jsonBody
-	multipartBody // left out: its parts carry fields a mask names (password=…)
+	multipartBody // kept part by part (multipart.go), or left out when it does not read
 )
 
 // takeRequest fills e from c's request as the client sent it: the routed
@@ -89,15 +89,15 @@ func (e *entry) takeRequest(c *pipeline.Ctx, m *masks, maxBody int, secret []byt
 		e.reqHeaders = e.appendField(e.reqHeaders, k, v, m)
 	}
 	req := c.Req
-	kind := kindOf(req.Header.ContentType())
+	ct := req.Header.ContentType()
 	switch {
 	case req.IsBodyStream():
 		e.reqBody, e.req = e.reqBody[:0], bodyState{omitted: streamed}
 	case codec.ContentEncoded(&req.Header):
 		body, err := req.BodyUncompressedWithLimit(maxBody)
-		e.reqBody, e.req = e.keepDecoded(e.reqBody[:0], body, err, kind, m, m.form, maxBody)
+		e.reqBody, e.req = e.keepDecoded(e.reqBody[:0], body, err, ct, m, maxBody)
 	default:
-		e.reqBody, e.req = e.keepBody(e.reqBody[:0], req.Body(), kind, m, m.form, maxBody)
+		e.reqBody, e.req = e.keepBody(e.reqBody[:0], req.Body(), ct, m, maxBody)
 	}
 }
 
@@ -115,15 +115,15 @@ func (e *entry) takeResponse(c *pipeline.Ctx, m *masks, maxBody int, now time.Ti
 		}
 		e.respHeaders = e.appendField(e.respHeaders, k, v, m)
 	}
-	kind := kindOf(resp.Header.ContentType())
+	ct := resp.Header.ContentType()
 	switch {
 	case resp.IsBodyStream():
 		e.respBody, e.resp = e.respBody[:0], bodyState{omitted: streamed}
 	case len(resp.Header.ContentEncoding()) > 0 && !ascii.EqualFold(resp.Header.ContentEncoding(), "identity"):
 		body, err := resp.BodyUncompressedWithLimit(maxBody)
-		e.respBody, e.resp = e.keepDecoded(e.respBody[:0], body, err, kind, m, nil, maxBody)
+		e.respBody, e.resp = e.keepDecoded(e.respBody[:0], body, err, ct, m, maxBody)
 	default:
-		e.respBody, e.resp = e.keepBody(e.respBody[:0], resp.Body(), kind, m, nil, maxBody)
+		e.respBody, e.resp = e.keepBody(e.respBody[:0], resp.Body(), ct, m, maxBody)
 	}
 	e.target = e.sec.scrub(e.target)
 	e.reqHeaders = e.sec.scrub(e.reqHeaders)
@@ -144,29 +144,47 @@ func (e *entry) appendField(dst, k, v []byte, m *masks) []byte {
 	return append(dst, '\n')
 }
 
-// keepBody appends what a record keeps of body: masked as its kind says
-// (form parameters named in formNames; JSON values the masks designate),
-// then cut at maxBody.
-func (e *entry) keepBody(dst, body []byte, kind bodyKind, m *masks, formNames []string, maxBody int) ([]byte, bodyState) {
+// keepBody appends what a record keeps of body, whose Content-Type is ct:
+// masked as its kind says (form and multipart fields the masks name; JSON
+// values they designate), then cut at maxBody.
+func (e *entry) keepBody(dst, body, ct []byte, m *masks, maxBody int) ([]byte, bodyState) {
 	var st bodyState
+	kind := kindOf(ct)
 	if kind == plainBody && looksJSON(body) {
 		kind = jsonBody
 	}
-	switch {
-	case kind == multipartBody:
-		return dst, bodyState{omitted: multipart}
-	case kind == formBody && formNames != nil:
+	switch kind {
+	case multipartBody:
+		boundary := boundaryOf(ct)
+		if boundary == nil {
+			return dst, bodyState{omitted: multipart}
+		}
+		// Only what is kept is read, as for JSON: a field cut short is
+		// masked as far as it is kept.
+		if len(body) > maxBody {
+			body, st.cut = body[:maxBody], true
+		}
+		start := len(dst)
+		var whole bool
+		if dst, whole = e.appendMultipart(dst, body, boundary, st.cut, m); !whole {
+			return dst[:start], bodyState{omitted: multipart}
+		}
+		if len(dst)-start > maxBody {
+			dst, st.cut = dst[:start+maxBody], true
+		}
+		return dst, st
+	case formBody:
 		if len(body) > maxBody {
 			// Cutting first is safe: a masked parameter cut short keeps its
 			// name, and one whose name is cut lost its value too.
 			body, st.cut = body[:maxBody], true
 		}
-		dst, e.scratch = appendParams(dst, body, formNames, &e.sec, e.scratch)
+		dst, e.scratch = appendParams(dst, body, m.form, &e.sec, e.scratch)
 		if len(dst) > maxBody {
 			dst, st.cut = dst[:maxBody], true
 		}
 		return dst, st
-	case kind == jsonBody:
+	case jsonBody:
 		// Only what is kept is read: a longer body is masked as far as it
 		// is kept, so a huge body costs no more than max_body.
 		if len(body) > maxBody {
@@ -190,11 +208,11 @@ func (e *entry) keepBody(dst, body []byte, kind bodyKind, m *masks, formNames []
 
 // keepDecoded keeps a body decoded from its Content-Encoding (at most
 // maxBody decoded), or notes that it could not.
-func (e *entry) keepDecoded(dst, body []byte, err error, kind bodyKind, m *masks, formNames []string, maxBody int) ([]byte, bodyState) {
+func (e *entry) keepDecoded(dst, body []byte, err error, ct []byte, m *masks, maxBody int) ([]byte, bodyState) {
 	if err != nil {
 		return dst, bodyState{omitted: encoded}
 	}
-	dst, st := e.keepBody(dst, body, kind, m, formNames, maxBody)
+	dst, st := e.keepBody(dst, body, ct, m, maxBody)
 	st.decoded = st.omitted == kept
 	return dst, st
 }

@@ -39,10 +39,7 @@ func testRecorder(t testing.TB, rule Rule, consumers ...*auth.Consumer) (*Record
 // the record's line (nil when nothing was recorded).
 func exchange(t testing.TB, r *Recorder, w *Writer, raw, consumer string, respond func(*fasthttp.Response)) []byte {
 	t.Helper()
-	req := new(fasthttp.Request)
-	if err := req.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
-		t.Fatal(err)
-	}
+	req := readRequest(t, raw)
 	c := pipeline.AcquireParsed(req, new(fasthttp.Response))
 	defer pipeline.Release(c)
 	c.Start, c.RouteName, c.Consumer = time.Now(), "r", consumer
@@ -57,6 +54,21 @@ func exchange(t testing.TB, r *Recorder, w *Writer, raw, consumer string, respon
 	default:
 		return nil
 	}
+}
+
+// readRequest parses raw as the gateway's transports do: a multipart form
+// is not parsed ahead, so the body stays as the client sent it.
+func readRequest(t testing.TB, raw string) *fasthttp.Request {
+	t.Helper()
+	req := new(fasthttp.Request)
+	br := bufio.NewReader(strings.NewReader(raw))
+	if err := req.Header.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	if err := req.ContinueReadBody(br, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
 
 func readLine(t testing.TB, line []byte) *Entry {

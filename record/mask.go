@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/ascii"
+	"github.com/tollgate/tollgate/internal/secretname"
 	"github.com/tollgate/tollgate/source"
 )
 
@@ -16,35 +17,24 @@ const Masked = "***"
 
 var maskedJSON = []byte(`"` + Masked + `"`)
 
-// Secrets masked whatever a rule says. Header fields that carry
-// credentials; and parameter or JSON member names that carry them (JSON
-// members at any depth), so that a client posting its app secret or a
-// password does not leave it on disk.
-var (
-	defaultHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie",
-		"X-Sign", "X-Api-Key", "X-Auth-Token", "X-Access-Token"}
-	defaultNames = []string{"sign", "signature", "secret", "app_secret", "client_secret",
-		"password", "passwd", "access_token", "refresh_token", "id_token", "token"}
-)
-
-// masks are a rule's compiled mask list with the defaults.
+// masks are a rule's compiled mask list with the defaults: every name
+// secretname.Default takes for a secret's (header fields, query and form
+// parameters, multipart fields, JSON members at any depth, in requests
+// and answers), and the names and paths the rule adds. Names are compared
+// as secretname does: "apiKey" is "Api-Key" is "api_key".
 type masks struct {
-	headers   []string // compared case-insensitively
-	query     []string // query parameter names
-	form      []string // urlencoded form parameter names
+	headers   *secretname.Set
+	query     *secretname.Set // query parameter names
+	form      *secretname.Set // urlencoded form and multipart field names
 	jsonPaths [][]source.Segment
-	jsonNames []string // JSON members masked at any depth
+	jsonNames *secretname.Set // JSON members masked at any depth
 }
 
 // compileMasks parses a rule's mask list (header., cookie., query., form.,
 // json. sources) and adds the defaults.
 func compileMasks(list []string) (masks, error) {
-	m := masks{
-		headers:   append([]string(nil), defaultHeaders...),
-		query:     append([]string(nil), defaultNames...),
-		form:      append([]string(nil), defaultNames...),
-		jsonNames: defaultNames,
-	}
+	var headers, query, form []string
+	m := masks{jsonNames: secretname.Default}
 	for _, text := range list {
 		s, err := source.Parse(text)
 		if err != nil {
@@ -52,13 +42,13 @@ func compileMasks(list []string) (masks, error) {
 		}
 		switch s.Kind {
 		case source.Header:
-			m.headers = append(m.headers, s.Name)
+			headers = append(headers, s.Name)
 		case source.Cookie:
 			// The Cookie field is masked whole already.
 		case source.Query:
-			m.query = append(m.query, s.Name)
+			query = append(query, s.Name)
 		case source.Form:
-			m.form = append(m.form, s.Name)
+			form = append(form, s.Name)
 		case source.JSON:
 			if len(m.jsonPaths) == source.MaxSpanPaths {
 				return masks{}, fmt.Errorf("mask: at most %d json paths", source.MaxSpanPaths)
@@ -68,17 +58,13 @@ func compileMasks(list []string) (masks, error) {
 			return masks{}, fmt.Errorf("mask: %s cannot be masked; name a header., cookie., query., form. or json. value", text)
 		}
 	}
+	m.headers = secretname.Default.WithExact(headers...)
+	m.query = secretname.Default.WithExact(query...)
+	m.form = secretname.Default.WithExact(form...)
 	return m, nil
 }
 
-func (m *masks) header(name []byte) bool {
-	for _, h := range m.headers {
-		if codec.FieldNameIs(name, h) {
-			return true
-		}
-	}
-	return false
-}
+func (m *masks) header(name []byte) bool { return m.headers.Match(name) }
 
 // minSecret is the shortest masked value also blotted out wherever else
 // it appears in the exchange: shorter ones ("1", "yes") would deface
@@ -190,7 +176,7 @@ func isToken(b []byte) bool {
 // masked (every occurrence), byte for byte otherwise; masked values, raw
 // and decoded, are remembered as secrets. scratch is a decoding buffer;
 // it is returned for reuse.
-func appendParams(dst, b []byte, names []string, sec *secrets, scratch []byte) ([]byte, []byte) {
+func appendParams(dst, b []byte, names *secretname.Set, sec *secrets, scratch []byte) ([]byte, []byte) {
 	for start := 0; ; {
 		end := bytes.IndexByte(b[start:], '&')
 		last := end < 0
@@ -218,26 +204,11 @@ func appendParams(dst, b []byte, names []string, sec *secrets, scratch []byte) (
 	}
 }
 
-// paramMasked reports whether the urlencoded parameter name key is one of
-// names, ASCII letters compared without case: masking too much is the safe
-// side ("Password" is a password).
-func paramMasked(key []byte, names []string) bool {
-	var buf [64]byte
-	if len(key) > len(buf) {
-		for _, n := range names {
-			if source.ParamNameIs(key, n) {
-				return true
-			}
-		}
-		return false
-	}
-	dec := source.AppendDecoded(buf[:0], key)
-	for _, n := range names {
-		if len(n) == len(dec) && ascii.EqualFold(dec, n) {
-			return true
-		}
-	}
-	return false
+// paramMasked reports whether the urlencoded parameter name key, decoded,
+// names a secret: "api%5Fkey" is "api_key".
+func paramMasked(key []byte, names *secretname.Set) bool {
+	var buf [256]byte
+	return names.Match(source.AppendDecoded(buf[:0], key))
 }
 
 // appendJSON appends the JSON document doc with the values the masks

@@ -439,16 +439,13 @@ func jsonKeyIs(raw []byte, key string) bool {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw) == key
 	}
-	return jsonKeyMatch(raw, key, false)
+	return jsonKeyMatch(raw, key)
 }
 
-// jsonKeyFold is jsonKeyIs with ASCII letters compared without case.
-func jsonKeyFold(raw []byte, key string) bool { return jsonKeyMatch(raw, key, true) }
-
 // jsonKeyMatch compares the decoded raw content of a JSON string with key,
-// byte by byte, folding ASCII case when fold is set.
-func jsonKeyMatch(raw []byte, key string, fold bool) bool {
-	same := func(a, b byte) bool { return a == b || fold && ascii.Lower(a) == ascii.Lower(b) }
+// byte by byte.
+func jsonKeyMatch(raw []byte, key string) bool {
+	same := func(a, b byte) bool { return a == b }
 	var buf [utf8.UTFMax]byte
 	j := 0
 	for i := 0; i < len(raw); {

@@ -1,7 +1,10 @@
 package source
 
 import (
+	"bytes"
 	"math/bits"
+
+	"github.com/tollgate/tollgate/internal/secretname"
 )
 
 // Where values lie, rather than what they are: recording masks a value by
@@ -14,8 +17,9 @@ const MaxSpanPaths = 64
 // JSONSpans appends to dst the extent [start, end) in doc of every value
 // that paths or names designate: the value at each path (every one of
 // them when a key repeats, where a lookup sees only the last), and the
-// value of every object member whose key is one of names (ASCII letters
-// compared without case: "Password" is "password"), at any depth.
+// value of every object member whose key names matches (see package
+// secretname: "newPassword" and "new_password" alike), at any depth; names
+// may be nil.
 // A designated value is reported whole and not looked into. Paths beyond
 // MaxSpanPaths are ignored.
 //
@@ -28,7 +32,7 @@ const MaxSpanPaths = 64
 // error are appended, but the rest of doc was not looked at, so a caller
 // that must not let a designated value through cannot trust it. It
 // allocates nothing beyond dst's growth.
-func JSONSpans(dst [][2]int, doc []byte, cut bool, paths [][]Segment, names []string) (out [][2]int, whole bool) {
+func JSONSpans(dst [][2]int, doc []byte, cut bool, paths [][]Segment, names *secretname.Set) (out [][2]int, whole bool) {
 	w := spanWalk{s: jscan{d: doc, cut: cut}, paths: paths, names: names, dst: dst}
 	if len(w.paths) > MaxSpanPaths {
 		w.paths = w.paths[:MaxSpanPaths]
@@ -64,7 +68,7 @@ func ParamNameIs(enc []byte, name string) bool { return formKeyIs(enc, name) }
 type spanWalk struct {
 	s     jscan
 	paths [][]Segment
-	names []string
+	names *secretname.Set
 	dst   [][2]int
 }
 
@@ -79,7 +83,7 @@ func (w *spanWalk) value(i, depth int, active uint64) int {
 	if i >= len(d) {
 		return errEOF
 	}
-	if active == 0 && len(w.names) == 0 || d[i] != '{' && d[i] != '[' {
+	if active == 0 && w.names == nil || d[i] != '{' && d[i] != '[' {
 		return w.s.skip(i)
 	}
 	if d[i] == '{' {
@@ -107,13 +111,8 @@ func (w *spanWalk) value(i, depth int, active uint64) int {
 			}
 			vs := skipWS(d, i+1)
 			next, hit := w.step(active, depth, func(sg Segment) bool { return jsonKeyIs(key, sg.Key) })
-			if !hit {
-				for _, n := range w.names {
-					if jsonKeyFold(key, n) {
-						hit = true
-						break
-					}
-				}
+			if !hit && w.names != nil {
+				hit = nameMatches(w.names, key)
 			}
 			if i = w.member(vs, depth, next, hit); i < 0 {
 				return i
@@ -186,4 +185,14 @@ func (w *spanWalk) member(vs, depth int, next uint64, hit bool) int {
 		w.dst = append(w.dst, [2]int{vs, len(w.s.d)})
 	}
 	return e
+}
+
+// nameMatches reports whether the raw content of a JSON key, decoded,
+// names a secret.
+func nameMatches(names *secretname.Set, key []byte) bool {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return names.Match(key)
+	}
+	var buf [128]byte
+	return names.Match(appendJSONUnescaped(buf[:0], key))
 }

@@ -6,8 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/secretname"
 	"github.com/tollgate/tollgate/internal/testutil"
 )
+
+// exactNames is the set of names, each matched whole (nil for none).
+func exactNames(names ...string) *secretname.Set {
+	if len(names) == 0 {
+		return nil
+	}
+	return secretname.New(nil, names)
+}
 
 func paths(t *testing.T, texts ...string) [][]Segment {
 	t.Helper()
@@ -54,9 +63,16 @@ func TestJSONSpans(t *testing.T) {
 		{"cut before the value", `{"password":`, nil, []string{"password"}, nil, true, true},
 		{"cut, then invalid", `{"a":,"password":"x`, nil, []string{"password"}, nil, false, true},
 		{"cut whole", `{"password":"x"}`, nil, []string{"password"}, []string{`"x"`}, true, true},
+		{"names by meaning", `{"newPassword":"a","x":{"client_secret":"b","Api-Key":"c"},"keyword":"d","apiKey":"e","pinned":1}`,
+			nil, []string{"*"}, []string{`"a"`, `"b"`, `"c"`, `"e"`}, true, false},
+		{"escaped name by meaning", `{"access\u0054oken":"a"}`, nil, []string{"*"}, []string{`"a"`}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spans, whole := JSONSpans(nil, []byte(tc.doc), tc.cut, paths(t, tc.paths...), tc.names)
+			names := exactNames(tc.names...)
+			if len(tc.names) == 1 && tc.names[0] == "*" {
+				names = secretname.Default
+			}
+			spans, whole := JSONSpans(nil, []byte(tc.doc), tc.cut, paths(t, tc.paths...), names)
 			var got []string
 			for _, s := range spans {
 				got = append(got, tc.doc[s[0]:s[1]])
@@ -83,9 +99,9 @@ func TestJSONSpansAllocs(t *testing.T) {
 	if testutil.Race {
 		t.Skip("the race detector allocates")
 	}
-	doc := []byte(`{"card":{"number":"4111111111111111","cvv":"123"},"items":[{"id":1,"password":"x"}],"password":"p"}`)
+	doc := []byte(`{"card":{"number":"4111111111111111","cvv":"123"},"items":[{"id":1,"password":"x"}],"pass\u0077ord":"p"}`)
 	ps := paths(t, "json.card.number", "json.card.cvv")
-	names := []string{"password", "secret"}
+	names := secretname.Default
 	dst := make([][2]int, 0, 8)
 	n := testing.AllocsPerRun(200, func() {
 		var whole bool
@@ -108,7 +124,7 @@ func FuzzJSONSpans(f *testing.F) {
 	f.Add([]byte(`-0.5e+3`))
 	ps := [][]Segment{{{Key: "a", Index: -1}, {Key: "b", Index: -1}}, {{Key: "1", Index: 1}}}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		spans, whole := JSONSpans(nil, doc, false, ps, []string{"password", "b"})
+		spans, whole := JSONSpans(nil, doc, false, ps, exactNames("password", "b"))
 		deep := bytes.Count(doc, []byte("["))+bytes.Count(doc, []byte("{")) >= maxJSONNesting
 		if valid := json.Valid(doc); whole != valid && !deep {
 			t.Fatalf("%q: whole %v, encoding/json %v", doc, whole, valid)
@@ -127,7 +143,7 @@ func FuzzJSONSpans(f *testing.F) {
 			return
 		}
 		k := len(doc) / 2
-		cut, ok := JSONSpans(nil, doc[:k], true, ps, []string{"password", "b"})
+		cut, ok := JSONSpans(nil, doc[:k], true, ps, exactNames("password", "b"))
 		starts := 0
 		for _, s := range spans {
 			if s[0] < k {
