@@ -18,9 +18,9 @@ var (
 	ErrBadHost = errors.New("codec: invalid Host")
 )
 
-// Target is a request's target in the one form the gateway routes on and
-// forwards: the canonical path (see AppendCanonicalPath), the query exactly
-// as received, and the Host the request is for. The buffers are the
+// Target is a request's target in the one form the gateway routes on: the
+// canonical path (see AppendCanonicalPath), the query exactly as received,
+// and the Host the request is for; and the path to forward (ForwardPath). The buffers are the
 // Target's own (copied from the request), so rewriting the request's header
 // never changes them; they are reused by the next ParseTarget.
 type Target struct {
