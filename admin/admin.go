@@ -37,19 +37,25 @@ type Deps struct {
 	Limits func() any
 	// Ops feeds /metrics, /readyz and the dashboard (see ops.go).
 	Ops Ops
+	// Listen (the configured listen address) and Hosts (admin.hosts) are
+	// the names a request's Host may give besides loopback and the
+	// address it arrived on (see host.go).
+	Listen string
+	Hosts  []string
 }
 
 // Server is the admin HTTP listener.
 type Server struct {
-	deps Deps
-	http *http.Server
-	prot protection
-	ops  opsState
+	deps  Deps
+	http  *http.Server
+	prot  protection
+	ops   opsState
+	hosts hostNames
 }
 
 // New builds the admin server; Serve starts it.
 func New(d Deps) *Server {
-	s := &Server{deps: d}
+	s := &Server{deps: d, hosts: newHostNames(d.Listen, d.Hosts)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /admin/config", s.config)
@@ -69,8 +75,9 @@ func New(d Deps) *Server {
 	})
 	s.registerOps(mux)
 	// With a token set, every endpoint but /healthz, /readyz and /metrics
-	// needs it (guardAll); changes need it always (auth).
-	s.http = &http.Server{Handler: s.guardAll(mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
+	// needs it (guardAll); changes need it always (auth). Before either,
+	// the Host must name the listener (guardHost), on every endpoint.
+	s.http = &http.Server{Handler: s.guardHost(s.guardAll(mux)), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"math"
+	"time"
 )
 
 // Body reads a request body from a connection's bufio.Reader: a fixed
@@ -26,6 +27,8 @@ type Body struct {
 	crlf    bool  // chunked: a chunk's data ended; its CRLF is next
 	eof     bool
 	err     error
+	until   time.Time   // reads fail after it (ReadBefore); zero for none
+	conn    ReadLimiter // brought forward to until; nil for none
 }
 
 const (
@@ -60,13 +63,16 @@ func (b *Body) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if b.late() {
+		return 0, b.fail(ErrBodyTimeout)
+	}
 	for b.left == 0 {
 		if b.eof || !b.chunked {
 			b.eof = true
 			return 0, io.EOF
 		}
 		if err := b.nextChunk(); err != nil {
-			return 0, b.fail(err)
+			return 0, b.fail(b.lateOr(err))
 		}
 	}
 	n, err := b.br.Read(p[:min(int64(len(p)), b.left)])
@@ -75,9 +81,24 @@ func (b *Body) Read(p []byte) (int, error) {
 		b.crlf = true
 	}
 	if err != nil {
-		return n, b.fail(err)
+		return n, b.fail(b.lateOr(err))
+	}
+	if b.late() {
+		// Bytes that came after the deadline are not passed on: the
+		// upstream write they would make fails on its own deadline, and
+		// the failure would read as the backend's.
+		return 0, b.fail(ErrBodyTimeout)
 	}
 	return n, nil
+}
+
+// lateOr is ErrBodyTimeout for a read that failed past the deadline (the
+// connection's read deadline, brought forward to it), else err.
+func (b *Body) lateOr(err error) error {
+	if b.late() {
+		return ErrBodyTimeout
+	}
+	return err
 }
 
 // Discard skips the rest of the body if at most limit bytes of it are left;

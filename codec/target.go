@@ -18,23 +18,38 @@ var (
 	ErrBadHost = errors.New("codec: invalid Host")
 )
 
-// Target is a request's target in the one form the gateway routes on and
-// forwards: the canonical path (see AppendCanonicalPath), the query exactly
-// as received, and the Host the request is for. The buffers are the
+// Target is a request's target in the one form the gateway routes on: the
+// canonical path (see AppendCanonicalPath), the query exactly as received,
+// and the Host the request is for; and the path to forward (ForwardPath). The buffers are the
 // Target's own (copied from the request), so rewriting the request's header
 // never changes them; they are reused by the next ParseTarget.
 type Target struct {
 	Path  []byte
 	Query []byte // without the '?'; nil when the target had none
 	Host  []byte // as received, port included; validated
+	// Sent is the path as the client sent it when it means exactly what
+	// Path does (SameMeaning), else empty: a proxy forwards the path it
+	// received (RFC 9110 §7.7), and a backend may tell "%7E" from "~" in
+	// its own routing or signatures.
+	Sent []byte
 	// HasQuery reports a '?' in the target, even with an empty query.
 	HasQuery bool
 }
 
 // Reset empties t, keeping its buffers.
 func (t *Target) Reset() {
-	t.Path, t.Query, t.Host = t.Path[:0], t.Query[:0], t.Host[:0]
+	t.Path, t.Query, t.Host, t.Sent = t.Path[:0], t.Query[:0], t.Host[:0], t.Sent[:0]
 	t.HasQuery = false
+}
+
+// ForwardPath is the path to send upstream when no rewrite changed it:
+// the client's own bytes when they mean what the gateway routed on, the
+// canonical path otherwise.
+func (t *Target) ForwardPath() []byte {
+	if len(t.Sent) > 0 {
+		return t.Sent
+	}
+	return t.Path
 }
 
 var (
@@ -86,6 +101,9 @@ func ParseTarget(t *Target, h *fasthttp.RequestHeader) error {
 	}
 	var err error
 	t.Path, err = AppendCanonicalPath(t.Path, path)
+	if err == nil && SameMeaning(path, t.Path) {
+		t.Sent = append(t.Sent, path...)
+	}
 	// The host is checked last so that a request refused for it still
 	// has its target filled in (for the access log, and for callers that
 	// build requests by hand).
@@ -381,6 +399,54 @@ func dotPiece(s []byte) bool {
 		}
 	}
 	return false
+}
+
+// SameMeaning reports whether the path p a client sent, whose canonical
+// form is canon, differs from it in nothing but the spelling of escapes:
+// an escaped unreserved character where canon has it literal ("%7E",
+// "%7e" for "~", "%61" for "a"), or hex digits in lower case ("%2f" for
+// "%2F"). Such a path has the segments canon has — no "." or ".."
+// segment, no empty one, no byte the canonical form had to escape — so a
+// backend decoding it reads what the gateway routed and checked. Any other
+// difference (dot segments resolved, slashes merged, '\', non-ASCII or
+// other bytes escaped) and the canonical form is what may go upstream.
+func SameMeaning(p, canon []byte) bool {
+	j := 0
+	for i := 0; i < len(p); {
+		if j >= len(canon) {
+			return false
+		}
+		b := p[i]
+		if b != '%' {
+			if b != canon[j] || b != '/' && pathClasses[b] == pathEncode {
+				return false
+			}
+			i++
+			j++
+			continue
+		}
+		if i+2 >= len(p) {
+			return false
+		}
+		hi, lo := ascii.Unhex(p[i+1]), ascii.Unhex(p[i+2])
+		if hi < 0 || lo < 0 {
+			return false
+		}
+		v := byte(hi<<4 | lo)
+		switch {
+		case canon[j] == '%':
+			if j+2 >= len(canon) || canon[j+1] != upperHex[v>>4] || canon[j+2] != upperHex[v&15] {
+				return false
+			}
+			j += 3
+		case canon[j] == v && pathClasses[v] == pathUnreserved:
+			j++
+		default:
+			return false
+		}
+		i += 3
+	}
+	return j == len(canon)
 }
 
 // IsCanonicalPath reports whether p is its own canonical form: what a

@@ -3,6 +3,7 @@ package codec
 import (
 	"bufio"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -120,18 +121,62 @@ func TestParseTarget(t *testing.T) {
 	}
 }
 
+// TestForwardPathKeepsTheClientsSpelling: a path that differs from its
+// canonical form only in how escapes are spelled goes upstream as sent;
+// one whose meaning canonicalization changed goes in canonical form.
+func TestForwardPathKeepsTheClientsSpelling(t *testing.T) {
+	for raw, want := range map[string]string{
+		// Spelled differently, meaning the same: the client's bytes.
+		"/a/%7euser":       "/a/%7euser",
+		"/a/%7Euser":       "/a/%7Euser",
+		"/a/caf%C3%A9":     "/a/caf%C3%A9",
+		"/a/caf%c3%a9":     "/a/caf%c3%a9",
+		"/a%2fb/%41%2e":    "/a%2fb/%41%2e",
+		"/x;p=1/%3B,@:!$&": "/x;p=1/%3B,@:!$&",
+		"/%2e%2e%2e":       "/%2e%2e%2e",
+		// Changed by canonicalization: the canonical form.
+		"/a/%2e%2e/b":    "/b",
+		"/a/%2E/b":       "/a/b",
+		"/a/./b":         "/a/b",
+		"/a/../b":        "/b",
+		"//a//b":         "/a/b",
+		"/a/":            "/a/",
+		"/a/b/..":        "/a/",
+		"/a\\b":          "/a%5Cb",
+		"/a/caf\xc3\xa9": "/a/caf%C3%A9",
+		"/a/{b}\"":       "/a/%7Bb%7D%22",
+		"http://h/%7ex":  "/%7ex",
+		"http://h":       "/",
+	} {
+		var h fasthttp.RequestHeader
+		if err := h.Read(bufioReader("GET " + raw + " HTTP/1.1\r\nHost: h\r\n\r\n")); err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		var tg Target
+		if err := ParseTarget(&tg, &h); err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		if got := string(tg.ForwardPath()); got != want {
+			t.Errorf("%q: forwarded as %q, want %q (canonical %q)", raw, got, want, tg.Path)
+		}
+	}
+}
+
 func TestParseTargetAllocs(t *testing.T) {
 	if testutil.Race {
 		t.Skip("the race detector allocates; make test runs allocation gates without it")
 	}
-	var h fasthttp.RequestHeader
-	if err := h.Read(bufioReader("GET /api/v1/%7Eorders/./42/../43?x=1&y=%2F HTTP/1.1\r\nHost: api.example.com\r\n\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	var tg Target
-	_ = ParseTarget(&tg, &h)
-	if n := testing.AllocsPerRun(100, func() { _ = ParseTarget(&tg, &h) }); n != 0 {
-		t.Fatalf("ParseTarget allocates %v times", n)
+	// Canonicalized, and kept as sent.
+	for _, target := range []string{"/api/v1/%7Eorders/./42/../43?x=1&y=%2F", "/api/v1/%7eorders/caf%c3%a9?x=1"} {
+		var h fasthttp.RequestHeader
+		if err := h.Read(bufioReader("GET " + target + " HTTP/1.1\r\nHost: api.example.com\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		var tg Target
+		_ = ParseTarget(&tg, &h)
+		if n := testing.AllocsPerRun(100, func() { _ = ParseTarget(&tg, &h) }); n != 0 {
+			t.Fatalf("ParseTarget(%s) allocates %v times", target, n)
+		}
 	}
 }
 
@@ -152,7 +197,7 @@ func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewRea
 // FuzzCanonicalPath: whatever comes in, what comes out is its own
 // canonical form, and no segment of it is, or decodes to, a dot segment.
 func FuzzCanonicalPath(f *testing.F) {
-	for _, s := range []string{"/a/../b", "/%2e%2E/x", "//a//b/", "/a%2Fb", "/..;/x", "/%252e", "/a\\b", "/caf\xc3\xa9", "/\x00", "/a b"} {
+	for _, s := range []string{"/a/%7euser", "/caf%c3%a9", "/a/../b", "/%2e%2E/x", "//a//b/", "/a%2Fb", "/..;/x", "/%252e", "/a\\b", "/caf\xc3\xa9", "/\x00", "/a b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
@@ -171,6 +216,15 @@ func FuzzCanonicalPath(f *testing.F) {
 		}
 		if strings.Contains(string(out), "//") {
 			t.Fatalf("%q → %q keeps an empty segment", p, out)
+		}
+		// A path forwarded as sent reads, to a backend that decodes it,
+		// exactly as the canonical one the gateway routed on.
+		if SameMeaning([]byte(p), out) {
+			dp, err1 := url.PathUnescape(p)
+			dc, err2 := url.PathUnescape(string(out))
+			if err1 != nil || err2 != nil || dp != dc {
+				t.Fatalf("%q forwarded as sent decodes to %q, canonical %q to %q", p, dp, out, dc)
+			}
 		}
 	})
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	_ "github.com/tollgate/tollgate/features"
+	"slices"
 
 	"errors"
 	"strings"
@@ -126,6 +127,8 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"log file size", "listen: \":1\"\naccess_log:\n  path: /var/log/a.log\n  max_file_bytes: 100\n", 4, "max_file_bytes 100: want 0"},
 		{"log backups", "access_log:\n  path: /var/log/a.log\n  max_file_bytes: 1048576\n  max_backups: -2\n", 4, "max_backups -2"},
 		{"log backups alone", "listen: \":1\"\naccess_log: {path: /var/log/a.log, max_backups: 3}\n", 2, "only with max_file_bytes"},
+		{"admin host with port", "admin:\n  hosts:\n    - ops.example.com\n    - ops.example.com:9901\n", 4, "without a port"},
+		{"admin host not a name", "admin: {hosts: [\"*.example.com\"]}\n", 1, "not a host name"},
 		{"rewrite on mock", "routes:\n  - name: a\n    match: {path: /}\n    rewrite: {path: /b}\n    mock: {responses: [{body: x}]}\n", 4, "rewrite applies only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -288,6 +291,15 @@ func TestRestartOnlyChanges(t *testing.T) {
 	}
 	if got := RestartOnlyChanges(c, e); strings.Join(got, ",") != "access_log" {
 		t.Fatalf("access log rotation change reported as %q", got)
+	}
+	// The admin listener is built at start: its names too.
+	h1 := load("admin: {hosts: [ops.example.com]}\n")
+	h2 := load("admin:\n  hosts: [ops.example.com, \"[2001:db8::1]\"]\n")
+	if got := RestartOnlyChanges(h1, h2); strings.Join(got, ",") != "admin" {
+		t.Fatalf("admin.hosts change reported as %q", got)
+	}
+	if !slices.Equal(h2.Admin.Hosts, []string{"ops.example.com", "[2001:db8::1]"}) {
+		t.Fatalf("admin.hosts read as %q", h2.Admin.Hosts)
 	}
 	if c.AccessLog.MaxBackups != 5 || a.AccessLog.MaxBackups != 0 {
 		t.Fatalf("max_backups defaults: %d with rotation, %d without", c.AccessLog.MaxBackups, a.AccessLog.MaxBackups)

@@ -34,7 +34,7 @@ func RestartOnlyChanges(prev, next *File) []string {
 	diff("client.idle_timeout", p.IdleTimeout != n.IdleTimeout)
 	diff("client.write_timeout", p.WriteTimeout != n.WriteTimeout)
 	diff("client.max_conns", p.MaxConns != n.MaxConns)
-	diff("admin", prev.Admin != next.Admin)
+	diff("admin", !prev.Admin.equal(next.Admin))
 	diff("access_log", prev.AccessLog.settings() != next.AccessLog.settings())
 	diff("cluster.tls", prev.Cluster.TLS.settings() != next.Cluster.TLS.settings())
 	return out

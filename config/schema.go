@@ -116,6 +116,12 @@ type Admin struct {
 	// Metrics is on (default: per-request figures for /metrics and the
 	// dashboard) or off.
 	Metrics string `yaml:"metrics"`
+	// Hosts are names the listener answers to besides its listen address,
+	// the address a request arrived on and loopback (localhost,
+	// 127.0.0.1, [::1]): the names operators reach it by. Any other Host
+	// is refused (421), so a page whose name was rebound to this address
+	// cannot read the admin API from a browser.
+	Hosts []string `yaml:"hosts"`
 }
 
 // AccessLog says where request lines go.

@@ -19,7 +19,7 @@ import (
 // more, so a hot key outlives any flood of one-off keys; a key under
 // reject_for is skipped while others can go. Each slot is 32 bytes, so a
 // key costs 32 / load bytes: 36.6 at a full shard (7/8), 73 at worst right
-// after a doubling.
+// after a doubling, 91 right after the last growth (see grow).
 //
 // It is safe for concurrent use; the critical section is a probe and an
 // update under the shard's lock.
@@ -150,10 +150,18 @@ func (t *table) peek(k uint64) (s *shard, sl *slot) {
 }
 
 // grow doubles the shard's slots (up to slotMax) and reinserts its keys.
+// When what would be left to grow after the doubling is under a quarter of
+// it, it goes to slotMax at once: a last small step would copy the whole
+// shard again for a few more keys, and the old slots, waiting for the
+// collector, would double the memory the table holds just as it fills
+// (with a million keys: 33 MiB more, briefly, on 36).
 func (t *table) grow(s *shard) {
 	old := s.slots
-	s.slots = make([]slot, min(2*len(old), t.slotMax))
-	n := len(s.slots)
+	n := min(2*len(old), t.slotMax)
+	if t.slotMax-n < n/4 {
+		n = t.slotMax
+	}
+	s.slots = make([]slot, n)
 	for _, sl := range old {
 		if sl.key == 0 {
 			continue

@@ -39,8 +39,9 @@ type Ctx struct {
 
 	// Target is the request's target in its one canonical form
 	// (codec.ParseTarget): routing, conditions, ACLs and rewrites read it,
-	// and it is what goes upstream unless a rewrite set UpstreamPath or
-	// UpstreamHost. It is filled before any filter runs.
+	// and it is what goes upstream (the path as the client spelled it when
+	// that means the same, Target.ForwardPath) unless a rewrite set
+	// UpstreamPath or UpstreamHost. It is filled before any filter runs.
 	Target codec.Target
 	// UpstreamPath and UpstreamHost, when not nil, replace Target.Path and
 	// Target.Host upstream; a rewrite sets them (canonical, never decoded

@@ -498,7 +498,10 @@ func normHost(h string) (host string, wildcard bool, err error) {
 }
 
 // methodSet is a route's method list: a bit per common method, the others
-// by name.
+// by name. GET brings HEAD with it (as nginx's limit_except does): HEAD is
+// GET without the body (RFC 9110 §9.3.2), so a route that serves GET must
+// also own its HEAD, or a HEAD would slip past the route's auth and
+// limits to a wider route behind it.
 type methodSet struct {
 	any   bool
 	bits  uint16
@@ -518,6 +521,9 @@ func newMethodSet(methods []string) (methodSet, error) {
 			ms.other = append(ms.other, m)
 		}
 	}
+	if ms.bits&methodBit(strGET) != 0 {
+		ms.bits |= methodBit(strHEAD)
+	}
 	return ms, nil
 }
 
@@ -536,6 +542,8 @@ func (ms *methodSet) allows(m []byte, bit uint16) bool {
 	}
 	return false
 }
+
+var strGET, strHEAD = []byte("GET"), []byte("HEAD")
 
 // methodBit gives each common method a bit; 0 for the others.
 func methodBit(m []byte) uint16 {

@@ -257,6 +257,23 @@ func TestMatchRules(t *testing.T) {
 			},
 		},
 		{
+			// HEAD is GET without a body: a GET-only route owns it, or a
+			// HEAD would reach the public route behind without the GET
+			// route's auth.
+			name: "GET covers HEAD",
+			routes: []*Route{
+				{Name: "private-get", Path: "/priv/", Kind: Prefix, Methods: []string{"GET"}},
+				{Name: "private-post", Path: "/post/", Kind: Prefix, Methods: []string{"post"}},
+				{Name: "public", Path: "/", Kind: Prefix},
+			},
+			reqs: []req{
+				{"GET", "h", "/priv/x", nil, "private-get"},
+				{"HEAD", "h", "/priv/x", nil, "private-get"},
+				{"POST", "h", "/priv/x", nil, "public"},
+				{"HEAD", "h", "/post/x", nil, "public"},
+			},
+		},
+		{
 			name: "condition fallthrough",
 			routes: []*Route{
 				{Name: "canary", Path: "/x", When: canary},
@@ -545,7 +562,10 @@ func refMatch(routes []*Route, c *pipeline.Ctx) *Route {
 				return false
 			}
 		}
-		if len(r.Methods) > 0 && !slices.ContainsFunc(r.Methods, func(m string) bool { return strings.ToUpper(m) == method }) {
+		if len(r.Methods) > 0 && !slices.ContainsFunc(r.Methods, func(m string) bool {
+			m = strings.ToUpper(m)
+			return m == method || m == "GET" && method == "HEAD"
+		}) {
 			return false
 		}
 		return r.When == nil || r.When.Eval(c)
@@ -605,7 +625,7 @@ var (
 	rqHosts   = []string{"a.com", "A.COM:80", "b.a.com", "x.b.a.com", "X.B.A.com:8443", "y.x.b.a.com", "com", "q.com",
 		"other.org", "other.org.", "[::1]:8080", "", "a.com."}
 	rqPaths   = []string{"/", "/a", "/a/", "/a/b", "/ab", "/a/b/c", "/a/b/c/d", "/a/123", "/a/xyz", "/b", "/b/1", "/c/d", "/zzz", "/a/../b/1"}
-	rqMethods = []string{"GET", "GET", "POST", "PURGE", "DELETE", "PATCH"}
+	rqMethods = []string{"GET", "GET", "HEAD", "POST", "PURGE", "DELETE", "PATCH"}
 )
 
 func (g randomTable) pick(s []string) string { return s[g.rng.IntN(len(s))] }

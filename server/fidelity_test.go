@@ -104,6 +104,30 @@ func refCanonical(p string) (string, bool) {
 	return res, true
 }
 
+// refRespelled is p with escapes of unreserved characters decoded and
+// every other escape in upper case, "" if p has a byte the canonical form
+// escapes.
+func refRespelled(p string) string {
+	var b strings.Builder
+	for j := 0; j < len(p); j++ {
+		c := p[j]
+		switch {
+		case c == '%' && j+2 < len(p) && isHex(p[j+1]) && isHex(p[j+2]):
+			if v := hexByte(p[j+1], p[j+2]); strings.IndexByte(refUnreserved, v) >= 0 {
+				b.WriteByte(v)
+			} else {
+				b.WriteString(strings.ToUpper(p[j : j+3]))
+			}
+			j += 2
+		case c == '/' || strings.IndexByte(refPathRaw, c) >= 0:
+			b.WriteByte(c)
+		default:
+			return ""
+		}
+	}
+	return b.String()
+}
+
 // refHidesDots decodes s up to four times, as backends that decode more
 // than once would, looking for a dot segment between '/' or '\'.
 func refHidesDots(s string) bool {
@@ -231,6 +255,10 @@ func refForward(method, target, host string, fields [][2]string) model {
 	canon, ok := refCanonical(path)
 	if !ok {
 		return model{refuse: true}
+	}
+	// The client's spelling goes upstream when it means the canonical path.
+	if refRespelled(path) == canon {
+		canon = path
 	}
 	line := method + " " + canon
 	if q := refQuery(query); hasQuery && q != "" {

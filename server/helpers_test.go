@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/testutil"
 )
 
 var transports = []string{"netpoll", "netpoll-dispatch", "fasthttp"}
@@ -73,6 +74,13 @@ func startGateway(t testing.TB, kind, yaml string, vars map[string]string, tweak
 		}
 	})
 	return &testGateway{Addr: ln.Addr().String(), GW: gw, Transport: tr, Compiler: c}
+}
+
+// startWithRecorder serves yaml, its ${UP} a recording upstream.
+func startWithRecorder(t *testing.T, kind, yaml string) (*testGateway, *testutil.RecordingUpstream) {
+	t.Helper()
+	up := testutil.StartRecordingUpstream(t)
+	return startGateway(t, kind, yaml, map[string]string{"UP": up.Addr}, nil), up
 }
 
 // oneService is a config routing everything to ${UP}.

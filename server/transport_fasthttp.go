@@ -196,6 +196,9 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 	var b *fhBody
 	if err == nil && req.IsBodyStream() {
 		b, err = t.readBody(req)
+		if b != nil {
+			b.bound.conn = ctx.Conn()
+		}
 	}
 	if err != nil {
 		t.h.ServeError(err, req, resp, peer)
@@ -265,11 +268,13 @@ func (t *fastHTTPTransport) readBody(req *fasthttp.Request) (*fhBody, error) {
 	case cl == 0:
 		req.ResetBody()
 		return nil, nil
-	case cl > t.streamBytes:
-		return nil, nil // fasthttp's stream yields exactly cl bytes
 	}
 	b := t.bodies.Get().(*fhBody)
 	b.rest, b.limit = req.BodyStream(), t.maxBody
+	if cl > t.streamBytes {
+		req.SetBodyStream(b, cl) // fasthttp's stream yields exactly cl bytes; b bounds its time
+		return b, nil
+	}
 	want := cl
 	if cl < 0 {
 		want = t.streamBytes + 1 // chunked: read one byte past the threshold to know
@@ -320,6 +325,7 @@ type fhBody struct {
 	total int64
 	limit int64 // 0: none
 	err   error
+	bound fhBound
 }
 
 func (b *fhBody) Read(p []byte) (int, error) {
@@ -341,6 +347,7 @@ func (b *fhBody) read(p []byte) (int, error) {
 		n -= int(b.total - b.limit)
 		err = codec.ErrBodyTooLarge
 	}
+	n, err = b.bound.after(n, err)
 	if err != nil {
 		b.err = err
 	}
@@ -350,6 +357,7 @@ func (b *fhBody) read(p []byte) (int, error) {
 func (b *fhBody) release() {
 	b.buf, b.pre = b.buf[:0], nil
 	b.rest, b.total, b.limit, b.err = nil, 0, 0, nil
+	b.bound = fhBound{}
 }
 
 // fhListener wraps each accepted connection in an fhConn.

@@ -183,6 +183,10 @@ const maxLoopPools = 64
 func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
 	lp := in.loopPoolFor(c.Loop)
 	if lp == nil {
+		// The shared client cuts the request's write at the write timeout
+		// too; a streamed body bounded a moment before that tells a
+		// client's delay (408) from a backend that stopped reading (504).
+		boundBody(c, sooner(deadline, c.Now(), in.pool.Write))
 		c.ApplyForward()
 		return doGuarded(in.client, &in.keeping, c, deadline, &in.pool)
 	}

@@ -118,7 +118,9 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	l.AddString("traceparent", c.Scratch)
 	l.AddString("X-Request-Id", c.Trace.RequestID)
 
-	path := c.Target.Path
+	// The client's path as sent unless a rewrite made a new one (which is
+	// canonical: see codec.Target.ForwardPath).
+	path := c.Target.ForwardPath()
 	if c.UpstreamPath != nil {
 		path = c.UpstreamPath
 	}

@@ -129,6 +129,7 @@ var (
 	errBodyTooBig  = pipeline.NewCanned(fasthttp.StatusBadGateway, "upstream response too large")
 	errClientBody  = pipeline.NewCanned(fasthttp.StatusRequestEntityTooLarge, "request body too large")
 	errClientChunk = pipeline.NewCanned(fasthttp.StatusBadRequest, "malformed request: invalid chunked body")
+	errClientSlow  = pipeline.NewCanned(fasthttp.StatusRequestTimeout, "request body not received within the service's time budget")
 )
 
 // failure classifies an upstream error.
@@ -142,6 +143,7 @@ const (
 	failBodyTooBig
 	failClientBody    // a streamed client body passed the limit
 	failClientFraming // a streamed chunked client body broke its framing
+	failClientSlow    // a streamed client body had not arrived when the budget ran out
 )
 
 func (f failure) result() pipeline.Result {
@@ -154,7 +156,7 @@ func (f failure) result() pipeline.Result {
 		return pipeline.ResultBusy
 	case failBodyTooBig:
 		return pipeline.ResultTooLarge
-	case failClientBody, failClientFraming:
+	case failClientBody, failClientFraming, failClientSlow:
 		return pipeline.ResultClientBody
 	}
 	return pipeline.ResultReset
@@ -167,6 +169,8 @@ func classify(err error) failure {
 		return failClientBody
 	case errors.Is(err, codec.ErrBadChunk):
 		return failClientFraming
+	case errors.Is(err, codec.ErrBodyTimeout):
+		return failClientSlow
 	case errors.Is(err, fasthttp.ErrNoFreeConns):
 		return failBusy
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
@@ -209,6 +213,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		deadline = c.Deadline
 	}
 	c.Outcome.Service = s.Name
+	boundBody(c, deadline)
 	var gen uint64
 	if s.breaker != nil {
 		var ok bool
@@ -359,6 +364,9 @@ func writeFailure(c *pipeline.Ctx, f failure) {
 		c.CloseConn = true
 	case failClientFraming:
 		errClientChunk.WriteTo(c)
+		c.CloseConn = true
+	case failClientSlow:
+		errClientSlow.WriteTo(c)
 		c.CloseConn = true
 	default:
 		errBadGateway.WriteTo(c)

@@ -167,6 +167,8 @@ func serve(path string, stderr io.Writer) error {
 		}
 		adminSrv = admin.New(admin.Deps{
 			Token:    f.Admin.Token,
+			Listen:   f.Admin.Listen,
+			Hosts:    f.Admin.Hosts,
 			Snapshot: gw.Snapshot,
 			Reload:   func() (*config.Snapshot, error) { return reload("admin API") },
 			Revoke:   revoker(compiler, f),

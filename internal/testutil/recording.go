@@ -250,6 +250,14 @@ func (u *RecordingUpstream) Last() (RawRequest, bool) {
 	return u.reqs[len(u.reqs)-1], true
 }
 
+// Open reports the connections accepted and not yet closed (by either
+// side: a read fails once the client closes).
+func (u *RecordingUpstream) Open() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.conns)
+}
+
 // Count reports how many requests arrived.
 func (u *RecordingUpstream) Count() int {
 	u.mu.Lock()

@@ -56,6 +56,7 @@ func (c *conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		c.h.ServeError(err, req, resp, c.peer)
 	} else {
+		x.boundBy(w)
 		// Its close-the-connection answer is HTTP/1.1's: a refused
 		// request does not end the other streams (see draining below).
 		c.h.Serve(req, resp, c.peer)
@@ -232,7 +233,7 @@ func readStart(rb io.Reader, buf []byte, o *Options) ([]byte, io.Reader, error) 
 	if o.MaxBodyBytes <= 0 {
 		rest.left = -1
 	}
-	return buf, io.MultiReader(bytes.NewReader(buf), rest), nil
+	return buf, &boundedBody{Reader: io.MultiReader(bytes.NewReader(buf), rest)}, nil
 }
 
 // limitedBody is the rest of a streamed body, failing past the limit.

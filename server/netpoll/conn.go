@@ -60,6 +60,10 @@ type npConn struct {
 	peekN    int              // what peek saw; guarded by mu
 	peekFn   func(fd uintptr) // c.peek, bound once
 
+	// rdeadline is the read deadline set on the socket (runtime poller
+	// mode), which LimitReads may bring forward.
+	rdeadline time.Time
+
 	// Event-loop mode (see evloop_linux.go): the socket's readiness, the
 	// fiber serving the connection, and the current read and write
 	// deadlines on the transport clock (0 for none).
@@ -155,11 +159,29 @@ func (c *npConn) armReadDeadline() {
 			c.rdl = c.loop.ev.clock + int64(c.rtimeout)
 		}
 	} else if c.rtimeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.rtimeout))
+		c.rdeadline = time.Now().Add(c.rtimeout)
+		_ = c.nc.SetReadDeadline(c.rdeadline)
 		c.rset = true
 	} else if c.rset {
 		_ = c.nc.SetReadDeadline(time.Time{})
-		c.rset = false
+		c.rset, c.rdeadline = false, time.Time{}
+	}
+}
+
+// LimitReads implements codec.ReadLimiter: the current read phase ends at
+// t if its own deadline is later (a streamed body's exchange budget).
+func (c *npConn) LimitReads(t time.Time) {
+	c.armReadDeadline()
+	if c.loop.ev != nil {
+		if at := c.t.clockAt(t); c.rdl == 0 || at < c.rdl {
+			c.rdl = at
+		}
+		return
+	}
+	if !c.rset || t.Before(c.rdeadline) {
+		c.rdeadline = t
+		_ = c.nc.SetReadDeadline(t)
+		c.rset = true
 	}
 }
 

@@ -816,6 +816,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 			return false, true
 		}
 		c.body.StartFixed(w.br, int64(cl))
+		c.body.LimitedBy(c)
 		req.SetBodyStream(&c.body, cl)
 		return true, true
 	}
@@ -824,6 +825,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 	// checked whole (and a malformed one refused) before the handler runs;
 	// a larger one is streamed, starting with what was decoded.
 	c.body.StartChunked(w.br, t.maxBody, t.trailerBytes)
+	c.body.LimitedBy(c)
 	pre := w.pre[:0]
 	for {
 		if len(pre) == cap(pre) {

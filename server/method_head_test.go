@@ -1,0 +1,73 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/tollgate/tollgate/server/h2"
+)
+
+// headRoutes: a signed GET-only route and a GET-only limited route in
+// front of a public catch-all, as an operator writes them.
+const headRoutes = `
+services:
+  up: {instances: [{addr: "${UP}"}]}
+routes:
+  - name: private
+    match: {prefix: /priv/, methods: [GET]}
+    auth: signature
+    service: up
+  - name: limited
+    match: {prefix: /lim/, methods: [GET]}
+    limits: [{by: ip, rate: 1, per: 1m, burst: 1, scope: local}]
+    service: up
+  - name: public
+    match: {prefix: /}
+    service: up
+consumers:
+  - {app_key: k, secret: 0123456789abcdef}
+`
+
+// TestHeadTakesTheGetRoute: HEAD is GET without a body, so a GET-only
+// route owns it: an unsigned HEAD to the signed route is refused, not
+// passed to the public route behind it, and HEAD counts against a
+// GET-only limit. Over HTTP/1.1 on every transport and over h2.
+func TestHeadTakesTheGetRoute(t *testing.T) {
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g, up := startWithRecorder(t, kind, headRoutes)
+			status, _, _, forwarded := exchange(t, g, up, "HEAD /priv/secret HTTP/1.1\r\nHost: h\r\n\r\n")
+			if status != 401 || forwarded {
+				t.Errorf("HEAD /priv/secret: status %d forwarded=%v, want 401 and nothing forwarded", status, forwarded)
+			}
+			status, _, _, forwarded = exchange(t, g, up, "POST /priv/secret HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n")
+			if status != 200 || !forwarded {
+				t.Errorf("POST /priv/secret: status %d forwarded=%v, want the public route's 200", status, forwarded)
+			}
+			status, _, _, _ = exchange(t, g, up, "GET /lim/a HTTP/1.1\r\nHost: h\r\n\r\n")
+			if status != 200 {
+				t.Fatalf("first GET /lim/a: %d", status)
+			}
+			status, _, _, forwarded = exchange(t, g, up, "HEAD /lim/a HTTP/1.1\r\nHost: h\r\n\r\n")
+			if status != 911 || forwarded {
+				t.Errorf("HEAD after the GET limit is spent: status %d forwarded=%v, want the local limit's 911", status, forwarded)
+			}
+		})
+		t.Run(kind+"/h2", func(t *testing.T) {
+			e := startH2EdgeOn(t, kind, h2.Options{}, headRoutes, "")
+			r := e.raw(t)
+			head := func(path string) []string {
+				return []string{":method", "HEAD", ":scheme", "https", ":authority", "a.test", ":path", path}
+			}
+			before := e.up.Count()
+			if o := r.await(r.send(nil, head("/priv/secret")...)); o.status != "401" || e.up.Count() != before {
+				t.Errorf("h2 HEAD /priv/secret: %+v, forwarded %d, want 401 and nothing forwarded", o, e.up.Count()-before)
+			}
+			if o := r.await(r.send(nil, get("/lim/a")...)); o.status != "200" {
+				t.Fatalf("h2 first GET /lim/a: %+v", o)
+			}
+			if o := r.await(r.send(nil, head("/lim/a")...)); o.status != "911" {
+				t.Errorf("h2 HEAD after the GET limit is spent: %+v, want 911", o)
+			}
+		})
+	}
+}
