@@ -44,6 +44,12 @@ func wsUpstream(t *testing.T) string {
 					_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 10\r\nConnection: close\r\n\r\nno upgrade")
 					return
 				}
+				if bytes.HasSuffix(req.RequestURI(), []byte("/refuse-long")) {
+					// A refusal longer than any window: 2 MiB of body.
+					_, _ = io.WriteString(c, "HTTP/1.1 426 Upgrade Required\r\nContent-Length: 2097152\r\n\r\n")
+					_, _ = c.Write(make([]byte, 2<<20))
+					return
+				}
 				if bytes.HasSuffix(req.RequestURI(), []byte("/refuse")) {
 					_, _ = io.WriteString(c, "HTTP/1.1 426 Upgrade Required\r\nContent-Length: 7\r\n\r\nrefused")
 					_, _ = io.Copy(io.Discard, br) // anything tunnelled would land here
@@ -300,6 +306,24 @@ func TestWebSocketRefusedStaysHTTP(t *testing.T) {
 			}
 			if resp := npRead(t, conn, br, false); resp.StatusCode() != 401 {
 				t.Fatalf("the request behind a refused handshake: %d %s", resp.StatusCode(), resp.Body())
+			}
+		})
+	}
+}
+
+// TestWebSocketLongRefusalNotHeld: a backend that refuses the switch with
+// a body longer than the window the gateway holds of an answer gets 502:
+// a handshake's answer cannot stream, and is not held whole either.
+func TestWebSocketLongRefusalNotHeld(t *testing.T) {
+	up := wsUpstream(t)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
+			conn := npDial(t, g.Addr)
+			br := bufio.NewReader(conn)
+			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/refuse-long", 1))
+			if resp := npRead(t, conn, br, false); resp.StatusCode() != 502 {
+				t.Fatalf("a 2 MiB refusal of the switch: %d, %d body bytes", resp.StatusCode(), len(resp.Body()))
 			}
 		})
 	}

@@ -132,8 +132,11 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 	}
 	c.Outcome.Result, c.Outcome.Status = pipeline.ResultOK, c.Resp.StatusCode()
 	if c.Resp.StatusCode() != fasthttp.StatusSwitchingProtocols {
-		// Refused by the backend: its answer, whole, and no switch.
-		err = c.Resp.ReadBody(br, in.pool.MaxResponseBytes)
+		// Refused by the backend: its answer, whole, and no switch. A
+		// refusal is short; one longer than the window the gateway holds
+		// of any answer is not passed on (it would not stream: the
+		// connection is the handshake's own).
+		err = c.Resp.ReadBody(br, min(in.pool.MaxResponseBytes, in.pool.AnswerWindow))
 		_ = conn.Close()
 		c.Upgrade = nil
 		if err != nil {
