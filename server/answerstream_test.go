@@ -379,6 +379,7 @@ func TestH2ZeroWindowHoldsNoAnswer(t *testing.T) {
 	}
 	// The client acknowledges the server's settings and otherwise reads
 	// only headers: no window is ever given.
+	var writing sync.Mutex // the framer writes from both goroutines
 	go func() {
 		for {
 			f, err := r.fr.ReadFrame()
@@ -386,12 +387,16 @@ func TestH2ZeroWindowHoldsNoAnswer(t *testing.T) {
 				return
 			}
 			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+				writing.Lock()
 				_ = r.fr.WriteSettingsAck()
+				writing.Unlock()
 			}
 		}
 	}()
 	for range 100 {
+		writing.Lock()
 		r.send(nil, get("/big?n=20000000")...)
+		writing.Unlock()
 	}
 	time.Sleep(1500 * time.Millisecond)
 	held := sampleMem()
