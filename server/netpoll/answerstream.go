@@ -11,16 +11,25 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// streamBufSize is the piece of a streamed answer read from the backend
-// and written to the client at a time: large enough that a fast client
-// costs a few socket calls per window, small beside the window itself.
-const streamBufSize = 64 << 10
+// A streamed answer is read from the backend and written to the client a
+// piece at a time, the piece the size of the window (at most
+// bigPiece): each piece makes the backend, the gateway and the client
+// wait for one another once, so smaller pieces cost all three more
+// wake-ups per answer (1 MiB answers through 64 KiB pieces: 0.89 of the
+// rate through 256 KiB pieces, bench/RESULTS.md "Answers streamed").
+const (
+	bigPiece   = 256 << 10
+	smallPiece = 64 << 10
+)
 
 // defaultStreamWindow paces a streamed body that does not say its own
 // window (a stream_response service's, read by fasthttp's client).
 const defaultStreamWindow = 256 << 10
 
-var streamBufs = sync.Pool{New: func() any { return new([streamBufSize]byte) }}
+var (
+	bigPieces   = sync.Pool{New: func() any { return new([bigPiece]byte) }}
+	smallPieces = sync.Pool{New: func() any { return new([smallPiece]byte) }}
+)
 
 // errStreamCut is a streamed answer the backend ended early or broke: the
 // client has a part of it, and its connection closes.
@@ -67,11 +76,22 @@ func (t *netpollTransport) writeStreamed(c *npConn, w *npWork, resp *fasthttp.Re
 	if wb, ok := body.(transport.Paced); ok && wb.Window() > 0 {
 		window = wb.Window()
 	}
-	buf := streamBufs.Get().(*[streamBufSize]byte)
-	defer streamBufs.Put(buf)
+	var buf []byte
+	if window >= bigPiece {
+		b := bigPieces.Get().(*[bigPiece]byte)
+		defer bigPieces.Put(b)
+		buf = b[:]
+	} else {
+		b := smallPieces.Get().(*[smallPiece]byte)
+		defer smallPieces.Put(b)
+		buf = b[:min(max(window, 4<<10), smallPiece)]
+	}
 	var sent, sinceArm int64
 	for {
-		n, rerr := body.Read(buf[:])
+		// A piece is filled before it is written: the backend's bytes
+		// come in whatever pieces its socket had, and writing each as it
+		// came would make a socket call per few kilobytes on both sides.
+		n, rerr := fillPiece(body, buf)
 		if n > 0 {
 			if chunked {
 				_, _ = w.bw.Write(strconv.AppendInt(w.bw.AvailableBuffer(), int64(n), 16))
@@ -142,4 +162,17 @@ func (t *netpollTransport) noteStream(err error) {
 // because the client stopped reading.
 func (t *netpollTransport) StreamedAnswers() (done, cut, stalled uint64) {
 	return t.streamsDone.Load(), t.streamsCut.Load(), t.streamsStalled.Load()
+}
+
+// fillPiece reads from r into p until p is full, r ends or fails.
+func fillPiece(r io.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := r.Read(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
