@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 
 	"github.com/corazawaf/libinjection-go"
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/source"
@@ -65,6 +67,7 @@ type WAF struct {
 	cookies  bool
 	bodies   []string // accepted media types; nil: any
 	counts   *Counts
+	cache    *verdictCache // header and cookie values' verdicts
 }
 
 // Counts are a route's detections, kept across reloads. Hidden counts
@@ -92,7 +95,8 @@ const (
 
 // New compiles a setting; counts may be nil (a fresh set is made).
 func New(cfg Config, counts *Counts) (*WAF, error) {
-	w := &WAF{skip: map[string]bool{}, allowVal: map[string]bool{}, counts: counts, cookies: cfg.Cookies == nil || *cfg.Cookies}
+	w := &WAF{skip: map[string]bool{}, allowVal: map[string]bool{}, counts: counts, cookies: cfg.Cookies == nil || *cfg.Cookies,
+		cache: new(verdictCache)}
 	headers := []string{"User-Agent", "Referer"}
 	if cfg.Headers != nil {
 		headers = *cfg.Headers
@@ -156,6 +160,15 @@ func New(cfg Config, counts *Counts) (*WAF, error) {
 		}
 	}
 	return w, nil
+}
+
+// UnreadableTotal is every body refused (or logged) unread.
+func (c *Counts) UnreadableTotal() uint64 {
+	var n uint64
+	for i := range c.Unreadable {
+		n += c.Unreadable[i].Load()
+	}
+	return n
 }
 
 // Counts returns the route's detection counters.
@@ -266,32 +279,66 @@ func (w *WAF) inspectBody(c *pipeline.Ctx, kind bodyKind) finding {
 	return found
 }
 
-// inspectFields checks the cookies and the chosen header fields.
+// inspectFields checks the cookies and the chosen header fields, as
+// received (one pass over the raw section: fasthttp's cookie accessors
+// rebuild the field, and allocate).
 func (w *WAF) inspectFields(c *pipeline.Ctx) finding {
+	if !w.cookies && len(w.headers) == 0 {
+		return none
+	}
 	found := none
-	if w.cookies {
-		c.Req.Header.VisitAllCookie(func(name, value []byte) {
-			if found != none {
-				return
+	for name, value := range codec.Fields(&c.Req.Header) {
+		switch {
+		case len(value) == 0:
+		case ascii.EqualFold(name, "Cookie"):
+			if w.cookies {
+				found = w.inspectCookies(value)
 			}
-			if found = w.inspectName(name); found == none && len(value) > 0 && !w.allowed(source.Cookie, name, value) {
-				found = w.inspect(value)
-			}
-		})
-	}
-	for _, h := range w.headers {
+		case w.chosen(name) && !w.allowed(source.Header, name, value):
+			found = w.inspectCached(value)
+		}
 		if found != none {
-			break
+			return found
 		}
-		for _, v := range c.Req.Header.PeekAll(bytesconv.B2S(h)) {
-			if len(v) > 0 && !w.allowed(source.Header, h, v) {
-				if found = w.inspect(v); found != none {
-					break
-				}
+	}
+	return none
+}
+
+// chosen reports a header field the route checks.
+func (w *WAF) chosen(name []byte) bool {
+	for _, h := range w.headers {
+		if ascii.EqualFold(name, bytesconv.B2S(h)) {
+			return true
+		}
+	}
+	return false
+}
+
+// inspectCookies checks each name=value pair of a Cookie field, read
+// here (fasthttp's own cookie parsing allocates as it collects them).
+func (w *WAF) inspectCookies(line []byte) finding {
+	for len(line) > 0 {
+		pair := line
+		if i := bytes.IndexByte(line, ';'); i >= 0 {
+			pair, line = line[:i], line[i+1:]
+		} else {
+			line = nil
+		}
+		pair = ascii.TrimOWS(pair)
+		name, value := pair, pair[len(pair):]
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			name, value = ascii.TrimOWS(pair[:i]), ascii.TrimOWS(pair[i+1:])
+		}
+		if f := w.inspectName(name); f != none {
+			return f
+		}
+		if len(value) > 0 && !w.allowed(source.Cookie, name, value) {
+			if f := w.inspectCached(value); f != none {
+				return f
 			}
 		}
 	}
-	return found
+	return none
 }
 
 // validFieldName reports an HTTP field name (a token).
