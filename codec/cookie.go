@@ -3,7 +3,6 @@ package codec
 import (
 	"bytes"
 	"github.com/tollgate/tollgate/internal/ascii"
-	"iter"
 
 	"github.com/valyala/fasthttp"
 )
@@ -17,24 +16,6 @@ import (
 // request and is valid until it is released.
 func Cookie(h *fasthttp.RequestHeader, name []byte) []byte {
 	for _, line := range h.PeekAll("Cookie") {
-		for k, v := range CookiePairs(line) {
-			if !bytes.Equal(k, name) {
-				continue
-			}
-			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-				v = v[1 : len(v)-1]
-			}
-			return v
-		}
-	}
-	return nil
-}
-
-// CookiePairs yields the name=value pairs of one Cookie field as sent,
-// each trimmed of surrounding whitespace (a pair without '=' is a name
-// with an empty value). The slices alias line.
-func CookiePairs(line []byte) iter.Seq2[[]byte, []byte] {
-	return func(yield func([]byte, []byte) bool) {
 		for len(line) > 0 {
 			pair := line
 			if i := bytes.IndexByte(line, ';'); i >= 0 {
@@ -46,9 +27,15 @@ func CookiePairs(line []byte) iter.Seq2[[]byte, []byte] {
 			if i := bytes.IndexByte(pair, '='); i >= 0 {
 				k, v = pair[:i], pair[i+1:]
 			}
-			if !yield(ascii.TrimOWS(k), ascii.TrimOWS(v)) {
-				return
+			if !bytes.Equal(ascii.TrimOWS(k), name) {
+				continue
 			}
+			v = ascii.TrimOWS(v)
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			return v
 		}
 	}
+	return nil
 }

@@ -102,7 +102,7 @@ func New(cfg Config, counts *Counts) (*WAF, error) {
 		headers = *cfg.Headers
 	}
 	for _, h := range headers {
-		if !ascii.IsToken(h) {
+		if !validFieldName(h) {
 			return nil, fmt.Errorf("waf.headers: %q is not a header field name", h)
 		}
 		w.headers = append(w.headers, []byte(h))
@@ -314,9 +314,21 @@ func (w *WAF) chosen(name []byte) bool {
 	return false
 }
 
-// inspectCookies checks each name=value pair of a Cookie field.
+// inspectCookies checks each name=value pair of a Cookie field, read
+// here (fasthttp's own cookie parsing allocates as it collects them).
 func (w *WAF) inspectCookies(line []byte) finding {
-	for name, value := range codec.CookiePairs(line) {
+	for len(line) > 0 {
+		pair := line
+		if i := bytes.IndexByte(line, ';'); i >= 0 {
+			pair, line = line[:i], line[i+1:]
+		} else {
+			line = nil
+		}
+		pair = ascii.TrimOWS(pair)
+		name, value := pair, pair[len(pair):]
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			name, value = ascii.TrimOWS(pair[:i]), ascii.TrimOWS(pair[i+1:])
+		}
 		if f := w.inspectName(name); f != none {
 			return f
 		}
@@ -327,6 +339,20 @@ func (w *WAF) inspectCookies(line []byte) finding {
 		}
 	}
 	return none
+}
+
+// validFieldName reports an HTTP field name (a token).
+func validFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // maySQLi and mayXSS skip values that cannot carry an injection, so the

@@ -4,8 +4,6 @@
 // []byte with a string without converting either.
 package ascii
 
-import "strings"
-
 // EqualFold reports whether b and s are equal ignoring ASCII letter case.
 func EqualFold(b []byte, s string) bool {
 	if len(b) != len(s) {
@@ -59,18 +57,4 @@ func TrimOWS(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// IsToken reports an RFC 9110 token: a method, a field name. Empty is not.
-func IsToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
-	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/server/transport"
 	"github.com/valyala/fasthttp"
 )
@@ -101,7 +100,7 @@ func (x *exchange) build(r *http.Request, o *Options) error {
 	if r.Host == "" {
 		return codec.ErrMissingHost
 	}
-	if !ascii.IsToken(r.Method) || !isVisible(r.RequestURI) || !isVisible(r.Host) {
+	if !isToken(r.Method) || !isVisible(r.RequestURI) || !isVisible(r.Host) {
 		return codec.ErrBadTarget
 	}
 	// Origin form only (RFC 9113 §8.3.1): an absolute :path would name a
@@ -322,6 +321,19 @@ func isHopByHop(name []byte) bool {
 		}
 	}
 	return false
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // isVisible reports s as non-empty visible ASCII: no space or control
