@@ -8,9 +8,7 @@ var (
 	blocked = &pipeline.Family{Name: "tollgate_waf_blocked_total", Type: pipeline.Counter,
 		Help: "Requests the route's WAF refused (403 for an attack, 413 for a body it could not inspect)."}
 	hidden = &pipeline.Family{Name: "tollgate_waf_uninspected_bodies_total", Type: pipeline.Counter,
-		Help: "Request bodies the route's WAF could not read (streamed or content-encoded)."}
-	unreadable = &pipeline.Family{Name: "tollgate_waf_unreadable_bodies_total", Type: pipeline.Counter,
-		Help: "Request bodies the route's WAF refused (or, at level log, let through) unread, by reason: unreadable_json, too_deep, unreadable_multipart, media_type.", Labels: []string{"reason"}}
+		Help: "Form or JSON bodies the route's WAF could not read (streamed or content-encoded)."}
 )
 
 // Report implements pipeline.Reporter.
@@ -19,7 +17,4 @@ func (w *WAF) Report(emit pipeline.Emit) {
 	emit(detections, float64(w.counts.XSS.Load()), "xss")
 	emit(blocked, float64(w.counts.Blocked.Load()))
 	emit(hidden, float64(w.counts.Hidden.Load()))
-	for r := range reasons {
-		emit(unreadable, float64(w.counts.Unreadable[r].Load()), reasonNames[r])
-	}
 }

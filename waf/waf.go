@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 
 	"github.com/corazawaf/libinjection-go"
-	"github.com/tollgate/tollgate/codec"
-	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/source"
@@ -67,7 +65,6 @@ type WAF struct {
 	cookies  bool
 	bodies   []string // accepted media types; nil: any
 	counts   *Counts
-	cache    *verdictCache // header and cookie values' verdicts
 }
 
 // Counts are a route's detections, kept across reloads. Hidden counts
@@ -95,8 +92,7 @@ const (
 
 // New compiles a setting; counts may be nil (a fresh set is made).
 func New(cfg Config, counts *Counts) (*WAF, error) {
-	w := &WAF{skip: map[string]bool{}, allowVal: map[string]bool{}, counts: counts, cookies: cfg.Cookies == nil || *cfg.Cookies,
-		cache: new(verdictCache)}
+	w := &WAF{skip: map[string]bool{}, allowVal: map[string]bool{}, counts: counts, cookies: cfg.Cookies == nil || *cfg.Cookies}
 	headers := []string{"User-Agent", "Referer"}
 	if cfg.Headers != nil {
 		headers = *cfg.Headers
@@ -160,15 +156,6 @@ func New(cfg Config, counts *Counts) (*WAF, error) {
 		}
 	}
 	return w, nil
-}
-
-// UnreadableTotal is every body refused (or logged) unread.
-func (c *Counts) UnreadableTotal() uint64 {
-	var n uint64
-	for i := range c.Unreadable {
-		n += c.Unreadable[i].Load()
-	}
-	return n
 }
 
 // Counts returns the route's detection counters.
@@ -279,66 +266,32 @@ func (w *WAF) inspectBody(c *pipeline.Ctx, kind bodyKind) finding {
 	return found
 }
 
-// inspectFields checks the cookies and the chosen header fields, as
-// received (one pass over the raw section: fasthttp's cookie accessors
-// rebuild the field, and allocate).
+// inspectFields checks the cookies and the chosen header fields.
 func (w *WAF) inspectFields(c *pipeline.Ctx) finding {
-	if !w.cookies && len(w.headers) == 0 {
-		return none
-	}
 	found := none
-	for name, value := range codec.Fields(&c.Req.Header) {
-		switch {
-		case len(value) == 0:
-		case ascii.EqualFold(name, "Cookie"):
-			if w.cookies {
-				found = w.inspectCookies(value)
+	if w.cookies {
+		c.Req.Header.VisitAllCookie(func(name, value []byte) {
+			if found != none {
+				return
 			}
-		case w.chosen(name) && !w.allowed(source.Header, name, value):
-			found = w.inspectCached(value)
-		}
-		if found != none {
-			return found
-		}
+			if found = w.inspectName(name); found == none && len(value) > 0 && !w.allowed(source.Cookie, name, value) {
+				found = w.inspect(value)
+			}
+		})
 	}
-	return none
-}
-
-// chosen reports a header field the route checks.
-func (w *WAF) chosen(name []byte) bool {
 	for _, h := range w.headers {
-		if ascii.EqualFold(name, bytesconv.B2S(h)) {
-			return true
+		if found != none {
+			break
 		}
-	}
-	return false
-}
-
-// inspectCookies checks each name=value pair of a Cookie field, read
-// here (fasthttp's own cookie parsing allocates as it collects them).
-func (w *WAF) inspectCookies(line []byte) finding {
-	for len(line) > 0 {
-		pair := line
-		if i := bytes.IndexByte(line, ';'); i >= 0 {
-			pair, line = line[:i], line[i+1:]
-		} else {
-			line = nil
-		}
-		pair = ascii.TrimOWS(pair)
-		name, value := pair, pair[len(pair):]
-		if i := bytes.IndexByte(pair, '='); i >= 0 {
-			name, value = ascii.TrimOWS(pair[:i]), ascii.TrimOWS(pair[i+1:])
-		}
-		if f := w.inspectName(name); f != none {
-			return f
-		}
-		if len(value) > 0 && !w.allowed(source.Cookie, name, value) {
-			if f := w.inspectCached(value); f != none {
-				return f
+		for _, v := range c.Req.Header.PeekAll(bytesconv.B2S(h)) {
+			if len(v) > 0 && !w.allowed(source.Header, h, v) {
+				if found = w.inspect(v); found != none {
+					break
+				}
 			}
 		}
 	}
-	return none
+	return found
 }
 
 // validFieldName reports an HTTP field name (a token).

@@ -372,8 +372,7 @@ func wafCounts(snap *config.Snapshot) map[string]map[string]uint64 {
 		for _, f := range r.Chain.Filters() {
 			if w, ok := f.(*waf.WAF); ok {
 				c := w.Counts()
-				out[r.Name] = map[string]uint64{"sqli": c.SQLi.Load(), "xss": c.XSS.Load(), "blocked": c.Blocked.Load(), "uninspected": c.Hidden.Load(),
-					"unreadable": c.UnreadableTotal()}
+				out[r.Name] = map[string]uint64{"sqli": c.SQLi.Load(), "xss": c.XSS.Load(), "blocked": c.Blocked.Load(), "uninspected": c.Hidden.Load()}
 			}
 		}
 	}
