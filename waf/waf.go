@@ -39,17 +39,6 @@ type Config struct {
 	Allow []string `yaml:"allow"`
 	// Checks are the detectors to run: sqli, xss (default both).
 	Checks []string `yaml:"checks"`
-	// Headers are the request fields whose values are checked like
-	// parameters; default [User-Agent, Referer] (what backends log and
-	// show), [] for none.
-	Headers *[]string `yaml:"headers"`
-	// Cookies are checked, names and values, unless false.
-	Cookies *bool `yaml:"cookies"`
-	// Bodies, when set, are the only media types a request body may have
-	// on the route (e.g. [application/json]); another is refused with
-	// 415. Unset, a body of a type the WAF has no reader for is checked
-	// whole, as one value.
-	Bodies []string `yaml:"bodies"`
 }
 
 // WAF is a compiled route setting; it is a pipeline.Filter, safe for
@@ -61,9 +50,6 @@ type WAF struct {
 	skip     map[string]bool // "query.q": never checked
 	allowVal map[string]bool // "query.sort=select", "*=select"
 	maxValue int             // the longest allowed value
-	headers  [][]byte        // request fields checked
-	cookies  bool
-	bodies   []string // accepted media types; nil: any
 	counts   *Counts
 }
 
@@ -71,8 +57,6 @@ type WAF struct {
 // form and JSON bodies the WAF could not read (streamed or encoded).
 type Counts struct {
 	SQLi, XSS, Hidden, Blocked atomic.Uint64
-	// Unreadable counts bodies refused (or logged) unread, by reason.
-	Unreadable [reasons]atomic.Uint64
 }
 
 var (
@@ -92,24 +76,7 @@ const (
 
 // New compiles a setting; counts may be nil (a fresh set is made).
 func New(cfg Config, counts *Counts) (*WAF, error) {
-	w := &WAF{skip: map[string]bool{}, allowVal: map[string]bool{}, counts: counts, cookies: cfg.Cookies == nil || *cfg.Cookies}
-	headers := []string{"User-Agent", "Referer"}
-	if cfg.Headers != nil {
-		headers = *cfg.Headers
-	}
-	for _, h := range headers {
-		if !validFieldName(h) {
-			return nil, fmt.Errorf("waf.headers: %q is not a header field name", h)
-		}
-		w.headers = append(w.headers, []byte(h))
-	}
-	for _, mt := range cfg.Bodies {
-		mt = strings.ToLower(strings.TrimSpace(mt))
-		if strings.Count(mt, "/") != 1 || strings.ContainsAny(mt, " ;,") {
-			return nil, fmt.Errorf("waf.bodies: %q is not a media type (type/subtype)", mt)
-		}
-		w.bodies = append(w.bodies, mt)
-	}
+	w := &WAF{skip: map[string]bool{}, allowVal: map[string]bool{}, counts: counts}
 	if w.counts == nil {
 		w.counts = new(Counts)
 	}
@@ -140,9 +107,8 @@ func New(cfg Config, counts *Counts) (*WAF, error) {
 		param, value, hasValue := strings.Cut(a, "=")
 		if param != "*" && param != "path" {
 			s, err := source.Parse(param)
-			if err != nil || (s.Kind != source.Query && s.Kind != source.Form && s.Kind != source.JSON &&
-				s.Kind != source.Cookie && s.Kind != source.Header) {
-				return nil, fmt.Errorf("waf.allow %q: want query.NAME, form.NAME, json.a.b, cookie.NAME, header.NAME, path or *, optionally =VALUE", a)
+			if err != nil || (s.Kind != source.Query && s.Kind != source.Form && s.Kind != source.JSON) {
+				return nil, fmt.Errorf("waf.allow %q: want query.NAME, form.NAME, json.a.b, path or *, optionally =VALUE", a)
 			}
 		}
 		if hasValue {
@@ -167,47 +133,25 @@ func (w *WAF) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		return pipeline.Continue
 	}
 	r := source.NewReader(c)
-	kind := bodyKindOf(c)
-	readable := kind != bodyEmpty
-	if r.BodyHidden() || (kind == bodyMultipart || kind == bodyOther) && (c.Req.IsBodyStream() || encoded(c)) {
-		// A body the WAF cannot read (streamed, or content-encoded)
-		// could carry anything: it is not let through unseen at level
-		// block.
-		readable = false
+	if r.BodyHidden() {
+		// A form or JSON body the WAF cannot read (streamed, or
+		// content-encoded) could carry anything: it is not let through
+		// unseen at level block.
 		w.counts.Hidden.Add(1)
 		if w.level == Block {
 			w.counts.Blocked.Add(1)
 			return c.Reject(blockHidden)
 		}
 		c.Decision = logHidden
-	} else if reason := w.unreadable(c, kind); reason >= 0 {
-		readable = false
-		w.counts.Unreadable[reason].Add(1)
-		if w.level == Block {
-			w.counts.Blocked.Add(1)
-			return c.Reject(blockUnreadable[reason])
-		}
-		c.Decision = logUnreadable[reason]
 	}
 	found := none
 	r.EachValue(func(k source.Kind, name, value []byte) bool {
-		if len(name) > 0 {
-			if found = w.inspectName(name); found != none {
-				return false
-			}
-		}
 		if len(value) == 0 || w.allowed(k, name, value) {
 			return true
 		}
 		found = w.inspect(value)
 		return found == none
 	})
-	if found == none && readable {
-		found = w.inspectBody(c, kind)
-	}
-	if found == none {
-		found = w.inspectFields(c)
-	}
 	switch found {
 	case sqli:
 		w.counts.SQLi.Add(1)
@@ -229,83 +173,6 @@ func (w *WAF) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		return c.Reject(blockSQLi)
 	}
 	return c.Reject(blockXSS)
-}
-
-// inspectName checks a parameter's name (or a JSON value's path of keys):
-// a payload put there reaches a backend that reads names as well.
-func (w *WAF) inspectName(name []byte) finding {
-	return w.inspect(name)
-}
-
-// inspectBody checks what the value walk does not read: a multipart
-// body's fields and file names, and a body of any other type whole.
-func (w *WAF) inspectBody(c *pipeline.Ctx, kind bodyKind) finding {
-	found := none
-	switch kind {
-	case bodyMultipart:
-		eachPart(c.Req.Body(), multipartBoundary(c.Req.Header.ContentType()), func(name, filename, content []byte, file bool) bool {
-			if found = w.inspectName(name); found != none {
-				return false
-			}
-			if found = w.inspectName(filename); found != none {
-				return false
-			}
-			if !file && len(content) > 0 && !w.allowed(source.Form, name, content) {
-				found = w.inspect(content)
-			}
-			return found == none
-		})
-	case bodyJSON:
-		eachJSONKey(c.Req.Body(), func(key []byte) bool {
-			found = w.inspectName(key)
-			return found == none
-		})
-	case bodyOther:
-		found = w.inspect(c.Req.Body())
-	}
-	return found
-}
-
-// inspectFields checks the cookies and the chosen header fields.
-func (w *WAF) inspectFields(c *pipeline.Ctx) finding {
-	found := none
-	if w.cookies {
-		c.Req.Header.VisitAllCookie(func(name, value []byte) {
-			if found != none {
-				return
-			}
-			if found = w.inspectName(name); found == none && len(value) > 0 && !w.allowed(source.Cookie, name, value) {
-				found = w.inspect(value)
-			}
-		})
-	}
-	for _, h := range w.headers {
-		if found != none {
-			break
-		}
-		for _, v := range c.Req.Header.PeekAll(bytesconv.B2S(h)) {
-			if len(v) > 0 && !w.allowed(source.Header, h, v) {
-				if found = w.inspect(v); found != none {
-					break
-				}
-			}
-		}
-	}
-	return found
-}
-
-// validFieldName reports an HTTP field name (a token).
-func validFieldName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // maySQLi and mayXSS skip values that cannot carry an injection, so the
@@ -373,11 +240,11 @@ func (w *WAF) inspect(value []byte) finding {
 func (w *WAF) detect(value []byte) finding {
 	v := bytesconv.B2S(value)
 	if w.sqli && maySQLi(value) {
-		if hit, fp := libinjection.IsSQLi(v); hit && !plainComparisons(fp, value) || sqlExtra(value) {
+		if hit, _ := libinjection.IsSQLi(v); hit {
 			return sqli
 		}
 	}
-	if w.xss && mayXSS(value) && (libinjection.IsXSS(v) || scriptURL(value) || scriptTag(value)) {
+	if w.xss && mayXSS(value) && libinjection.IsXSS(v) {
 		return xss
 	}
 	return none
