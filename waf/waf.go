@@ -240,11 +240,11 @@ func (w *WAF) inspect(value []byte) finding {
 func (w *WAF) detect(value []byte) finding {
 	v := bytesconv.B2S(value)
 	if w.sqli && maySQLi(value) {
-		if hit, _ := libinjection.IsSQLi(v); hit {
+		if hit, fingerprint := libinjection.IsSQLi(v); hit && !arithmetic(value, fingerprint) || tautology(value) || quoteComment(value) {
 			return sqli
 		}
 	}
-	if w.xss && mayXSS(value) && libinjection.IsXSS(v) {
+	if w.xss && mayXSS(value) && (scriptURL(value) || libinjection.IsXSS(v)) {
 		return xss
 	}
 	return none
