@@ -18,8 +18,13 @@ import (
 
 func ctxOf(t testing.TB, raw string) *pipeline.Ctx {
 	t.Helper()
+	// As the transports read: a multipart body stays raw bytes.
 	req := new(fasthttp.Request)
-	if err := req.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+	br := bufio.NewReader(strings.NewReader(raw))
+	if err := req.Header.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	if err := req.ContinueReadBody(br, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	return pipeline.AcquireParsed(req, new(fasthttp.Response))
@@ -104,7 +109,7 @@ func TestLevelsAndAllowLists(t *testing.T) {
 	if v, _, _ := verdict(t, xssOnly, attack); v != pipeline.Continue {
 		t.Fatal("checks: [xss] ran the sqli detector")
 	}
-	for _, bad := range []Config{{Level: "loud"}, {Checks: []string{"rce"}}, {Allow: []string{"header.X"}}, {Allow: []string{"*"}}} {
+	for _, bad := range []Config{{Level: "loud"}, {Checks: []string{"rce"}}, {Allow: []string{"ip.x"}}, {Allow: []string{"method"}}, {OtherBodies: "drop"}, {Headers: &[]string{"bad name"}}, {Allow: []string{"*"}}} {
 		if _, err := New(bad, nil); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
@@ -304,8 +309,8 @@ func TestHostileEncodingsAndPadding(t *testing.T) {
 	// A JSON body sent gzip-encoded cannot be read here, nor a streamed one
 	// (a transport streams bodies above stream_body_bytes).
 	enc := "POST /api HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd"
-	if v, status, _ := verdict(t, w, enc); v != pipeline.Stop || status != 413 {
-		t.Errorf("encoded JSON body: verdict %v status %d, want 413", v, status)
+	if v, status, _ := verdict(t, w, enc); v != pipeline.Stop || status != 415 {
+		t.Errorf("encoded JSON body: verdict %v status %d, want 415", v, status)
 	}
 	c := ctxOf(t, "POST /api HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 0\r\n\r\n")
 	c.Req.SetBodyStream(strings.NewReader("a=1' or '1'='1"), -1)
@@ -314,13 +319,14 @@ func TestHostileEncodingsAndPadding(t *testing.T) {
 	}
 	pipeline.Release(c)
 	logOnly, _ := New(Config{Level: "log"}, nil)
-	if v, _, dec := verdict(t, logOnly, enc); v != pipeline.Continue || dec != logHidden {
+	if v, _, dec := verdict(t, logOnly, enc); v != pipeline.Continue || dec != logHidden[unknownEncoding] {
 		t.Errorf("log level, encoded body: verdict %v decision %q", v, dec)
 	}
-	// Plain text bodies and escapes of harmless values stay fine.
+	// Escapes of harmless values stay fine, and an encoded binary body
+	// (other_bodies: inspect checks only text).
 	for _, raw := range []string{
 		get("/items?q=" + url.QueryEscape(url.QueryEscape("100% cotton, size 42"))),
-		"POST /api HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd",
+		"POST /api HTTP/1.1\r\nHost: h\r\nContent-Type: image/png\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd",
 	} {
 		if v, status, _ := verdict(t, w, raw); v != pipeline.Continue {
 			t.Errorf("blocked (%d): %q", status, raw)
