@@ -20,7 +20,7 @@ services:
 client: {stream_body_bytes: 4096}
 routes:
   - {name: guarded, match: {prefix: /guarded/}, waf: {level: block}, service: up}
-  - {name: strict, match: {prefix: /strict/}, waf: {level: block, other_bodies: refuse}, service: up}
+  - {name: strict, match: {prefix: /strict/}, waf: {level: block, other_bodies: refuse, headers: [X-Search]}, service: up}
 `
 	post := func(path, fields, ct, body string) string {
 		if ct != "" {
@@ -56,6 +56,7 @@ routes:
 		{"cookie", "GET /guarded/x HTTP/1.1\r\nHost: h\r\nCookie: sid=1; pref=" + url.QueryEscape(sqli) + "\r\n\r\n", 403, "rule sqli"},
 		{"User-Agent", "GET /guarded/x HTTP/1.1\r\nHost: h\r\nUser-Agent: x' or 1=1--\r\n\r\n", 403, "rule sqli"},
 		{"Referer", "GET /guarded/x HTTP/1.1\r\nHost: h\r\nReferer: javascript:alert(document.cookie)\r\n\r\n", 403, "rule xss"},
+		{"a header the route names", "GET /strict/x HTTP/1.1\r\nHost: h\r\nX-Search: <img src=x onerror=alert(1)>\r\n\r\n", 403, "rule xss"},
 		{"tautology", "GET /guarded/x?id=1+or+true HTTP/1.1\r\nHost: h\r\n\r\n", 403, "rule sqli"},
 		{"comment truncation", "GET /guarded/x?user=admin%27+%23 HTTP/1.1\r\nHost: h\r\n\r\n", 403, "rule sqli"},
 		{"streamed multipart", post("/guarded/x", "", mp, part(`name="f"; filename="a.bin"`, strings.Repeat("A", 8192))+part(`name="q"`, sqli)+"--XB--\r\n"), 413, "too large"},
@@ -67,7 +68,7 @@ routes:
 		{"multipart upload", post("/guarded/x", "", mp, part(`name="note"`, "I'd like it by Friday")+part(`name="photo"; filename="me.png"`, "\x89PNG' OR 1=1--")+"--XB--\r\n")},
 		{"JSON", post("/guarded/x", "", "application/json", `{"name":"Zo\u00eb O'Brien","qty":2}`)},
 		{"text", post("/guarded/x", "", "text/plain", "5 > 3 and 2 < 4, says O'Brien.")},
-		{"binary", post("/strict/x", "", "application/json", `{"id":42}`)},
+		{"JSON where only known bodies go", post("/strict/x", "User-Agent: x' or 1=1--\r\n", "application/json", `{"id":42}`)},
 	}
 	for _, kind := range transports {
 		t.Run(kind, func(t *testing.T) {
