@@ -108,7 +108,8 @@ func (r *Reader) eachValue(buf []byte, visit func(k Kind, name, value []byte) bo
 		if !ok {
 			return buf, BadMultipart
 		}
-		if _, unread := eachPart(data, boundary, visit); unread != ReadAll {
+		var unread Unread
+		if buf, _, unread = eachPart(buf, data, boundary, visit); unread != ReadAll {
 			return buf, unread
 		}
 	default:

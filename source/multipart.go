@@ -49,60 +49,115 @@ func boundaryOf(ct []byte) ([]byte, bool) {
 // but 7bit, 8bit or binary, the closing delimiter present — because a
 // part one parser skips and another reads is a way around the check.
 // stopped reports that visit returned false.
-func eachPart(body, boundary []byte, visit func(k Kind, name, value []byte) bool) (stopped bool, unread Unread) {
+func eachPart(buf, body, boundary []byte, visit func(k Kind, name, value []byte) bool) (_ []byte, stopped bool, unread Unread) {
 	var delimArr [2 + maxBoundary]byte
 	delim := append(append(delimArr[:0], "--"...), boundary...)
 	// The preamble before the first delimiter is ignored, by us and by
-	// every parser.
-	pos := 0
-	if !bytes.HasPrefix(body, delim) {
-		i := indexDelimiter(body, delim)
-		if i < 0 {
-			return false, BadMultipart
-		}
-		pos = i + 2
+	// every parser; but a first delimiter not at the start or after a
+	// CRLF (after a bare LF, which parsers also take) is refused, or the
+	// parts after it would be read by the backend and taken for preamble
+	// here.
+	pos := bytes.Index(body, delim)
+	switch {
+	case pos < 0:
+		return buf, false, BadMultipart
+	case pos == 1 || pos >= 2 && (body[pos-2] != '\r' || body[pos-1] != '\n'):
+		return buf, false, BadMultipart
 	}
 	for parts := 0; ; parts++ {
 		pos += len(delim)
 		if bytes.HasPrefix(body[pos:], []byte("--")) {
-			return false, ReadAll // the close delimiter; the epilogue is ignored
+			// The close delimiter, then blanks and a CRLF or the end; the
+			// epilogue is ignored. Anything else on its line makes parsers
+			// read it as preamble or content and go on.
+			end := pos + 2
+			for end < len(body) && (body[end] == ' ' || body[end] == '\t') {
+				end++
+			}
+			if end == len(body) || bytes.HasPrefix(body[end:], []byte("\r\n")) {
+				return buf, false, ReadAll
+			}
+			return buf, false, BadMultipart
 		}
 		if parts == MaxMultipartParts {
-			return false, BadMultipart
+			return buf, false, BadMultipart
 		}
 		for pos < len(body) && (body[pos] == ' ' || body[pos] == '\t') {
 			pos++
 		}
 		if !bytes.HasPrefix(body[pos:], []byte("\r\n")) {
-			return false, BadMultipart
+			return buf, false, BadMultipart
 		}
 		pos += 2
 		hdrEnd := bytes.Index(body[pos:min(len(body), pos+maxPartHeader)], []byte("\r\n\r\n"))
 		if hdrEnd < 0 {
-			return false, BadMultipart
+			return buf, false, BadMultipart
 		}
 		headers := body[pos : pos+hdrEnd+2]
 		content := pos + hdrEnd + 4
-		end := indexDelimiter(body[content:], delim)
-		if end < 0 {
-			return false, BadMultipart
+		// The next delimiter: after a CRLF, or right at the start of the
+		// content (an empty part), which parsers take too.
+		end, next := 0, content
+		if !bytes.HasPrefix(body[content:], delim) {
+			if end = indexDelimiter(body[content:], delim); end < 0 {
+				return buf, false, BadMultipart
+			}
+			next = content + end + 2
 		}
 		p, u := readPartHeaders(headers)
 		if u != ReadAll {
-			return false, u
+			return buf, false, u
 		}
-		if !visit(Form, nil, p.name) {
-			return true, ReadAll
+		// Quoted parameters are read as parsers read them, backslash
+		// escapes undone: `name="<scr\ipt>"` is "<script>" to some.
+		buf = appendUnquoted(buf[:0], p.name, false)
+		n := len(buf)
+		if !visitQuoted(Form, nil, p.name, buf[:n], visit) {
+			return buf, true, ReadAll
 		}
 		if p.file {
-			if !visit(Form, p.name, p.filename) || len(p.filenameExt) > 0 && !visit(Form, p.name, p.filenameExt) {
-				return true, ReadAll
+			buf = appendUnquoted(buf, p.filename, false)
+			if !visitQuoted(Form, buf[:n], p.filename, buf[n:], visit) {
+				return buf, true, ReadAll
 			}
-		} else if !visit(Form, p.name, body[content:content+end]) {
-			return true, ReadAll
+			if len(p.filenameExt) > 0 && !visit(Form, buf[:n], p.filenameExt) {
+				return buf, true, ReadAll
+			}
+		} else if !visit(Form, buf[:n], body[content:content+end]) {
+			return buf, true, ReadAll
 		}
-		pos = content + end + 2
+		pos = next
 	}
+}
+
+// appendUnquoted appends the content of a quoted-string with its
+// backslash escapes undone: before any byte when all is set, else only
+// before a tspecial (Go's mime reads `"C:\dir"` as a path, as browsers
+// send it).
+func appendUnquoted(dst, q []byte, all bool) []byte {
+	for i := 0; i < len(q); i++ {
+		if q[i] == '\\' && i+1 < len(q) && (all || bytes.IndexByte([]byte(`()<>@,;:\"/[]?=`), q[i+1]) >= 0) {
+			i++
+		}
+		dst = append(dst, q[i])
+	}
+	return dst
+}
+
+// visitQuoted visits a parameter as parsers may read it: with escapes
+// before tspecials undone (dec), and, when it holds a backslash, also
+// raw and with every escape undone — parsers disagree, and a payload must
+// not hide in the difference. The extra forms are decoded on the stack.
+func visitQuoted(k Kind, name, raw, dec []byte, visit func(k Kind, name, value []byte) bool) bool {
+	if !visit(k, name, dec) {
+		return false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return true
+	}
+	var arr [256]byte
+	all := appendUnquoted(arr[:0], raw, true)
+	return visit(k, name, raw) && visit(k, name, all)
 }
 
 // indexDelimiter finds CRLF "--boundary" in b and returns the index of
@@ -135,8 +190,8 @@ func readPartHeaders(h []byte) (p part, unread Unread) {
 		i := bytes.Index(h, []byte("\r\n"))
 		line := h[:i]
 		h = h[i+2:]
-		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
-			return p, BadMultipart // an empty or folded line
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' || bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
+			return p, BadMultipart // an empty or folded line, or a bare LF a parser splits at
 		}
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 {
