@@ -157,3 +157,23 @@ func TestHandleAllocsFields(t *testing.T) {
 		t.Fatalf("a browser request of plain values allocates %v times", n)
 	}
 }
+
+// TestReportByReason: /metrics gets the bodies not read whole by reason.
+func TestReportByReason(t *testing.T) {
+	w, _ := New(Config{}, nil)
+	verdict(t, w, withFields("", `{"a":NaN}`, "application/json"))
+	verdict(t, w, withFields("", `{"a":1}`, "application/json; charset=latin1"))
+	got := map[string]float64{}
+	w.Report(func(f *pipeline.Family, v float64, labels ...string) {
+		if f == hidden {
+			got[labels[0]] = v
+		}
+		if f == blocked {
+			got["blocked"] = v
+		}
+	})
+	want := map[string]float64{"too_large": 0, "unknown_encoding": 1, "unreadable_json": 1, "too_deep": 0, "unreadable_multipart": 0, "unknown_media_type": 0, "blocked": 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reported %v, want %v", got, want)
+	}
+}
