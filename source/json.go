@@ -17,6 +17,8 @@ import (
 const (
 	errSyntax = -1 // not valid JSON
 	errEOF    = -2 // the data ended inside a value
+	errDeep   = -3 // nested deeper than maxJSONNesting
+	errStop   = -4 // a visitor stopped the walk
 )
 
 // json returns the value at path in the request's JSON body: a string's

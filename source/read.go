@@ -209,9 +209,10 @@ func mediaKind(ct []byte) bodyKind {
 type Media uint8
 
 const (
-	MediaOther Media = iota
-	MediaForm        // application/x-www-form-urlencoded
-	MediaJSON        // application/json or any +json type
+	MediaOther     Media = iota
+	MediaForm            // application/x-www-form-urlencoded
+	MediaJSON            // application/json or any +json type
+	MediaMultipart       // multipart/form-data
 )
 
 // MediaOf classifies a Content-Type (parameters ignored).
@@ -227,6 +228,8 @@ func MediaOf(ct []byte) Media {
 		return MediaJSON
 	case len(ct) > len("+json") && ascii.EqualFold(ct[len(ct)-len("+json"):], "+json"):
 		return MediaJSON
+	case ascii.EqualFold(ct, "multipart/form-data"):
+		return MediaMultipart
 	}
 	return MediaOther
 }

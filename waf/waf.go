@@ -1,7 +1,10 @@
 // Package waf is the gateway's WAF-lite: per route, it looks for SQL
 // injection and cross-site scripting in every value a client can hand a
-// backend as data (path segments, query and form parameters, JSON
-// strings) with libinjection's detectors, and logs or blocks what it finds.
+// backend as data (path segments, query, form and multipart parameters
+// and their names, JSON keys and strings, cookies, chosen headers, text
+// bodies) with libinjection's detectors and the rules in rules.go, and
+// logs or blocks what it finds. A body it cannot read whole is refused at
+// block, as OWASP CRS refuses one: an unread body is a side door.
 // Allow-lists by parameter, or by parameter and value, keep legitimate
 // inputs (a product called "select", a rich-text field) from being refused.
 package waf
@@ -39,7 +42,26 @@ type Config struct {
 	Allow []string `yaml:"allow"`
 	// Checks are the detectors to run: sqli, xss (default both).
 	Checks []string `yaml:"checks"`
+	// Headers are the request fields checked besides the cookies (default
+	// User-Agent and Referer; [] checks none).
+	Headers *[]string `yaml:"headers"`
+	// OtherBodies is what happens to a body that is not JSON, an urlencoded
+	// or a multipart form: inspect (default: a text body — text/*, XML, or
+	// no Content-Type — is checked whole as one value, others pass), refuse
+	// (415 at block: the route takes only the three), or pass.
+	OtherBodies string `yaml:"other_bodies"`
 }
+
+// defaultHeaders are the fields checked when the setting names none:
+// the two a backend most often logs or shows back.
+var defaultHeaders = []string{"User-Agent", "Referer"}
+
+// otherBodies values.
+const (
+	inspectOther uint8 = iota
+	refuseOther
+	passOther
+)
 
 // WAF is a compiled route setting; it is a pipeline.Filter, safe for
 // concurrent use, and allocation-free per request.
@@ -50,35 +72,91 @@ type WAF struct {
 	skip     map[string]bool // "query.q": never checked
 	allowVal map[string]bool // "query.sort=select", "*=select"
 	maxValue int             // the longest allowed value
+	headers  []string        // lower case
+	other    uint8           // inspectOther, refuseOther, passOther
 	counts   *Counts
 }
 
 // Counts are a route's detections, kept across reloads. Hidden counts
-// form and JSON bodies the WAF could not read (streamed or encoded).
+// bodies the WAF could not read whole, Unread the same by reason.
 type Counts struct {
 	SQLi, XSS, Hidden, Blocked atomic.Uint64
+	Unread                     [numReasons]atomic.Uint64
+}
+
+// reason is why a body was not read whole.
+type reason uint8
+
+const (
+	tooLarge            reason = iota // streamed: above stream_body_bytes
+	unknownEncoding                   // Content-Encoding, a charset but UTF-8, a part's transfer encoding
+	unreadableJSON                    // not one valid JSON document
+	tooDeep                           // JSON nested deeper than 1024
+	unreadableMultipart               // multipart/form-data that does not read strictly
+	unknownMediaType                  // no reader, and other_bodies: refuse
+	numReasons
+	readWhole = numReasons
+)
+
+// ReasonNames label the Unread counts in /metrics.
+var ReasonNames = [numReasons]string{"too_large", "unknown_encoding", "unreadable_json", "too_deep", "unreadable_multipart", "unknown_media_type"}
+
+// refusals are the answers at block, by reason: 413 when the body is too
+// large to hold, 415 when it is encoded or typed in a way the WAF has no
+// reader for (the client can send it plainly), 400 when it does not parse
+// (as CRS answers a request body error).
+var refusals = [numReasons]*pipeline.Canned{
+	pipeline.NewCanned(413, "request body too large for the WAF to inspect"),
+	pipeline.NewCanned(415, "request body encoded in a way the WAF does not read (Content-Encoding, charset or transfer encoding)"),
+	pipeline.NewCanned(400, "request body is not valid JSON; the WAF cannot inspect it"),
+	pipeline.NewCanned(400, "request body nests JSON deeper than 1024 levels; the WAF cannot inspect it"),
+	pipeline.NewCanned(400, "request body is not well-formed multipart/form-data; the WAF cannot inspect it"),
+	pipeline.NewCanned(415, "request body media type not accepted here: send JSON, an urlencoded or a multipart form"),
 }
 
 var (
 	blockSQLi = pipeline.NewCanned(403, "request blocked by WAF rule sqli")
 	blockXSS  = pipeline.NewCanned(403, "request blocked by WAF rule xss")
-	// blockHidden: 413 rather than 403, the request may be innocent; the
-	// client can send it smaller or unencoded.
-	blockHidden = pipeline.NewCanned(413, "request body too large or encoded for the WAF to inspect")
 )
 
 // Decisions the access log shows for a detection at level log.
 const (
-	logSQLi   = "waf sqli (logged)"
-	logXSS    = "waf xss (logged)"
-	logHidden = "waf: body not inspected (logged)"
+	logSQLi = "waf sqli (logged)"
+	logXSS  = "waf xss (logged)"
 )
+
+var logHidden = func() (d [numReasons]string) {
+	for i, n := range ReasonNames {
+		d[i] = "waf: body not inspected, " + n + " (logged)"
+	}
+	return d
+}()
 
 // New compiles a setting; counts may be nil (a fresh set is made).
 func New(cfg Config, counts *Counts) (*WAF, error) {
 	w := &WAF{skip: map[string]bool{}, allowVal: map[string]bool{}, counts: counts}
 	if w.counts == nil {
 		w.counts = new(Counts)
+	}
+	headers := defaultHeaders
+	if cfg.Headers != nil {
+		headers = *cfg.Headers
+	}
+	for _, h := range headers {
+		if _, err := source.Parse("header." + h); err != nil {
+			return nil, fmt.Errorf("waf.headers: %q is not a header name", h)
+		}
+		w.headers = append(w.headers, strings.ToLower(h))
+	}
+	switch cfg.OtherBodies {
+	case "", "inspect":
+		w.other = inspectOther
+	case "refuse":
+		w.other = refuseOther
+	case "pass":
+		w.other = passOther
+	default:
+		return nil, fmt.Errorf("waf.other_bodies %q: want inspect, refuse or pass", cfg.OtherBodies)
 	}
 	switch cfg.Level {
 	case "", "block":
@@ -105,10 +183,13 @@ func New(cfg Config, counts *Counts) (*WAF, error) {
 	}
 	for _, a := range cfg.Allow {
 		param, value, hasValue := strings.Cut(a, "=")
-		if param != "*" && param != "path" {
+		if param != "*" && param != "path" && param != "body" {
 			s, err := source.Parse(param)
-			if err != nil || (s.Kind != source.Query && s.Kind != source.Form && s.Kind != source.JSON) {
-				return nil, fmt.Errorf("waf.allow %q: want query.NAME, form.NAME, json.a.b, path or *, optionally =VALUE", a)
+			switch {
+			case err != nil || s.Kind > source.JSON:
+				return nil, fmt.Errorf("waf.allow %q: want query.NAME, form.NAME, json.a.b, cookie.NAME, header.NAME, path, body or *, optionally =VALUE", a)
+			case s.Kind == source.Header:
+				param = "header." + strings.ToLower(s.Name) // field names have no case
 			}
 		}
 		if hasValue {
@@ -133,32 +214,48 @@ func (w *WAF) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		return pipeline.Continue
 	}
 	r := source.NewReader(c)
-	if r.BodyHidden() {
-		// A form or JSON body the WAF cannot read (streamed, or
-		// content-encoded) could carry anything: it is not let through
-		// unseen at level block.
-		w.counts.Hidden.Add(1)
-		if w.level == Block {
-			w.counts.Blocked.Add(1)
-			return c.Reject(blockHidden)
-		}
-		c.Decision = logHidden
-	}
 	found := none
-	r.EachValue(func(k source.Kind, name, value []byte) bool {
-		if len(value) == 0 || w.allowed(k, name, value) {
-			return true
-		}
-		found = w.inspect(value)
+	unread := r.EachValue(func(k source.Kind, name, value []byte) bool {
+		found = w.check(k, name, value)
 		return found == none
 	})
-	switch found {
-	case sqli:
-		w.counts.SQLi.Add(1)
-	case xss:
-		w.counts.XSS.Add(1)
-	default:
+	if found == none {
+		found = w.inspectFields(c)
+	}
+	why := readWhole
+	if found == none {
+		found, why = w.body(c, unread)
+	}
+	if found != none {
+		return w.detected(c, found)
+	}
+	if why == readWhole {
 		return pipeline.Continue
+	}
+	w.counts.Hidden.Add(1)
+	w.counts.Unread[why].Add(1)
+	if w.level == Log {
+		c.Decision = logHidden[why]
+		return pipeline.Continue
+	}
+	w.counts.Blocked.Add(1)
+	return c.Reject(refusals[why])
+}
+
+// check inspects one value unless it is empty or allow-listed.
+func (w *WAF) check(k source.Kind, name, value []byte) finding {
+	if len(value) == 0 || w.allowed(k, name, value) {
+		return none
+	}
+	return w.inspect(value)
+}
+
+// detected counts a finding and blocks or logs it.
+func (w *WAF) detected(c *pipeline.Ctx, found finding) pipeline.Verdict {
+	if found == sqli {
+		w.counts.SQLi.Add(1)
+	} else {
+		w.counts.XSS.Add(1)
 	}
 	if w.level == Log {
 		if found == sqli {
@@ -240,11 +337,11 @@ func (w *WAF) inspect(value []byte) finding {
 func (w *WAF) detect(value []byte) finding {
 	v := bytesconv.B2S(value)
 	if w.sqli && maySQLi(value) {
-		if hit, _ := libinjection.IsSQLi(v); hit {
+		if hit, fingerprint := libinjection.IsSQLi(v); hit && !arithmetic(value, fingerprint) || tautology(value) || quoteComment(value) {
 			return sqli
 		}
 	}
-	if w.xss && mayXSS(value) && libinjection.IsXSS(v) {
+	if w.xss && mayXSS(value) && (scriptURL(value) || libinjection.IsXSS(v)) {
 		return xss
 	}
 	return none

@@ -364,15 +364,20 @@ func clusterNodes(compiler *config.Compiler, f *config.File) int {
 	return 1
 }
 
-// wafCounts reports each WAF route's detections: sqli and xss found, and
-// how many requests were blocked (the rest were logged).
+// wafCounts reports each WAF route's detections: sqli and xss found, how
+// many requests were blocked (the rest were logged), and the bodies it
+// could not read whole, in all and by reason.
 func wafCounts(snap *config.Snapshot) map[string]map[string]uint64 {
 	out := map[string]map[string]uint64{}
 	for _, r := range snap.Routes {
 		for _, f := range r.Chain.Filters() {
 			if w, ok := f.(*waf.WAF); ok {
 				c := w.Counts()
-				out[r.Name] = map[string]uint64{"sqli": c.SQLi.Load(), "xss": c.XSS.Load(), "blocked": c.Blocked.Load(), "uninspected": c.Hidden.Load()}
+				m := map[string]uint64{"sqli": c.SQLi.Load(), "xss": c.XSS.Load(), "blocked": c.Blocked.Load(), "uninspected": c.Hidden.Load()}
+				for i, reason := range waf.ReasonNames {
+					m["uninspected_"+reason] = c.Unread[i].Load()
+				}
+				out[r.Name] = m
 			}
 		}
 	}
