@@ -73,6 +73,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEval$$' -fuzztime $(FUZZTIME) ./route/expr/
 	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./source/
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONSpans$$' -fuzztime $(FUZZTIME) ./source/
+	$(GO) test -run '^$$' -fuzz '^FuzzMultipart$$' -fuzztime $(FUZZTIME) ./source/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranscode$$' -fuzztime $(FUZZTIME) ./transcode/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgree$$' -fuzztime $(FUZZTIME) ./sign/
