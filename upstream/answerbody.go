@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"io"
 	"net"
@@ -15,7 +16,7 @@ import (
 // when a service does not say (answer_window): an answer up to it is read
 // whole, as every feature that looks at a body expects; a longer one
 // streams.
-const DefaultAnswerWindow = 256 << 10
+const DefaultAnswerWindow = 512 << 10
 
 // answerTrailerBytes bounds the trailer fields of a chunked answer that
 // streams: they are read, checked and dropped.
@@ -71,7 +72,7 @@ func (b *answerBody) on(br *bufio.Reader, conn net.Conn, clock func() time.Time,
 // start makes b the body being streamed, for owner.
 func (b *answerBody) start(owner streamOwner) {
 	b.owner, b.open = owner, true
-	b.pacing = pacing{window: max(b.window, DefaultAnswerWindow)}
+	b.pacing = pacing{window: cmp.Or(b.window, DefaultAnswerWindow)}
 }
 
 // Read implements io.Reader: the body as the backend sends it, decoded
