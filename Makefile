@@ -61,25 +61,15 @@ lint:
 	$(GO) vet -tags e2e ./test/e2e/
 
 ## fuzz: every fuzz target for FUZZTIME each (parsers, decoders, the
-## signing agreement, and the differential fidelity fuzzer).
+## signing agreement, the differential fidelity fuzzer, …), found with
+## go test -list, so a new target needs no line here.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./codec/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./codec/
-	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalPath$$' -fuzztime $(FUZZTIME) ./codec/
-	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./codec/
-	$(GO) test -run '^$$' -fuzz '^FuzzFidelity$$' -fuzztime $(FUZZTIME) ./server/
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./route/expr/
-	$(GO) test -run '^$$' -fuzz '^FuzzEval$$' -fuzztime $(FUZZTIME) ./route/expr/
-	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./source/
-	$(GO) test -run '^$$' -fuzz '^FuzzJSONSpans$$' -fuzztime $(FUZZTIME) ./source/
-	$(GO) test -run '^$$' -fuzz '^FuzzMultipart$$' -fuzztime $(FUZZTIME) ./source/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./record/
-	$(GO) test -run '^$$' -fuzz '^FuzzTranscode$$' -fuzztime $(FUZZTIME) ./transcode/
-	$(GO) test -run '^$$' -fuzz '^FuzzAgree$$' -fuzztime $(FUZZTIME) ./sign/
-	$(GO) test -run '^$$' -fuzz '^FuzzAgreeV2$$' -fuzztime $(FUZZTIME) ./sign/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompareKeys$$' -fuzztime $(FUZZTIME) ./sign/
-	$(GO) test -run '^$$' -fuzz '^FuzzJWTVerify$$' -fuzztime $(FUZZTIME) ./auth/jwt/
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 ## proto: rebuild the test order service's descriptor set (checked in, so
 ## nothing else needs protoc) after changing its .proto files.
