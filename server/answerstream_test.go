@@ -239,6 +239,48 @@ func TestAnswersStreamedWhole(t *testing.T) {
 	}
 }
 
+// TestStreamedToHTTP10Client: an HTTP/1.0 client cannot take a chunked
+// answer; a streamed body without a length reaches it whole, ended by the
+// connection's close, and one with a length keeps its connection.
+func TestStreamedToHTTP10Client(t *testing.T) {
+	up := startBigUpstream(t)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			gw := startGateway(t, kind, bigConfig, map[string]string{"UP": up.addr}, nil)
+			const n = 2<<20 + 3
+			for _, frame := range []string{"chunked", "length"} {
+				c, err := net.Dial("tcp", gw.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(c, "GET /big?n=%d&frame=%s HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n", n, frame)
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				resp, size, digest := readWholeAnswer(t, br, "GET")
+				if kind == "fasthttp" && frame == "chunked" {
+					// fasthttp's server can only write it chunked: refused.
+					if resp.StatusCode != 502 || !resp.Close || len(resp.TransferEncoding) != 0 {
+						t.Fatalf("fasthttp, chunked to HTTP/1.0: status %d, close %v, framing %v", resp.StatusCode, resp.Close, resp.TransferEncoding)
+					}
+					c.Close()
+					continue
+				}
+				if resp.StatusCode != 200 || size != n || digest != bigDigest(n) || len(resp.TransferEncoding) != 0 {
+					t.Fatalf("%s: status %d, %d bytes, framing %v", frame, resp.StatusCode, size, resp.TransferEncoding)
+				}
+				if frame == "chunked" {
+					if _, err := br.ReadByte(); err != io.EOF {
+						t.Fatalf("chunked to HTTP/1.0: the connection stayed open after a body ended by its close (%v)", err)
+					}
+				} else if resp.Close {
+					t.Fatalf("length to HTTP/1.0 keep-alive: the connection was closed")
+				}
+				c.Close()
+			}
+		})
+	}
+}
+
 // TestAnswerCutShortClosesClient: a backend that breaks off a streamed
 // answer leaves the client with a short body on a connection that then
 // closes, never with a connection that looks whole.

@@ -193,6 +193,7 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 	case codec.EndsBadly(&req.Header):
 		err = codec.ErrBareLFEnd
 	}
+	http11 := req.Header.IsHTTP11() // before the handler, which rewrites the request
 	var b *fhBody
 	if err == nil && req.IsBodyStream() {
 		b, err = t.readBody(req)
@@ -204,6 +205,10 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 		t.h.ServeError(err, req, resp, peer)
 		ctx.SetConnectionClose()
 	} else if t.h.Serve(req, resp, peer) {
+		ctx.SetConnectionClose()
+	}
+	if !http11 && resp.IsBodyStream() && resp.Header.ContentLength() < 0 {
+		refuseUnframed(resp)
 		ctx.SetConnectionClose()
 	}
 	t.pace(ctx)
@@ -231,6 +236,24 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 		b.release()
 		t.bodies.Put(b)
 	}
+}
+
+// refuseUnframed answers 502 in the gateway's error shape where the answer
+// streams without a length and the client speaks HTTP/1.0: fasthttp's
+// server writes every such body chunked, which an HTTP/1.0 client cannot
+// read, and cannot end one with the connection's close as the netpoll
+// transport does. Holding the answer to learn its length is what
+// streaming exists to avoid; the backend's connection is closed.
+func refuseUnframed(resp *fasthttp.Response) {
+	trace := slices.Clone(resp.Header.Peek("X-Request-Id"))
+	resp.Reset()
+	resp.Header.SetNoDefaultContentType(true)
+	resp.SetStatusCode(fasthttp.StatusBadGateway)
+	resp.Header.SetContentType("application/json")
+	resp.Header.SetBytesV("X-Request-Id", trace)
+	resp.AppendBodyString(`{"code":502,"message":"an answer of unknown length cannot be streamed to an HTTP/1.0 client on the fasthttp transport","trace_id":"`)
+	resp.AppendBody(trace)
+	resp.AppendBodyString(`"}`)
 }
 
 // pace renews the write timeout each window of a streamed answer the
