@@ -157,20 +157,12 @@ func (in *Instance) newClient(dial fasthttp.DialFunc) *fasthttp.HostClient {
 		MaxConns:            p.MaxConns,
 		MaxConnWaitTimeout:  p.MaxConnWait,
 		MaxIdleConnDuration: in.keeping.ceiling,
-		ReadTimeout:         p.Read,
-		WriteTimeout:        p.Write,
-		MaxResponseBodySize: p.MaxResponseBytes,
-		// Every body is left in the connection and read by settle: up to
-		// the window whole, a longer one as the client takes it.
-		StreamResponseBody:        true,
-		MaxIdemponentCallAttempts: 1, // retries are ours: once, elsewhere
-		// The target is already canonical (codec.AppendCanonicalPath)
-		// and is sent exactly as routed: normalizing it again would
-		// decode escapes a second time ("%252e" into "%2e").
-		DisablePathNormalizing:   true,
-		NoDefaultUserAgentHeader: true,
-		ReadBufferSize:           8 << 10,
-		WriteBufferSize:          8 << 10,
+		// Only the pool, its buffers and its dialer are used: the request
+		// is written and the answer read by clientExchange (never Do), so
+		// fasthttp's timeouts, body limit, retries, path normalizing and
+		// default User-Agent do not apply and are not set.
+		ReadBufferSize:  8 << 10,
+		WriteBufferSize: 8 << 10,
 	}
 }
 

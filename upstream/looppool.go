@@ -45,8 +45,8 @@ type loopPool struct {
 	wait  pipeline.ParkQueue
 
 	// hc serves services whose answers stream (stream_response): a
-	// streamed body outlives the exchange, and HostClient hands the
-	// connection back when the stream is closed.
+	// streamed body outlives the exchange, and hands the
+	// connection back to hc's pool when it is closed (clientStream).
 	hc *fasthttp.HostClient
 	// now is the loop's clock, for the deadlines of streamed answers.
 	now func() time.Time
