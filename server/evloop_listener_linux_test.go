@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/server/netpoll"
+	"github.com/tollgate/tollgate/server/reactor"
 )
 
 // TestEventLoopListenerLeavesRuntimePoller: the loops accept from a
@@ -30,7 +30,7 @@ func TestEventLoopListenerLeavesRuntimePoller(t *testing.T) {
 	ino := socketInode(t, ln.(*net.TCPListener))
 	o := npOptions()
 	o.Workers = 2
-	tr, err := netpoll.New(&loopStub{}, o)
+	tr, err := reactor.New(&loopStub{}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

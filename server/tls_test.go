@@ -14,7 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/edgetls"
 	"github.com/tollgate/tollgate/internal/testutil"
-	"github.com/tollgate/tollgate/server/netpoll"
+	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/valyala/fasthttp"
 )
 
@@ -375,7 +375,7 @@ routes:
 			if kind == "fasthttp" {
 				tr, err = NewTransport(kind, g.GW.Secure(), o)
 			} else {
-				tr, err = netpoll.New(g.GW.Secure(), o)
+				tr, err = reactor.New(g.GW.Secure(), o)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/server/h2"
-	"github.com/tollgate/tollgate/server/netpoll"
+	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/tollgate/tollgate/server/transport"
 )
 
@@ -100,10 +100,10 @@ func NewTransport(kind string, h Handler, o Options) (Transport, error) {
 		return newFastHTTPTransport(h, o), nil
 	case "netpoll":
 		o.EventLoop = true
-		return netpoll.New(h, o)
+		return reactor.New(h, o)
 	case "netpoll-dispatch":
 		o.EventLoop = false
-		return netpoll.New(h, o)
+		return reactor.New(h, o)
 	}
 	return nil, fmt.Errorf("unknown transport %q (want netpoll, netpoll-dispatch or fasthttp)", kind)
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
-	"github.com/tollgate/tollgate/server/netpoll"
+	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/valyala/fasthttp"
 )
 
@@ -107,7 +107,7 @@ var npIOUring = "auto"
 // npServe starts a netpoll transport on 127.0.0.1:0 until the test ends.
 func npServe(tb testing.TB, h Handler, o Options) (Transport, string) {
 	tb.Helper()
-	tr, err := netpoll.New(h, o)
+	tr, err := reactor.New(h, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func npServe(tb testing.TB, h Handler, o Options) (Transport, string) {
 // it down itself; served reports what Serve returned.
 func npStart(tb testing.TB, h Handler, o Options) (tr Transport, addr string, served <-chan error) {
 	tb.Helper()
-	tr, err := netpoll.New(h, o)
+	tr, err := reactor.New(h, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -827,7 +827,7 @@ func TestNetpollShutdownDeadline(t *testing.T) {
 }
 
 func TestNetpollShutdownBeforeServe(t *testing.T) {
-	tr, err := netpoll.New(&npStub{}, npOptions())
+	tr, err := reactor.New(&npStub{}, npOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1012,7 +1012,7 @@ func BenchmarkNetpollTransport(b *testing.B) {
 		new  func() Transport
 	}{
 		{"netpoll", func() Transport {
-			tr, err := netpoll.New(npBenchHandler{}, o)
+			tr, err := reactor.New(npBenchHandler{}, o)
 			if err != nil {
 				b.Fatal(err)
 			}

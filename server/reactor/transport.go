@@ -4,7 +4,7 @@
 // in the kernel (see docs/memory.md). The name is the configuration's
 // (transport: netpoll); it no longer uses the cloudwego library of that
 // name, whose poller cannot stop reading.
-package netpoll
+package reactor
 
 import (
 	"bufio"

@@ -1,6 +1,6 @@
 //go:build linux && !race
 
-package netpoll
+package reactor
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package netpoll
+package reactor
 
 import (
 	"time"

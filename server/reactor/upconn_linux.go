@@ -1,6 +1,6 @@
 //go:build linux
 
-package netpoll
+package reactor
 
 import (
 	"context"
