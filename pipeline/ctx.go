@@ -67,10 +67,6 @@ type Ctx struct {
 	Consumer string
 	UserID   string
 
-	// Choice is a route action's pick made earlier in the chain (a split's
-	// target, 1-based), 0 when none was made.
-	Choice int
-
 	// RouteName names the matched route ("" when none matched). It points
 	// into the config snapshot, so it costs no allocation.
 	RouteName string
@@ -83,20 +79,10 @@ type Ctx struct {
 	// Deadline, when set (a route's own timeout), bounds the upstream
 	// exchange, retry included, before the service's total does.
 	Deadline time.Time
-	// BreakerGen is the generation a route's breaker admitted the request
-	// in (valid while BreakerArmed), handed back when the outcome is known.
-	BreakerGen   uint64
-	BreakerArmed bool
 
 	// Decision says, for the access log, why the gateway answered as it did
 	// when it was not the upstream ("" for a proxied answer).
 	Decision string
-
-	// Recording is what the recording step took of the request in its
-	// Handle, for its HandleResponse to complete with the answer (a pooled
-	// record); nil when the request is not being recorded. Holding a
-	// pointer here allocates nothing.
-	Recording any
 
 	// CloseConn asks the transport to close the client connection after
 	// writing the response (a framing error, a drain).
@@ -120,10 +106,6 @@ type Ctx struct {
 	// ApplyForward first.
 	Forward bool
 
-	// GRPC, when set, is the unary gRPC call a transcoding route makes of
-	// its service instead of forwarding the HTTP request.
-	GRPC *GRPCCall
-
 	// Loop is the event loop the request runs on, nil on a transport that
 	// serves requests on goroutines: upstream connections are then taken
 	// from that loop's own pools and waited for by it.
@@ -139,6 +121,10 @@ type Ctx struct {
 	// Anything that replaces the answer resets it (Canned, Static,
 	// WriteError).
 	Answer *codec.Answer
+
+	// slots hold the values features keep per request (Slot), nil until
+	// the first is set.
+	slots *slotCells
 
 	// waiter, when set by the transport, runs the request's waits.
 	waiter Waiter
@@ -192,9 +178,14 @@ func Release(c *Ctx) {
 	// cleared context aside and copying it in moved a kilobyte twice.
 	scratch, scratch2, upPath, query := c.Scratch[:0], c.Scratch2[:0], c.upPath[:0], c.query
 	target, received, fields, owned := c.Target, c.Received, c.Fields, c.owned
+	slots := c.slots
 	*c = Ctx{}
 	c.Scratch, c.Scratch2, c.upPath, c.query = scratch, scratch2, upPath, query
 	c.Target, c.Received, c.Fields, c.owned = target, received, fields, owned
+	if slots != nil {
+		slots.reset()
+		c.slots = slots
+	}
 	c.Target.Reset()
 	c.Received.Reset() // the next request's section may sit where this one's did
 	c.Fields.Reset()
