@@ -460,16 +460,19 @@ var (
 	strCLColonSpace    = []byte("Content-Length: ")
 )
 
-// WriteRequest writes the upstream request straight from l — the request
-// line with l's target, l's fields, the buffered body with its length —
-// byte for byte what Apply and then req.Write would send, without
-// rebuilding req's header (each field copied and scanned twice, then
-// serialized again). req keeps the client's header. A request whose body
-// streams is not written here: ok is false, and the caller applies l and
-// lets fasthttp frame the stream.
-func WriteRequest(w *bufio.Writer, req *fasthttp.Request, l *FieldList) (ok bool, err error) {
+// WriteRequest writes the upstream request l describes (its target and
+// fields, built by the forwarding step) with req's method and body: the
+// one way every exchange sends a request upstream. A buffered body goes
+// straight from l — the request line, l's fields, the body with its
+// length — byte for byte what Apply and then req.Write would send,
+// without rebuilding req's header (each field copied and scanned twice,
+// then serialized again); req keeps the client's header. A body that
+// streams is framed by fasthttp, which writes from req's own header: l is
+// applied to req first (Apply), and the stream is consumed.
+func WriteRequest(w *bufio.Writer, req *fasthttp.Request, l *FieldList) error {
 	if req.IsBodyStream() {
-		return false, nil
+		Apply(req, l)
+		return req.Write(w)
 	}
 	h := &req.Header
 	_, _ = w.Write(h.Method())
@@ -487,8 +490,8 @@ func WriteRequest(w *bufio.Writer, req *fasthttp.Request, l *FieldList) (ok bool
 		_, _ = w.Write(strCRLF)
 	}
 	_, _ = w.Write(strCRLF)
-	_, err = w.Write(body)
-	return true, err
+	_, err := w.Write(body)
+	return err
 }
 
 // forEachToken calls f for each comma-separated token of a list value. The

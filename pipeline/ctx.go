@@ -51,8 +51,10 @@ type Ctx struct {
 	// Received indexes the client's header section as the edge's check
 	// read it; the trace and the forwarding step take fields from it.
 	Received codec.Received
-	// Fields is the working space the forwarding step builds the upstream
-	// header section in.
+	// Fields is the request that goes upstream: its target and header
+	// section, as the forwarding step built them. Every exchange writes
+	// the upstream request from it (codec.WriteRequest), with Req's method
+	// and body; Req keeps the client's header.
 	Fields codec.FieldList
 	// BytesIn is the size of the request as the client sent it (header
 	// section and declared body), taken before forwarding rewrites it.
@@ -98,13 +100,6 @@ type Ctx struct {
 	// client asked for (WebSocket); after the backend's 101 it carries
 	// the backend's connection, for the transport to relay.
 	Upgrade *Upgrade
-
-	// Forward, when set, says c.Fields (and its target) is the request to
-	// send upstream and c.Req still holds the client's header: the loop's
-	// exchange writes the upstream request from c.Fields directly, and
-	// anything else that needs c.Req in its upstream form calls
-	// ApplyForward first.
-	Forward bool
 
 	// Loop is the event loop the request runs on, nil on a transport that
 	// serves requests on goroutines: upstream connections are then taken
@@ -372,15 +367,6 @@ func (c *Ctx) Sleep(d time.Duration) {
 		return
 	}
 	time.Sleep(d)
-}
-
-// ApplyForward puts the upstream request built by the forwarding step
-// into c.Req (once): for the exchanges that send c.Req itself.
-func (c *Ctx) ApplyForward() {
-	if c.Forward {
-		codec.Apply(c.Req, &c.Fields)
-		c.Forward = false
-	}
 }
 
 // Stripe is the stripe of per-loop counters the request adds to

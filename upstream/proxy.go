@@ -88,7 +88,8 @@ func mediaTypeIs(ct []byte, mt string) bool {
 }
 
 // PrepareRequest builds the request for the trip upstream (see
-// Forwarding) in c.Fields; c.ApplyForward puts it into c.Req.
+// Forwarding) in c.Fields, which every exchange writes it from
+// (codec.WriteRequest); c.Req stays the client's request.
 func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	peer := c.Peer.Addr().Unmap()
 	client := c.ClientIP
@@ -126,7 +127,4 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	}
 	query, _ := e.Internal.StripParams(c.Scratch[:0], c.Target.Query)
 	l.SetTarget(path, query, c.Target.HasQuery)
-	// Applied to c.Req only when an exchange needs it there: the loop's
-	// writes it from the list (codec.WriteRequest).
-	c.Forward = true
 }
