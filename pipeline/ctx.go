@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/stripe"
+	"github.com/tollgate/tollgate/trace"
 	"github.com/valyala/fasthttp"
 )
 
@@ -60,7 +61,9 @@ type Ctx struct {
 	// section and declared body), taken before forwarding rewrites it.
 	BytesIn int
 
-	Trace Trace
+	// Trace is the request's trace context, filled by trace.Begin once
+	// the header section is checked.
+	Trace trace.Context
 
 	// Consumer is the authenticated caller (a consumer's app_key, or
 	// "jwt:"+subject for a token) and UserID the end user it acts for, "" when

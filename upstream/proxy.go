@@ -5,6 +5,7 @@ import (
 	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/trace"
 	"github.com/valyala/fasthttp"
 )
 
@@ -115,9 +116,7 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	if c.UserID != "" {
 		l.AddString("X-User-Id", bytesconv.S2B(c.UserID))
 	}
-	c.Scratch = c.Trace.AppendTraceparent(c.Scratch[:0])
-	l.AddString("traceparent", c.Scratch)
-	l.AddString("X-Request-Id", c.Trace.RequestID)
+	trace.Forward(&c.Trace, l)
 
 	// The client's path as sent unless a rewrite made a new one (which is
 	// canonical: see codec.Target.ForwardPath).
