@@ -57,3 +57,8 @@ var (
 	strTraceparentCanonical = []byte(headerTraceparentCanonical)
 	strRequestID            = []byte(headerRequestID)
 )
+
+// The trace's fields are the gateway's word both ways: a client's copies
+// are not forwarded (Forward writes the gateway's) and a backend's do not
+// reach the client (Stamp writes the gateway's).
+func init() { codec.StampedByGateway(headerTraceparent, headerRequestID) }

@@ -113,3 +113,21 @@ func TestForwardContinuesTheTrace(t *testing.T) {
 		t.Fatalf("upstream X-Request-Id %q, want the trace id", got)
 	}
 }
+
+// TestTraceFieldsAreTheGateways: the package declares its fields as the
+// gateway's own, so a client's copies are not forwarded beside Forward's
+// and a backend's do not reach the client beside Stamp's.
+func TestTraceFieldsAreTheGateways(t *testing.T) {
+	for _, k := range []string{"traceparent", "X-Request-Id", "x_request_id"} {
+		if !codec.IsGatewayOwned(k) {
+			t.Errorf("%s: a client's copy would be forwarded", k)
+		}
+	}
+	var r fasthttp.Response
+	r.Header.Set("Traceparent", "00-x")
+	r.Header.Set("X-Request-Id", "theirs")
+	codec.StripResponseHopByHop(&r.Header)
+	if len(r.Header.Peek("Traceparent")) != 0 || len(r.Header.Peek("X-Request-Id")) != 0 {
+		t.Fatalf("a backend's trace fields survived:\n%s", r.Header.Header())
+	}
+}
