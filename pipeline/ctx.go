@@ -55,7 +55,9 @@ type Ctx struct {
 	// Fields is the request that goes upstream: its target and header
 	// section, as the forwarding step built them. Every exchange writes
 	// the upstream request from it (codec.WriteRequest), with Req's method
-	// and body; Req keeps the client's header.
+	// and body; Req keeps the client's header, but for a body that
+	// streams, which fasthttp frames from Req's header once Fields is put
+	// there.
 	Fields codec.FieldList
 	// BytesIn is the size of the request as the client sent it (header
 	// section and declared body), taken before forwarding rewrites it.
