@@ -97,22 +97,32 @@ func (r *RouteBreaker) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		c.Decision = "breaker open"
 		return c.Reject(errOpen)
 	}
-	c.BreakerGen, c.BreakerArmed = gen, true
+	admission.Set(c, admitted{gen: gen, armed: true})
 	return pipeline.Continue
 }
+
+// admitted is the generation a route's breaker admitted the request in
+// (valid while armed), handed back when the outcome is known.
+type admitted struct {
+	gen   uint64
+	armed bool
+}
+
+var admission = pipeline.NewSlot[admitted]()
 
 // HandleResponse implements pipeline.ResponseFilter: one outcome per
 // client request, whatever retries the upstream step made.
 func (r *RouteBreaker) HandleResponse(c *pipeline.Ctx) {
-	if !c.BreakerArmed {
+	a := admission.Get(c)
+	if !a.armed {
 		return
 	}
-	c.BreakerArmed = false
+	admission.Clear(c)
 	if !c.Outcome.Counted() {
-		r.b.Release(c.BreakerGen)
+		r.b.Release(a.gen)
 		return
 	}
-	r.b.Done(c.Stripe(), c.BreakerGen, r.cls.Success(&c.Outcome))
+	r.b.Done(c.Stripe(), a.gen, r.cls.Success(&c.Outcome))
 }
 
 func init() {

@@ -256,7 +256,7 @@ type answerKind uint8
 const (
 	answerKept       answerKind = iota // passed on (once, for a single-valued one)
 	answerConnection                   // its options are read: close and keep-alive only
-	answerDropped                      // hop-by-hop, or a trace field the gateway stamps itself (observe.StampResponse)
+	answerDropped                      // hop-by-hop, or a field the gateway stamps itself (StampedByGateway)
 	answerKeepAlive                    // hop-by-hop, and its timeout is how long the backend keeps the connection idle
 	answerLength                       // Content-Length: the body's framing
 	answerOther                        // Transfer-Encoding, or Trailer (announcing trailers a length-framed body cannot have): fasthttp judges the answer
@@ -289,8 +289,6 @@ var answerNames = func() (t [32][]answerName) {
 	// Host and Expect, framing in a request, are kept in an answer.
 	add(strAnswerLength, answerLength, 0)
 	add("Transfer-Encoding", answerOther, 0)
-	add("traceparent", answerDropped, 0)
-	add("X-Request-Id", answerDropped, 0)
 	add(strAnswerDate, answerKept, singleDate)
 	add("Content-Type", answerKept, singleContentType)
 	add("Content-Encoding", answerKept, singleContentEncoding)

@@ -104,6 +104,15 @@ func (l *FieldList) ResetKeepConn() {
 	l.chain, l.uri, l.query, l.method = l.chain[:0], l.uri[:0], l.query[:0], l.method[:0]
 }
 
+// CopyTo makes dst the same request target and fields as l, in dst's
+// own buffers (a copy that outlives l's request: a mirror's).
+func (l *FieldList) CopyTo(dst *FieldList) {
+	dst.Reset()
+	dst.buf = append(dst.buf, l.buf...)
+	dst.spans = append(dst.spans, l.spans...)
+	dst.uri = append(dst.uri, l.uri...)
+}
+
 // Add appends a field; name and value are copied.
 func (l *FieldList) Add(name, value []byte) {
 	ks := len(l.buf)

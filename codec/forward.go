@@ -27,8 +27,9 @@ var framing = []string{"Content-Length", "Transfer-Encoding", "Host", "Expect"}
 // alone: every copy a client sent is removed (compared with case folded and
 // '_' read as '-'), and the gateway writes its own where it has one. They
 // carry the caller's address, scheme, host or path as a proxy saw them, the
-// caller's authenticated identity, the trace, or a method override, each
-// of which a backend may trust, and the mark of mirrored copies.
+// caller's authenticated identity, the trace (declared by the package that
+// stamps it: StampedByGateway), or a method override, each of which a
+// backend may trust, and the mark of mirrored copies.
 var GatewayOwned = []string{
 	"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Port", "X-Forwarded-Prefix",
 	"X-Forwarded-Server", "X-Forwarded-Scheme", "X-Forwarded-Ssl", "X-Forwarded-Uri", "X-Forwarded-Path",
@@ -36,7 +37,7 @@ var GatewayOwned = []string{
 	"X-Remote-IP", "X-Remote-Addr", "CF-Connecting-IP", "Fastly-Client-IP", "X-Original-Forwarded-For",
 	"X-Original-URL", "X-Original-URI", "X-Rewrite-URL", "X-Original-Host", "X-Host",
 	"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override",
-	"X-Consumer", "X-User-Id", "traceparent", "X-Request-Id",
+	"X-Consumer", "X-User-Id",
 	"X-Tollgate-Mirror", // marks shadow traffic a mirror service may skip side effects for
 }
 
@@ -460,16 +461,19 @@ var (
 	strCLColonSpace    = []byte("Content-Length: ")
 )
 
-// WriteRequest writes the upstream request straight from l — the request
-// line with l's target, l's fields, the buffered body with its length —
-// byte for byte what Apply and then req.Write would send, without
-// rebuilding req's header (each field copied and scanned twice, then
-// serialized again). req keeps the client's header. A request whose body
-// streams is not written here: ok is false, and the caller applies l and
-// lets fasthttp frame the stream.
-func WriteRequest(w *bufio.Writer, req *fasthttp.Request, l *FieldList) (ok bool, err error) {
+// WriteRequest writes the upstream request l describes (its target and
+// fields, built by the forwarding step) with req's method and body: the
+// one way every exchange sends a request upstream. A buffered body goes
+// straight from l — the request line, l's fields, the body with its
+// length — byte for byte what Apply and then req.Write would send,
+// without rebuilding req's header (each field copied and scanned twice,
+// then serialized again); req keeps the client's header. A body that
+// streams is framed by fasthttp, which writes from req's own header: l is
+// applied to req first (Apply), and the stream is consumed.
+func WriteRequest(w *bufio.Writer, req *fasthttp.Request, l *FieldList) error {
 	if req.IsBodyStream() {
-		return false, nil
+		Apply(req, l)
+		return req.Write(w)
 	}
 	h := &req.Header
 	_, _ = w.Write(h.Method())
@@ -487,8 +491,8 @@ func WriteRequest(w *bufio.Writer, req *fasthttp.Request, l *FieldList) (ok bool
 		_, _ = w.Write(strCRLF)
 	}
 	_, _ = w.Write(strCRLF)
-	_, err = w.Write(body)
-	return true, err
+	_, err := w.Write(body)
+	return err
 }
 
 // forEachToken calls f for each comma-separated token of a list value. The
@@ -513,8 +517,8 @@ var strConnection = []byte("Connection")
 
 // StripResponseHopByHop removes hop-by-hop fields, and those the upstream
 // named in Connection, from an upstream's answer, and every copy of the
-// trace fields the gateway stamps on answers itself (traceparent,
-// X-Request-Id): the client gets the gateway's word on the trace alone.
+// fields the gateway stamps on answers itself (StampedByGateway: the
+// trace): the client gets the gateway's word on them alone.
 //
 // Most answers carry none of them: one pass over the fields finds out, and
 // only a field that is there is deleted (each deletion scans the fields
@@ -533,24 +537,19 @@ func StripResponseHopByHop(h *fasthttp.ResponseHeader) {
 		hop = true
 		break
 	}
-	trace := false
+	own := false
 	for k := range h.All() {
 		hop = hop || classify(k)&classHop != 0
-		trace = trace || isTraceField(k)
+		own = own || isStamped(k)
 	}
 	if hop {
 		for _, k := range hopByHop {
 			h.Del(k)
 		}
 	}
-	if trace {
-		h.Del("traceparent")
-		h.Del("X-Request-Id")
+	if own {
+		for _, k := range stamped {
+			h.Del(k)
+		}
 	}
-}
-
-// isTraceField reports the trace fields the gateway stamps on answers.
-func isTraceField(k []byte) bool {
-	return len(k) == len("traceparent") && ascii.EqualFold(k, "traceparent") ||
-		len(k) == len("X-Request-Id") && ascii.EqualFold(k, "X-Request-Id")
 }

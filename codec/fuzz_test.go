@@ -77,9 +77,10 @@ func FuzzParseRequest(f *testing.F) {
 		// Written straight from the list, as the event loops send it...
 		var direct bytes.Buffer
 		dw := bufio.NewWriter(&direct)
-		written, derr := WriteRequest(dw, &in, &l)
+		derr := WriteRequest(dw, &in, &l)
 		_ = dw.Flush()
-		// ... and through the request's header, as every other exchange.
+		// ... and through the request's header, as fasthttp frames a
+		// streamed body.
 		Apply(&in, &l)
 		var wire bytes.Buffer
 		bw := bufio.NewWriter(&wire)
@@ -87,8 +88,8 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		_ = bw.Flush()
-		if !written || derr != nil || !bytes.Equal(direct.Bytes(), wire.Bytes()) {
-			t.Fatalf("written from the list (%v, %v):\n%q\nthrough the header:\n%q", written, derr, direct.Bytes(), wire.Bytes())
+		if derr != nil || !bytes.Equal(direct.Bytes(), wire.Bytes()) {
+			t.Fatalf("written from the list (%v):\n%q\nthrough the header:\n%q", derr, direct.Bytes(), wire.Bytes())
 		}
 		var out fasthttp.Request
 		out.Header.DisableNormalizing()

@@ -6,9 +6,9 @@ import (
 )
 
 // Received is a client's header section as Check read it: where each
-// field's name and value are, and where the trace fields are, so that the
-// steps after the check (the trace, the forwarding) take the fields from
-// here instead of reading the section again. Its bytes alias the request's
+// field's name and value are, so that the steps after the check (the
+// trace, the forwarding) take the fields from here instead of parsing the
+// section again. Its bytes alias the request's
 // header: it is valid until the request is reset, and must be Reset with
 // it (the next request's section may sit at the same address).
 //
@@ -17,9 +17,6 @@ import (
 type Received struct {
 	raw    []byte // the section indexed, h.RawHeaders()
 	fields []receivedField
-	// Where the first traceparent and X-Request-Id are, as an index into
-	// fields plus one (0 for none): the first, as fasthttp's Peek gives.
-	traceparent, requestID int
 }
 
 // receivedField locates a field's name (raw[ks:ke]) and value, without
@@ -39,7 +36,6 @@ func (r *Received) Reset() {
 	if cap(r.fields) > keptFields {
 		r.fields = nil
 	}
-	r.traceparent, r.requestID = 0, 0
 }
 
 // Check is codec.Check that also indexes h's section in r. On an error r
@@ -67,13 +63,6 @@ func (r *Received) add(section, name, value []byte) {
 	ks := cap(section) - cap(name)
 	vs := cap(section) - cap(value)
 	r.fields = append(r.fields, receivedField{int32(ks), int32(ks + len(name)), int32(vs), int32(vs + len(value))})
-	n := len(r.fields)
-	switch {
-	case r.traceparent == 0 && ascii.EqualFold(name, "traceparent"):
-		r.traceparent = n
-	case r.requestID == 0 && ascii.EqualFold(name, "X-Request-Id"):
-		r.requestID = n
-	}
 }
 
 // field returns field i of the section.
@@ -82,28 +71,19 @@ func (r *Received) field(i int) (name, value []byte) {
 	return r.raw[f.ks:f.ke], r.raw[f.vs:f.ve]
 }
 
-// Traceparent returns the value of h's first traceparent field, or nil.
-func (r *Received) Traceparent(h *fasthttp.RequestHeader) []byte {
-	return r.peek(h, r.traceparent, strTraceparentName)
-}
-
-// RequestID returns the value of h's first X-Request-Id field, or nil.
-func (r *Received) RequestID(h *fasthttp.RequestHeader) []byte {
-	return r.peek(h, r.requestID, strRequestIDName)
-}
-
-var (
-	strTraceparentName = []byte("traceparent")
-	strRequestIDName   = []byte("X-Request-Id")
-)
-
-func (r *Received) peek(h *fasthttp.RequestHeader, at int, name []byte) []byte {
+// Peek returns the value of h's first field named name (compared with
+// ASCII case folded), or nil: the first, as fasthttp's Peek gives. It
+// reads the index when r holds h's, the header itself otherwise (a
+// refused request's, or one built by hand).
+func (r *Received) Peek(h *fasthttp.RequestHeader, name string) []byte {
 	if !r.indexes(h) {
-		return h.PeekBytes(name) // not checked here: a refused request's, or one built by hand
+		return h.Peek(name)
 	}
-	if at == 0 {
-		return nil
+	for i := range r.fields {
+		f := &r.fields[i]
+		if int(f.ke-f.ks) == len(name) && ascii.EqualFold(r.raw[f.ks:f.ke], name) {
+			return r.raw[f.vs:f.ve]
+		}
 	}
-	_, v := r.field(at - 1)
-	return v
+	return nil
 }

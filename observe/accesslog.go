@@ -1,3 +1,6 @@
+// Package observe records what the gateway did: the asynchronous access
+// log, metrics and counters. Nothing here does I/O on the request path.
+// (The trace context the log carries is package trace's.)
 package observe
 
 import (

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/trace"
 	"github.com/valyala/fasthttp"
 )
 
@@ -41,7 +42,7 @@ func TestAccessLogWritesOneJSONLinePerRequest(t *testing.T) {
 				c.ClientIP = netip.MustParseAddr("203.0.113.9")
 				c.RouteName = "r"
 				c.Outcome.Instance = "127.0.0.1:9001"
-				StartTrace(c)
+				trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
 				l.Record(c, time.Now())
 				pipeline.Release(c)
 			}
@@ -165,7 +166,7 @@ func TestAccessLogFieldsAndReopen(t *testing.T) {
 		c.Decision = "rate limited"
 		c.BytesIn = 321
 		c.Outcome = pipeline.Outcome{Service: "pay-v1", Instance: "127.0.0.1:9", Latency: 2 * time.Millisecond, Result: pipeline.ResultOK, Attempts: 1}
-		StartTrace(c)
+		trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
 		l.Record(c, time.Now())
 		pipeline.Release(c)
 	}
@@ -257,7 +258,7 @@ func recordSeq(l *AccessLog, who, seq int) {
 	c := pipeline.AcquireParsed(&req, &resp)
 	c.Start = time.Now()
 	c.RouteName = "r"
-	StartTrace(c)
+	trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
 	l.Record(c, time.Now())
 	pipeline.Release(c)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/stripe"
+	"github.com/tollgate/tollgate/trace"
 	"github.com/valyala/fasthttp"
 )
 
@@ -51,14 +52,20 @@ type Ctx struct {
 	// Received indexes the client's header section as the edge's check
 	// read it; the trace and the forwarding step take fields from it.
 	Received codec.Received
-	// Fields is the working space the forwarding step builds the upstream
-	// header section in.
+	// Fields is the request that goes upstream: its target and header
+	// section, as the forwarding step built them. Every exchange writes
+	// the upstream request from it (codec.WriteRequest), with Req's method
+	// and body; Req keeps the client's header, but for a body that
+	// streams, which fasthttp frames from Req's header once Fields is put
+	// there.
 	Fields codec.FieldList
 	// BytesIn is the size of the request as the client sent it (header
 	// section and declared body), taken before forwarding rewrites it.
 	BytesIn int
 
-	Trace Trace
+	// Trace is the request's trace context, filled by trace.Begin once
+	// the header section is checked.
+	Trace trace.Context
 
 	// Consumer is the authenticated caller (a consumer's app_key, or
 	// "jwt:"+subject for a token) and UserID the end user it acts for, "" when
@@ -66,10 +73,6 @@ type Ctx struct {
 	// so setting them allocates nothing.
 	Consumer string
 	UserID   string
-
-	// Choice is a route action's pick made earlier in the chain (a split's
-	// target, 1-based), 0 when none was made.
-	Choice int
 
 	// RouteName names the matched route ("" when none matched). It points
 	// into the config snapshot, so it costs no allocation.
@@ -83,20 +86,10 @@ type Ctx struct {
 	// Deadline, when set (a route's own timeout), bounds the upstream
 	// exchange, retry included, before the service's total does.
 	Deadline time.Time
-	// BreakerGen is the generation a route's breaker admitted the request
-	// in (valid while BreakerArmed), handed back when the outcome is known.
-	BreakerGen   uint64
-	BreakerArmed bool
 
 	// Decision says, for the access log, why the gateway answered as it did
 	// when it was not the upstream ("" for a proxied answer).
 	Decision string
-
-	// Recording is what the recording step took of the request in its
-	// Handle, for its HandleResponse to complete with the answer (a pooled
-	// record); nil when the request is not being recorded. Holding a
-	// pointer here allocates nothing.
-	Recording any
 
 	// CloseConn asks the transport to close the client connection after
 	// writing the response (a framing error, a drain).
@@ -113,17 +106,6 @@ type Ctx struct {
 	// the backend's connection, for the transport to relay.
 	Upgrade *Upgrade
 
-	// Forward, when set, says c.Fields (and its target) is the request to
-	// send upstream and c.Req still holds the client's header: the loop's
-	// exchange writes the upstream request from c.Fields directly, and
-	// anything else that needs c.Req in its upstream form calls
-	// ApplyForward first.
-	Forward bool
-
-	// GRPC, when set, is the unary gRPC call a transcoding route makes of
-	// its service instead of forwarding the HTTP request.
-	GRPC *GRPCCall
-
 	// Loop is the event loop the request runs on, nil on a transport that
 	// serves requests on goroutines: upstream connections are then taken
 	// from that loop's own pools and waited for by it.
@@ -139,6 +121,10 @@ type Ctx struct {
 	// Anything that replaces the answer resets it (Canned, Static,
 	// WriteError).
 	Answer *codec.Answer
+
+	// slots hold the values features keep per request (Slot), nil until
+	// the first is set.
+	slots *slotCells
 
 	// waiter, when set by the transport, runs the request's waits.
 	waiter Waiter
@@ -192,9 +178,14 @@ func Release(c *Ctx) {
 	// cleared context aside and copying it in moved a kilobyte twice.
 	scratch, scratch2, upPath, query := c.Scratch[:0], c.Scratch2[:0], c.upPath[:0], c.query
 	target, received, fields, owned := c.Target, c.Received, c.Fields, c.owned
+	slots := c.slots
 	*c = Ctx{}
 	c.Scratch, c.Scratch2, c.upPath, c.query = scratch, scratch2, upPath, query
 	c.Target, c.Received, c.Fields, c.owned = target, received, fields, owned
+	if slots != nil {
+		slots.reset()
+		c.slots = slots
+	}
 	c.Target.Reset()
 	c.Received.Reset() // the next request's section may sit where this one's did
 	c.Fields.Reset()
@@ -381,15 +372,6 @@ func (c *Ctx) Sleep(d time.Duration) {
 		return
 	}
 	time.Sleep(d)
-}
-
-// ApplyForward puts the upstream request built by the forwarding step
-// into c.Req (once): for the exchanges that send c.Req itself.
-func (c *Ctx) ApplyForward() {
-	if c.Forward {
-		codec.Apply(c.Req, &c.Fields)
-		c.Forward = false
-	}
 }
 
 // Stripe is the stripe of per-loop counters the request adds to

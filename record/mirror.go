@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
@@ -61,12 +62,13 @@ func (m *Mirror) HandleResponse(c *pipeline.Ctx) {
 		return
 	}
 	j := jobPool.Get().(*mirrorJob)
-	c.ApplyForward() // the copy is of the request as forwarded
+	// The copy is of the request as forwarded (c.Fields), marked; j.req,
+	// the client's method and body with the upstream target and fields
+	// (codec.Apply), is what the mirror service routes and balances on.
+	c.Fields.CopyTo(&j.fields)
+	j.fields.Add(hdrMirror, hdrMirrorValue)
 	c.Req.CopyTo(&j.req)
-	// The forwarded request keeps Host and Content-Length among its fields
-	// exactly as built (codec.Apply); CopyTo does not carry that mode over.
-	j.req.Header.DisableSpecialHeader()
-	j.req.Header.SetBytesKV(hdrMirror, hdrMirrorValue)
+	codec.Apply(&j.req, &j.fields)
 	j.m = m
 	j.comparable = m.compare && !c.Resp.IsBodyStream() && len(c.Resp.Body()) <= m.maxBody
 	if j.comparable {
@@ -102,6 +104,7 @@ func (m *Mirror) Counts() MirrorCounts {
 
 // mirrorJob is one copy on its way to the mirror service.
 type mirrorJob struct {
+	fields        codec.FieldList
 	req           fasthttp.Request
 	resp, primary fasthttp.Response
 	m             *Mirror
@@ -111,6 +114,7 @@ type mirrorJob struct {
 var jobPool = sync.Pool{New: func() any { return new(mirrorJob) }}
 
 func (j *mirrorJob) release() {
+	j.fields.Reset()
 	j.req.Reset()
 	j.resp.Reset()
 	j.primary.Reset()
@@ -164,6 +168,7 @@ func (m *Mirror) send(j *mirrorJob) {
 	c := pipeline.AcquireParsed(&j.req, &j.resp)
 	defer pipeline.Release(c)
 	c.Start = time.Now()
+	j.fields.CopyTo(&c.Fields)
 	m.svc.Serve(c)
 	if c.Outcome.Result != pipeline.ResultOK {
 		m.counts.failed.Add(1)

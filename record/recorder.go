@@ -54,17 +54,22 @@ func (r *Recorder) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	}
 	e := entryPool.Get().(*entry)
 	e.takeRequest(c, &r.masks, r.maxBody, r.secretOf(c))
-	c.Recording = e
+	recording.Set(c, e)
 	return pipeline.Continue
 }
 
+// recording is what Handle took of a request being recorded, for
+// HandleResponse to complete with the answer (a pooled entry); nil when
+// the request is not being recorded.
+var recording = pipeline.NewSlot[*entry]()
+
 // HandleResponse implements pipeline.ResponseFilter.
 func (r *Recorder) HandleResponse(c *pipeline.Ctx) {
-	e, ok := c.Recording.(*entry)
-	if !ok {
+	e := recording.Get(c)
+	if e == nil {
 		return
 	}
-	c.Recording = nil
+	recording.Clear(c)
 	e.takeResponse(c, &r.masks, r.maxBody, time.Now())
 	if r.w.enqueue(e) {
 		r.counts.queued.Add(1)

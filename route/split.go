@@ -78,16 +78,20 @@ func Bucket(v []byte) int { return int(xxhash.Sum64(v) % 10000) }
 // Handle implements pipeline.Filter: it takes the decision on the request
 // as the client sent it, before the forwarding step rewrites headers (it
 // drops a client's X-User-Id, a common split key), and leaves it in
-// c.Choice for Serve.
+// the request's splitChoice for Serve.
 func (s *Split) Handle(c *pipeline.Ctx) pipeline.Verdict {
-	c.Choice = s.pick(c) + 1
+	splitChoice.Set(c, s.pick(c)+1)
 	return pipeline.Continue
 }
+
+// splitChoice is the target a split's filter step picked (1-based), 0
+// when none was made.
+var splitChoice = pipeline.NewSlot[int]()
 
 // Serve implements pipeline.Action, with the choice Handle made (or a new
 // one when the split runs without its filter step).
 func (s *Split) Serve(c *pipeline.Ctx) {
-	i := c.Choice - 1
+	i := splitChoice.Get(c) - 1
 	if i < 0 || i >= len(s.targets) {
 		i = s.pick(c)
 	}

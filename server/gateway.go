@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server/transport"
+	"github.com/tollgate/tollgate/trace"
 	"github.com/valyala/fasthttp"
 )
 
@@ -87,7 +88,7 @@ func (g *Gateway) serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	c.ConfigVersion = snap.Version
 	err := g.admit(snap, c)
 	// After the check, which indexed the fields the trace is read from.
-	observe.StartTrace(c)
+	trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
 	if err != nil {
 		cannedFor(err).WriteTo(c)
 		c.CloseConn = true
@@ -139,7 +140,7 @@ func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer net
 
 // finish is the post-step of every request, answered or refused.
 func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
-	observe.StampResponse(c)
+	trace.Stamp(&c.Trace, &c.Resp.Header, c.Answer)
 	end := c.Now()
 	if l := g.log.Load(); l != nil {
 		l.Record(c, end)
@@ -252,7 +253,7 @@ func (g *Gateway) run(ch *pipeline.Chain, c *pipeline.Ctx) {
 func (g *Gateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
 	c := g.begin(req, resp, peer, nil)
 	c.ClientIP = peer.Addr().Unmap()
-	observe.StartTrace(c)
+	trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
 	cannedFor(err).WriteTo(c)
 	g.Stats.ParseError(c.Stripe())
 	g.finish(c)

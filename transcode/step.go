@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/source"
+	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -28,7 +29,7 @@ type Step struct {
 	respField protoreflect.FieldDescriptor // response_body: <field>
 	marshal   protojson.MarshalOptions
 
-	calls sync.Pool // *pipeline.GRPCCall
+	calls sync.Pool // *upstream.GRPCCall
 	ins   sync.Pool // *dynamicpb.Message of in
 	outs  sync.Pool // *dynamicpb.Message of out
 }
@@ -69,7 +70,7 @@ func newStep(cfg *Config, m protoreflect.MethodDescriptor) (*Step, error) {
 			}
 		}
 	}
-	s.calls.New = func() any { return new(pipeline.GRPCCall) }
+	s.calls.New = func() any { return new(upstream.GRPCCall) }
 	s.ins.New = func() any { return dynamicpb.NewMessage(s.in) }
 	s.outs.New = func() any { return dynamicpb.NewMessage(s.out) }
 	return s, nil
@@ -99,7 +100,7 @@ func (s *Step) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		c.Decision = "request does not transcode"
 		return pipeline.Stop
 	}
-	call := s.calls.Get().(*pipeline.GRPCCall)
+	call := s.calls.Get().(*upstream.GRPCCall)
 	call.Reset()
 	call.Method = s.method
 	var err error
@@ -108,7 +109,7 @@ func (s *Step) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		pipeline.WriteError(c, fasthttp.StatusBadRequest, "request does not encode: "+err.Error())
 		return pipeline.Stop
 	}
-	c.GRPC = call
+	upstream.SetGRPCCall(c, call)
 	return pipeline.Continue
 }
 
@@ -201,11 +202,10 @@ func (s *Step) boundElsewhere(key string) bool {
 // JSON answer; a status (or a refusal made before the call) is left as the
 // service wrote it.
 func (s *Step) HandleResponse(c *pipeline.Ctx) {
-	call := c.GRPC
+	call := upstream.TakeGRPCCall(c)
 	if call == nil {
 		return
 	}
-	c.GRPC = nil
 	defer s.calls.Put(call)
 	if !call.Done || call.Code != 0 {
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -97,11 +98,11 @@ func TestTemplates(t *testing.T) {
 func TestRequestAndReply(t *testing.T) {
 	s := orders(t, "Create")
 	c := ctxFor("POST", "/v1/orders", `{"sku":"abc","quantity":2,"customer_id":"c","tags":["a"]}`)
-	if s.Handle(c) != pipeline.Continue || c.GRPC == nil || c.GRPC.Method != "/shop.v1.Orders/Create" {
+	if s.Handle(c) != pipeline.Continue || upstream.GRPCCallOf(c) == nil || upstream.GRPCCallOf(c).Method != "/shop.v1.Orders/Create" {
 		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
 	}
 	in := dynamicpb.NewMessage(s.in)
-	if err := proto.Unmarshal(c.GRPC.Request, in); err != nil {
+	if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, in); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := protojson.Marshal(in); !strings.Contains(string(got), `"customerId":"c"`) {
@@ -109,8 +110,8 @@ func TestRequestAndReply(t *testing.T) {
 	}
 	out := dynamicpb.NewMessage(s.out)
 	_ = protojson.Unmarshal([]byte(`{"id":"o-1","totalCents":"12"}`), out)
-	c.GRPC.Reply, _ = proto.Marshal(out)
-	c.GRPC.Done = true
+	upstream.GRPCCallOf(c).Reply, _ = proto.Marshal(out)
+	upstream.GRPCCallOf(c).Done = true
 	s.HandleResponse(c)
 	if c.Resp.StatusCode() != 200 || !strings.Contains(string(c.Resp.Body()), `"totalCents":"12"`) {
 		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
@@ -127,7 +128,7 @@ func TestQueryCannotRedoThePath(t *testing.T) {
 		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
 	}
 	in := dynamicpb.NewMessage(g.in)
-	if err := proto.Unmarshal(c.GRPC.Request, in); err != nil {
+	if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, in); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := protojson.Marshal(in); !strings.Contains(string(got), `"id":"o-1"`) || !strings.Contains(string(got), `"limit":3`) {
@@ -146,8 +147,8 @@ func benchStep(b *testing.B, s *Step, c *pipeline.Ctx, reply []byte) {
 			b.Fatal(string(c.Resp.Body()))
 		}
 		if reply != nil {
-			c.GRPC.Reply = append(c.GRPC.Reply[:0], reply...)
-			c.GRPC.Done = true
+			upstream.GRPCCallOf(c).Reply = append(upstream.GRPCCallOf(c).Reply[:0], reply...)
+			upstream.GRPCCallOf(c).Done = true
 		}
 		s.HandleResponse(c)
 		c.Resp.Reset()
@@ -187,7 +188,7 @@ func FuzzTranscode(f *testing.F) {
 			c.Target.Path = append(c.Target.Path[:0], path...)
 			c.Target.Query = append(c.Target.Query[:0], query...)
 			if s.Handle(c) == pipeline.Continue {
-				if err := proto.Unmarshal(c.GRPC.Request, dynamicpb.NewMessage(s.in)); err != nil {
+				if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, dynamicpb.NewMessage(s.in)); err != nil {
 					t.Fatalf("built a request that does not decode: %v", err)
 				}
 				s.HandleResponse(c)

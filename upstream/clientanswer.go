@@ -29,14 +29,7 @@ func clientExchange(hc *fasthttp.HostClient, c *pipeline.Ctx, deadline time.Time
 	conn := cc.Conn()
 	_ = conn.SetWriteDeadline(sooner(deadline, now, p.Write))
 	bw := hc.AcquireWriter(conn)
-	written := false
-	if c.Forward {
-		written, err = codec.WriteRequest(bw, c.Req, &c.Fields)
-	}
-	if !written && err == nil {
-		c.ApplyForward() // a streamed body: fasthttp frames it
-		err = c.Req.Write(bw)
-	}
+	err = codec.WriteRequest(bw, c.Req, &c.Fields)
 	if err == nil {
 		err = bw.Flush()
 	}

@@ -102,6 +102,16 @@ func TestForwardHeaders(t *testing.T) {
 	if got.URI != "/a/b?x=1&y=2" {
 		t.Errorf("upstream URI %q: internal_ parameter not stripped", got.URI)
 	}
+	// The upstream request was written from c.Fields alone: c.Req is still
+	// the client's, for what reads it after the exchange (the access log,
+	// a mirror's copy, a recording).
+	if u := string(req.Header.RequestURI()); u != "/a/b?x=1&internal_role=admin&y=2" {
+		t.Errorf("the client's request target became %q", u)
+	}
+	if v := string(req.Header.Peek("X-Internal-User")); v != "root" || string(req.Header.Peek("X-Forwarded-For")) != "1.2.3.4" {
+		t.Errorf("the client's header section was rewritten: X-Internal-User %q, X-Forwarded-For %q",
+			v, req.Header.Peek("X-Forwarded-For"))
+	}
 }
 
 func TestForwardRefusedRetriesGETElsewhere(t *testing.T) {

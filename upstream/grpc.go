@@ -154,7 +154,7 @@ func (timeoutError) Temporary() bool { return true }
 // from the backend is an answer (written here, mapped to HTTP); a call
 // that ran out of time is an error, as for HTTP.
 func (in *Instance) grpcExchange(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS) error {
-	call := c.GRPC
+	call := GRPCCallOf(c)
 	if call == nil {
 		return in.passThrough(c, deadline, t)
 	}

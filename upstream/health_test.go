@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/breaker"
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
@@ -135,8 +136,10 @@ func TestRouteDeadlineCapsTheService(t *testing.T) {
 	req.SetRequestURI("/x")
 	req.Header.SetHost("h")
 	c2 := &pipeline.Ctx{Req: req, Resp: r2, Start: start}
+	_ = codec.ParseTarget(&c2.Target, &req.Header)
+	c2.Trace.FillHex()
 	routeDeadline{total: 200 * time.Millisecond}.Handle(c2)
-	svc.Serve(c2)
+	proxy(c2, svc)
 	if r2.StatusCode() != 504 || time.Since(start) > 600*time.Millisecond {
 		t.Fatalf("with a 200ms route budget: status %d after %v", r2.StatusCode(), time.Since(start))
 	}

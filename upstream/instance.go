@@ -179,7 +179,6 @@ func (in *Instance) exchange(c *pipeline.Ctx, deadline time.Time) error {
 		// too; a streamed body bounded a moment before that tells a
 		// client's delay (408) from a backend that stopped reading (504).
 		boundBody(c, sooner(deadline, c.Now(), in.pool.Write))
-		c.ApplyForward()
 		return doGuarded(in.client, &in.keeping, c, deadline, &in.pool)
 	}
 	if !lp.acquire(c, in.pool.MaxConnWait) {

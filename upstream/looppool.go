@@ -148,7 +148,6 @@ func (lp *loopPool) release() {
 // body, and are not the caller's to release.
 func (lp *loopPool) do(c *pipeline.Ctx, deadline time.Time) (streaming bool, err error) {
 	if lp.hc != nil {
-		c.ApplyForward()
 		return false, doGuarded(lp.hc, &lp.in.keeping, c, deadline, &lp.in.pool)
 	}
 	now := c.Now()
@@ -175,14 +174,7 @@ func (lp *loopPool) roundTrip(lc *loopConn, c *pipeline.Ctx, now, deadline time.
 	p := &lp.in.pool
 	req, resp := c.Req, c.Resp
 	_ = lc.conn.SetWriteDeadline(sooner(deadline, now, p.Write))
-	written := false
-	if c.Forward {
-		written, err = codec.WriteRequest(lc.bw, req, &c.Fields)
-	}
-	if !written && err == nil {
-		c.ApplyForward() // a streamed body: fasthttp frames it
-		err = req.Write(lc.bw)
-	}
+	err = codec.WriteRequest(lc.bw, req, &c.Fields)
 	if err == nil {
 		err = lc.bw.Flush()
 	}

@@ -5,6 +5,7 @@ import (
 	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/trace"
 	"github.com/valyala/fasthttp"
 )
 
@@ -88,7 +89,8 @@ func mediaTypeIs(ct []byte, mt string) bool {
 }
 
 // PrepareRequest builds the request for the trip upstream (see
-// Forwarding) in c.Fields; c.ApplyForward puts it into c.Req.
+// Forwarding) in c.Fields, which every exchange writes it from
+// (codec.WriteRequest); c.Req stays the client's request.
 func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	peer := c.Peer.Addr().Unmap()
 	client := c.ClientIP
@@ -114,9 +116,7 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	if c.UserID != "" {
 		l.AddString("X-User-Id", bytesconv.S2B(c.UserID))
 	}
-	c.Scratch = c.Trace.AppendTraceparent(c.Scratch[:0])
-	l.AddString("traceparent", c.Scratch)
-	l.AddString("X-Request-Id", c.Trace.RequestID)
+	trace.Forward(&c.Trace, l)
 
 	// The client's path as sent unless a rewrite made a new one (which is
 	// canonical: see codec.Target.ForwardPath).
@@ -126,7 +126,4 @@ func PrepareRequest(c *pipeline.Ctx, e *Edge, policy *codec.HeaderPolicy) {
 	}
 	query, _ := e.Internal.StripParams(c.Scratch[:0], c.Target.Query)
 	l.SetTarget(path, query, c.Target.HasQuery)
-	// Applied to c.Req only when an exchange needs it there: the loop's
-	// writes it from the list (codec.WriteRequest).
-	c.Forward = true
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
@@ -54,9 +55,8 @@ func init() {
 }
 
 var (
-	strUpgrade    = []byte("Upgrade")
-	strConnection = []byte("Connection")
-	strWebSocket  = []byte("websocket")
+	strUpgrade   = []byte("Upgrade")
+	strWebSocket = []byte("websocket")
 )
 
 // Handle implements pipeline.Filter: a GET asking to upgrade to websocket
@@ -112,13 +112,13 @@ func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
 		return
 	}
 	_ = conn.SetDeadline(deadline)
-	c.ApplyForward()
-	h := &c.Req.Header
-	h.SetBytesKV(strConnection, strUpgrade)
-	h.SetBytesKV(strUpgrade, strWebSocket)
+	// The switch is asked for anew: the client's Connection and Upgrade
+	// were the client's hop's, dropped by the forwarding step.
+	c.Fields.AddString("Connection", strUpgrade)
+	c.Fields.AddString("Upgrade", strWebSocket)
 	bw := bufio.NewWriter(conn)
 	br := bufio.NewReader(conn)
-	if err = c.Req.Write(bw); err == nil {
+	if err = codec.WriteRequest(bw, c.Req, &c.Fields); err == nil {
 		err = bw.Flush()
 	}
 	if err == nil {

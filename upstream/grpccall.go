@@ -1,4 +1,6 @@
-package pipeline
+package upstream
+
+import "github.com/tollgate/tollgate/pipeline"
 
 // GRPCCall is a unary gRPC call made in place of an HTTP exchange: a
 // route's grpc step (package transcode) names the method and puts the
@@ -22,4 +24,23 @@ type GRPCCall struct {
 // Reset empties the call, keeping its buffers.
 func (g *GRPCCall) Reset() {
 	*g = GRPCCall{Request: g.Request[:0], Reply: g.Reply[:0]}
+}
+
+// grpcCall is the call a transcoding step asks of the request's service
+// instead of forwarding the HTTP request; nil when there is none.
+var grpcCall = pipeline.NewSlot[*GRPCCall]()
+
+// SetGRPCCall makes call the request's gRPC call: the service makes it
+// instead of forwarding the HTTP request. The caller keeps ownership.
+func SetGRPCCall(c *pipeline.Ctx, call *GRPCCall) { grpcCall.Set(c, call) }
+
+// GRPCCallOf returns the request's gRPC call, nil when none was set.
+func GRPCCallOf(c *pipeline.Ctx) *GRPCCall { return grpcCall.Get(c) }
+
+// TakeGRPCCall returns the request's gRPC call and forgets it, for the
+// step that hands it back to its pool.
+func TakeGRPCCall(c *pipeline.Ctx) *GRPCCall {
+	call := grpcCall.Get(c)
+	grpcCall.Clear(c)
+	return call
 }
