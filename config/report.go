@@ -1,11 +1,6 @@
 package config
 
-import (
-	"fmt"
-	"sort"
-
-	"github.com/tollgate/tollgate/pipeline"
-)
+import "github.com/tollgate/tollgate/pipeline"
 
 // Reporters calls visit for every part of the snapshot that reports
 // figures to /metrics (see pipeline.Reporter): the global filters and
@@ -18,18 +13,13 @@ func (s *Snapshot) Reporters(visit func(route string, r pipeline.Reporter)) {
 		}
 	}
 	if s.env != nil {
-		// Shared objects in a stable order, so a scrape reads the same way
-		// every time.
-		var shared []pipeline.Reporter
-		for _, v := range s.env.Shared {
+		// Shared objects in their keys' order, so a scrape reads the same
+		// way every time.
+		s.env.EachShared(func(_ string, v any) {
 			if r, ok := v.(pipeline.Reporter); ok {
-				shared = append(shared, r)
+				visit("", r)
 			}
-		}
-		sort.SliceStable(shared, func(i, j int) bool { return typeName(shared[i]) < typeName(shared[j]) })
-		for _, r := range shared {
-			visit("", r)
-		}
+		})
 	}
 	for _, rt := range s.Routes {
 		if rt.Chain == nil {
@@ -42,5 +32,3 @@ func (s *Snapshot) Reporters(visit func(route string, r pipeline.Reporter)) {
 		}
 	}
 }
-
-func typeName(v any) string { return fmt.Sprintf("%T", v) }

@@ -159,7 +159,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		NotFoundDefault: pipeline.NewCanned(404, "no route"),
 		state:           st,
 	}
-	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st, Shared: map[any]any{}}
+	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st}
 	if len(trusted) == 0 {
 		s.Edge.Trusted = nil
 	}
@@ -213,9 +213,9 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		}
 		s.Services[name] = svc
 	}
-	s.env.Shared[upstream.ServicesKey{}] = s.Services
+	upstream.ServicesKey.Set(s.env, s.Services)
 	if f.TLS != nil {
-		s.env.Shared[edgetls.ListenerKey{}] = edgetls.PortOf(f.TLS.Listen)
+		edgetls.ListenerKey.Set(s.env, edgetls.PortOf(f.TLS.Listen))
 	}
 	cl, err := c.clusterClient(f)
 	if err != nil {
@@ -224,7 +224,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if s.Consumers, err = compileConsumers(f); err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
-	shareCluster(s.env.Shared, f, cl)
+	shareCluster(s.env, f, cl)
 	s.nonces = c.nonceStore(f, cl)
 	s.clock = c.Clock
 	if f.JWT != nil {
@@ -232,8 +232,8 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 			return nil, &Error{File: source, Msg: err.Error()}
 		}
 	}
-	s.env.Shared[auth.IdentityKey{}] = &auth.Identity{Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock,
-		Window: f.Signature.Window.D(), NewChecker: newChecker, JWT: s.jwt}
+	auth.IdentityKey.Set(s.env, &auth.Identity{Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock,
+		Window: f.Signature.Window.D(), NewChecker: newChecker, JWT: s.jwt})
 	global, err := buildFeatures(&pipeline.Build{Env: s.env}, f.Features, pipeline.ScopeGlobal)
 	if err != nil {
 		return nil, withFile(err, source)

@@ -9,9 +9,9 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// ListenerKey is the Env.Shared key under which the configuration puts
-// the TLS listener's port (a string), when there is a TLS listener.
-type ListenerKey struct{}
+// ListenerKey is the key under which the configuration puts the TLS
+// listener's port in the build environment, when there is a TLS listener.
+var ListenerKey = pipeline.NewKey[string]("edgetls.listener_port")
 
 // Redirect is a route's redirect_https: a request that came in cleartext
 // is answered 308 with the same URL on https, before anything else of the
@@ -35,7 +35,7 @@ func init() {
 			if !*cfg.(*bool) {
 				return nil, nil
 			}
-			port, ok := b.Shared[ListenerKey{}].(string)
+			port, ok := ListenerKey.Get(b.Env)
 			if !ok {
 				return nil, errors.New("redirect_https needs a tls block (a TLS listener to send clients to)")
 			}

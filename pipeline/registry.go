@@ -98,10 +98,10 @@ type Env struct {
 	Logger *zap.Logger
 	// State holds what must outlive a reload (see State).
 	State *StateBuild
-	// Shared holds objects built from top-level sections that features
-	// refer to (consumers, the JWT verifier, the forwarding edge), keyed
-	// by a type of the package that defines them.
-	Shared map[any]any
+	// shared holds objects built from top-level sections that features
+	// refer to (consumers, the JWT verifier, the forwarding edge), by
+	// typed key (Key).
+	shared map[*keyID]any
 }
 
 var registry = struct {

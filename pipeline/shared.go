@@ -1,12 +1,12 @@
 package pipeline
 
-// Keys of Env.Shared for objects config builds from top-level sections
+// Keys of the objects config builds from top-level sections for limits
 // (other packages define their own: cluster.EnvKey, …).
-type (
-	// QuotasKey holds a *Quotas: the consumers' request quotas.
-	QuotasKey struct{}
-	// LimitStatusKey holds a LimitStatus.
-	LimitStatusKey struct{}
+var (
+	// QuotasKey holds the consumers' request quotas.
+	QuotasKey = NewKey[*Quotas]("pipeline.quotas")
+	// LimitStatusKey holds the statuses of rate-limit refusals.
+	LimitStatusKey = NewKey[LimitStatus]("pipeline.limit_status")
 )
 
 // Quota is one consumer's request quota.

@@ -29,7 +29,7 @@ func SharedInstance(st *pipeline.StateBuild, addr string, weight int, p Pool, h 
 	}).(*Instance)
 }
 
-// ServicesKey is the key of the snapshot's services (a
-// map[string]*Service, by name) in pipeline.Env.Shared, for features that
-// send requests of their own to a service (mirroring).
-type ServicesKey struct{}
+// ServicesKey is the key of the snapshot's services (by name) in the
+// build environment, for features that send requests of their own to a
+// service (mirroring).
+var ServicesKey = pipeline.NewKey[map[string]*Service]("upstream.services")
