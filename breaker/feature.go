@@ -41,10 +41,10 @@ func (s *Settings) Validate() error {
 	return nil
 }
 
-// Digest identifies the settings, so that state is kept across a reload
-// exactly when they did not change.
+// Digest identifies the settings (every field, pipeline.Digest), so that
+// state is kept across a reload exactly when they did not change.
 func (s *Settings) Digest() string {
-	return fmt.Sprint(s.Window, s.Buckets, s.FailureRate, s.MinRequests, s.OpenFor, s.HalfOpenProbes, s.FailureStatus)
+	return pipeline.Digest(*s)
 }
 
 // Classifier tells from an outcome whether it is a success.

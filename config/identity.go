@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/cluster"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/sign"
 )
 
@@ -95,33 +96,36 @@ func (c *Compiler) clusterClient(f *File) (*cluster.Client, error) {
 	return cl, nil
 }
 
-// nonceStore returns the long-lived replay filter for these settings, so a
-// reload never forgets the nonces already seen.
-func (c *Compiler) nonceStore(f *File, cl *cluster.Client) *auth.NonceStore {
-	key := fmt.Sprintf("%s|%d|%g|%v", f.Signature.Window.D(), f.Signature.NonceRate, f.Signature.NonceFalsePositive, cl != nil)
-	c.stateMu.Lock()
-	defer c.stateMu.Unlock()
-	if s := c.nonces[key]; s != nil {
-		return s
-	}
-	o := auth.NonceOptions{TTL: 2 * f.Signature.Window.D(), ExpectedRate: f.Signature.NonceRate,
-		FalsePositive: f.Signature.NonceFalsePositive}
-	if cl != nil {
-		o.Cluster = cl
-	}
-	s := auth.NewNonceStore(o)
-	if c.nonces == nil {
-		c.nonces = map[string]*auth.NonceStore{}
-	}
-	c.nonces[key] = s
-	return s
+// nonceSettings are what a replay filter is built from.
+type nonceSettings struct {
+	Signature Signature
+	Clustered bool
+}
+
+// nonceKey is the state key of a replay filter: a digest of every field
+// of its settings.
+func nonceKey(s nonceSettings) string { return "auth.nonces|" + pipeline.Digest(s) }
+
+// nonceStore returns the long-lived replay filter for these settings from
+// the reload-surviving state, so a reload never forgets the nonces
+// already seen; one that changed them gets a fresh filter, and the old
+// one is released once no live snapshot uses it.
+func nonceStore(st *pipeline.StateBuild, f *File, cl *cluster.Client) *auth.NonceStore {
+	return st.Get(nonceKey(nonceSettings{Signature: f.Signature, Clustered: cl != nil}), func() (any, func()) {
+		o := auth.NonceOptions{TTL: 2 * f.Signature.Window.D(), ExpectedRate: f.Signature.NonceRate,
+			FalsePositive: f.Signature.NonceFalsePositive}
+		if cl != nil {
+			o.Cluster = cl
+		}
+		return auth.NewNonceStore(o), nil
+	}).(*auth.NonceStore)
 }
 
 // newChecker is what the signature filter pools.
 func newChecker() auth.SigChecker { return sign.NewVerifier() }
 
 // compileJWT builds the JWT filter shared by the snapshot's jwt routes.
-func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*jwt.Filter, error) {
+func (c *Compiler) compileJWT(st *pipeline.StateBuild, j *JWT, cl *cluster.Client) (*jwt.Filter, error) {
 	var keys []jwt.Key
 	for _, k := range j.Keys {
 		key := jwt.Key{KID: k.KID, Alg: k.Alg}
@@ -149,24 +153,18 @@ func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*jwt.Filter, error) {
 	cfg := jwt.Config{Keys: keys, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway.D(), Now: c.Clock.Now,
 		ExpOptional: j.RequireExp != nil && !*j.RequireExp}
 	if cl != nil {
-		cfg.Revoked = c.revocations(cl, j.RevocationKey)
+		cfg.Revoked = revocations(st, cl, j.RevocationKey)
 	}
 	return jwt.New(cfg)
 }
 
-// revocations returns the long-lived view of a revocation set.
-func (c *Compiler) revocations(cl *cluster.Client, key string) *revocationView {
-	c.stateMu.Lock()
-	defer c.stateMu.Unlock()
-	if v := c.views[key]; v != nil {
-		return v
-	}
-	if c.views == nil {
-		c.views = map[string]*revocationView{}
-	}
-	v := &revocationView{set: cl.WatchSet(key, 0)}
-	c.views[key] = v
-	return v
+// revocations returns the long-lived view of a revocation set. Its
+// refresh loop is the cluster client's (one per key, stopped with the
+// client), so the state has nothing to release.
+func revocations(st *pipeline.StateBuild, cl *cluster.Client, key string) *revocationView {
+	return st.Get("jwt.revocations|"+key, func() (any, func()) {
+		return &revocationView{set: cl.WatchSet(key, 0)}, nil
+	}).(*revocationView)
 }
 
 // revocationView answers jwt.Revocations from a Redis set watched through

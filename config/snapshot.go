@@ -63,8 +63,9 @@ type Snapshot struct {
 }
 
 // Compiler turns Files into Snapshots with increasing versions. It also
-// owns the state that must outlive a reload: upstream instances (through
-// its registry), the Redis client, the nonce filters and revocation views.
+// owns the state that must outlive a reload: the Redis client, and State,
+// where everything else is kept (upstream instances, nonce filters,
+// revocation views, the features' state).
 type Compiler struct {
 	// State keeps what outlives a reload: instances and their pools,
 	// nonce stores, revocation views, and the features' own state.
@@ -80,8 +81,6 @@ type Compiler struct {
 
 	stateMu sync.Mutex
 	cluster *cluster.Client
-	nonces  map[string]*auth.NonceStore
-	views   map[string]*revocationView
 }
 
 // stateGrace is how long state a new snapshot dropped stays usable by the
@@ -196,7 +195,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 			if err != nil {
 				return nil, &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: tls: %v", name, err)}
 			}
-			svcCfg.GRPCTLS = &upstream.GRPCTLS{Config: tc, Key: fmt.Sprintf("%+v", sc.TLS.settings())}
+			svcCfg.GRPCTLS = &upstream.GRPCTLS{Config: tc, Key: pipeline.Digest(sc.TLS)}
 		}
 		if b := sc.Breaker; b != nil {
 			if err := b.Validate(); err != nil {
@@ -225,10 +224,10 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
 	shareCluster(s.env, f, cl)
-	s.nonces = c.nonceStore(f, cl)
+	s.nonces = nonceStore(st, f, cl)
 	s.clock = c.Clock
 	if f.JWT != nil {
-		if s.jwt, err = c.compileJWT(f.JWT, cl); err != nil {
+		if s.jwt, err = c.compileJWT(st, f.JWT, cl); err != nil {
 			return nil, &Error{File: source, Msg: err.Error()}
 		}
 	}
