@@ -80,8 +80,6 @@ func (f *File) Defaults() {
 	}
 	setDur(&f.Cluster.Budget, 20*time.Millisecond)
 	f.Config.defaults()
-	setInt(&f.Status.LocalLimit, 911)
-	setInt(&f.Status.ClusterLimit, 919)
 	setDur(&f.Signature.Window, 300*time.Second)
 	setInt(&f.Signature.NonceRate, 10000)
 	if f.Signature.NonceFalsePositive == 0 {
@@ -195,14 +193,6 @@ func (f *File) Validate(name string) error {
 	}
 	if err := f.Config.validate(f); err != nil {
 		return bad(0, "%v", err)
-	}
-	for _, st := range []struct {
-		name string
-		v    int
-	}{{"status.local_limit", f.Status.LocalLimit}, {"status.cluster_limit", f.Status.ClusterLimit}} {
-		if st.v < 100 || st.v > 999 {
-			return bad(0, "%s %d is not an HTTP status (100..999)", st.name, st.v)
-		}
 	}
 	for tier, qps := range f.Tiers {
 		if qps < 0 {

@@ -7,7 +7,7 @@ import (
 
 // shareCluster puts what limits need from the top-level sections into the
 // build environment: the Redis client, the node count local limits are
-// split by, the consumers' quotas and the refusal statuses.
+// split by and the consumers' quotas.
 func shareCluster(env *pipeline.Env, f *File, cl *cluster.Client) {
 	if cl != nil {
 		cluster.EnvKey.Set(env, cl)
@@ -40,5 +40,4 @@ func shareCluster(env *pipeline.Env, f *File, cl *cluster.Client) {
 		}
 	}
 	pipeline.QuotasKey.Set(env, q)
-	pipeline.LimitStatusKey.Set(env, pipeline.LimitStatus{Local: f.Status.LocalLimit, Cluster: f.Status.ClusterLimit})
 }

@@ -224,6 +224,9 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
 	shareCluster(s.env, f, cl)
+	if err := provisionSections(s.env, f); err != nil {
+		return nil, withFile(err, source)
+	}
 	s.nonces = nonceStore(st, f, cl)
 	s.clock = c.Clock
 	if f.JWT != nil {

@@ -203,12 +203,12 @@ type env struct {
 	client Leaser // *cluster.Client, or what LeaserKey holds
 	nodes  cluster.Nodes
 	quotas *pipeline.Quotas
-	status pipeline.LimitStatus
+	status Statuses
 	log    *zap.Logger
 }
 
 func environment(b *pipeline.Build) env {
-	e := env{nodes: cluster.FixedNodes(1), status: pipeline.LimitStatus{Local: 911, Cluster: 919}, log: b.Logger}
+	e := env{nodes: cluster.FixedNodes(1), status: Statuses{LocalLimit: 911, ClusterLimit: 919}, log: b.Logger}
 	if e.log == nil {
 		e.log = zap.NewNop()
 	}
@@ -224,12 +224,12 @@ func environment(b *pipeline.Build) env {
 	if q, ok := pipeline.QuotasKey.Get(b.Env); ok {
 		e.quotas = q
 	}
-	if st, ok := pipeline.LimitStatusKey.Get(b.Env); ok {
-		if st.Local != 0 {
-			e.status.Local = st.Local
+	if st, ok := statusKey.Get(b.Env); ok {
+		if st.LocalLimit != 0 {
+			e.status.LocalLimit = st.LocalLimit
 		}
-		if st.Cluster != 0 {
-			e.status.Cluster = st.Cluster
+		if st.ClusterLimit != 0 {
+			e.status.ClusterLimit = st.ClusterLimit
 		}
 	}
 	return e
@@ -299,9 +299,9 @@ func (e env) rule(b *pipeline.Build, route string, s *spec) (*rule, error) {
 	}
 	status := s.status
 	if status == 0 {
-		status = e.status.Local
+		status = e.status.LocalLimit
 		if s.scope == Cluster {
-			status = e.status.Cluster
+			status = e.status.ClusterLimit
 		}
 	}
 	what := "rate limit " + strconv.Quote(s.name) + " exceeded"

@@ -359,7 +359,7 @@ func TestStateSurvivesReloadOfUnchangedRule(t *testing.T) {
 
 func TestStatusOverrideAndChallenge(t *testing.T) {
 	e := newEnv()
-	pipeline.LimitStatusKey.Set(e.shared, pipeline.LimitStatus{Local: 429, Cluster: 503})
+	statusKey.Set(e.shared, Statuses{LocalLimit: 429, ClusterLimit: 503})
 	f := e.build(t, "r", `
 - {by: ip, rate: 1, burst: 1}
 - {by: user, rate: 1, burst: 1, status: 420}

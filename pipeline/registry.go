@@ -115,6 +115,9 @@ func Register(f Feature) {
 	if f.Key == "" || f.Build == nil || f.Config == nil || f.Scope == 0 {
 		panic("pipeline: Register needs a key, a scope, a Config and a Build")
 	}
+	if _, ok := LookupSection(f.Key); ok {
+		panic(fmt.Sprintf("pipeline: feature %q is also a section", f.Key))
+	}
 	registry.Lock()
 	defer registry.Unlock()
 	if _, dup := registry.byKey[f.Key]; dup {

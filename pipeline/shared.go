@@ -1,13 +1,8 @@
 package pipeline
 
-// Keys of the objects config builds from top-level sections for limits
-// (other packages define their own: cluster.EnvKey, …).
-var (
-	// QuotasKey holds the consumers' request quotas.
-	QuotasKey = NewKey[*Quotas]("pipeline.quotas")
-	// LimitStatusKey holds the statuses of rate-limit refusals.
-	LimitStatusKey = NewKey[LimitStatus]("pipeline.limit_status")
-)
+// QuotasKey holds the consumers' request quotas, which config builds from
+// the top-level consumers and tiers sections for limits.
+var QuotasKey = NewKey[*Quotas]("pipeline.quotas")
 
 // Quota is one consumer's request quota.
 type Quota struct {
@@ -22,11 +17,4 @@ type Quota struct {
 type Quotas struct {
 	Consumers map[string]Quota
 	Tiers     map[string]int
-}
-
-// LimitStatus are the statuses rate-limit refusals answer with
-// (top-level `status`): local limits (911) and cluster limits and tenant
-// quotas (919).
-type LimitStatus struct {
-	Local, Cluster int
 }
