@@ -87,6 +87,9 @@ type RouteInfo struct {
 	// Forwards reports that the route's action sends the request upstream
 	// (a service or a split), not a mock or an offline answer.
 	Forwards bool
+	// Service names the one service the route sends to; "" for a split,
+	// a mock or an offline answer.
+	Service string
 }
 
 // Env is the build environment of one config snapshot: the long-lived
