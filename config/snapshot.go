@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate/tollgate/edgetls"
-
 	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/breaker"
@@ -213,9 +211,11 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		s.Services[name] = svc
 	}
 	upstream.ServicesKey.Set(s.env, s.Services)
+	listeners := pipeline.Listeners{Plain: f.Listen}
 	if f.TLS != nil {
-		edgetls.ListenerKey.Set(s.env, edgetls.PortOf(f.TLS.Listen))
+		listeners.TLS = f.TLS.Listen
 	}
+	pipeline.ListenersKey.Set(s.env, listeners)
 	cl, err := c.clusterClient(f)
 	if err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}

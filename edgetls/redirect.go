@@ -9,10 +9,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// ListenerKey is the key under which the configuration puts the TLS
-// listener's port in the build environment, when there is a TLS listener.
-var ListenerKey = pipeline.NewKey[string]("edgetls.listener_port")
-
 // Redirect is a route's redirect_https: a request that came in cleartext
 // is answered 308 with the same URL on https, before anything else of the
 // route runs (no credential is asked for, or checked, over cleartext).
@@ -35,8 +31,9 @@ func init() {
 			if !*cfg.(*bool) {
 				return nil, nil
 			}
-			port, ok := ListenerKey.Get(b.Env)
-			if !ok {
+			ls, _ := pipeline.ListenersKey.Get(b.Env)
+			port := PortOf(ls.TLS)
+			if ls.TLS == "" {
 				return nil, errors.New("redirect_https needs a tls block (a TLS listener to send clients to)")
 			}
 			r := &Redirect{}
