@@ -12,6 +12,24 @@ import (
 	"github.com/tollgate/tollgate/sign"
 )
 
+// shareIdentity builds the consumers, the replay filter and the JWT
+// filter, and shares them for the auth feature (auth.IdentityKey).
+func (c *Compiler) shareIdentity(s *Snapshot, f *File, cl *cluster.Client) (err error) {
+	if s.Consumers, err = compileConsumers(f); err != nil {
+		return err
+	}
+	s.nonces = nonceStore(s.state, f, cl)
+	s.clock = c.Clock
+	if f.JWT != nil {
+		if s.jwt, err = c.compileJWT(s.state, f.JWT, cl); err != nil {
+			return err
+		}
+	}
+	auth.IdentityKey.Set(s.env, &auth.Identity{Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock,
+		Window: f.Signature.Window.D(), NewChecker: newChecker, JWT: s.jwt})
+	return nil
+}
+
 // compileConsumers builds the app-key index, reading secrets from files
 // where asked.
 func compileConsumers(f *File) (*auth.Consumers, error) {

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/auth/jwt"
-	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/clock"
@@ -160,55 +158,8 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if len(trusted) == 0 {
 		s.Edge.Trusted = nil
 	}
-	names := make([]string, 0, len(f.Services))
-	for name := range f.Services {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		sc := f.Services[name]
-		pool := upstream.Pool{
-			Connect:          sc.Timeouts.Connect.D(),
-			Read:             sc.Timeouts.Read.D(),
-			IdleConn:         sc.IdleConn.D(),
-			MaxConns:         sc.MaxConns,
-			MaxResponseBytes: sc.MaxResponseBytes,
-			AnswerWindow:     sc.AnswerWindow,
-			StreamResponse:   sc.StreamResponse,
-		}
-		var health upstream.Health
-		if sc.Health != nil {
-			health = *sc.Health
-		}
-		instances := make([]*upstream.Instance, 0, len(sc.Instances))
-		for _, in := range sc.Instances {
-			instances = append(instances, upstream.SharedInstance(st, in.Addr, in.Weight, pool, health, c.logger()))
-		}
-		svcCfg := upstream.ServiceConfig{
-			Name: name, Balance: sc.Balance, Key: sc.Key, Total: sc.Timeouts.Total.D(), Connect: sc.Timeouts.Connect.D(),
-			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete, Protocol: sc.Protocol,
-		}
-		if sc.TLS != nil && sc.TLS.On() {
-			tc, err := sc.TLS.Config()
-			if err != nil {
-				return nil, &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: tls: %v", name, err)}
-			}
-			svcCfg.GRPCTLS = &upstream.GRPCTLS{Config: tc, Key: pipeline.Digest(sc.TLS)}
-		}
-		if b := sc.Breaker; b != nil {
-			if err := b.Validate(); err != nil {
-				return nil, &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: %v", name, err)}
-			}
-			svcCfg.Breaker = st.Get("breaker.service|"+name+"|"+b.Digest(), func() (any, func()) {
-				return breaker.New(b.Config(), c.Clock.Now), nil
-			}).(*breaker.Breaker)
-			svcCfg.FailureStatus = b.FailureStatus
-		}
-		svc, err := upstream.NewService(svcCfg, instances)
-		if err != nil {
-			return nil, &Error{File: source, Line: sc.Line, Msg: err.Error()}
-		}
-		s.Services[name] = svc
+	if err := c.compileServices(s, f, source); err != nil {
+		return nil, err
 	}
 	upstream.ServicesKey.Set(s.env, s.Services)
 	listeners := pipeline.Listeners{Plain: f.Listen}
@@ -220,22 +171,13 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
-	if s.Consumers, err = compileConsumers(f); err != nil {
+	if err := c.shareIdentity(s, f, cl); err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
 	shareCluster(s.env, f, cl)
 	if err := provisionSections(s.env, f); err != nil {
 		return nil, withFile(err, source)
 	}
-	s.nonces = nonceStore(st, f, cl)
-	s.clock = c.Clock
-	if f.JWT != nil {
-		if s.jwt, err = c.compileJWT(st, f.JWT, cl); err != nil {
-			return nil, &Error{File: source, Msg: err.Error()}
-		}
-	}
-	auth.IdentityKey.Set(s.env, &auth.Identity{Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock,
-		Window: f.Signature.Window.D(), NewChecker: newChecker, JWT: s.jwt})
 	global, err := buildFeatures(&pipeline.Build{Env: s.env}, f.Features, pipeline.ScopeGlobal)
 	if err != nil {
 		return nil, withFile(err, source)
