@@ -85,14 +85,6 @@ func (f *File) Defaults() {
 	if f.Signature.NonceFalsePositive == 0 {
 		f.Signature.NonceFalsePositive = 1e-4
 	}
-	if f.Tiers == nil {
-		f.Tiers = map[string]int{}
-	}
-	for name, qps := range map[string]int{"free": 10, "basic": 100, "enterprise": 1000} {
-		if _, ok := f.Tiers[name]; !ok {
-			f.Tiers[name] = qps
-		}
-	}
 	for _, c := range f.Consumers {
 		if c != nil && c.Enabled == nil {
 			on := true
@@ -193,11 +185,6 @@ func (f *File) Validate(name string) error {
 	}
 	if err := f.Config.validate(f); err != nil {
 		return bad(0, "%v", err)
-	}
-	for tier, qps := range f.Tiers {
-		if qps < 0 {
-			return bad(0, "tiers.%s: %d requests per second must not be negative", tier, qps)
-		}
 	}
 	c := f.Client
 	if c.MaxHeaderBytes < 1024 {

@@ -54,17 +54,12 @@ func compileConsumers(f *File) (*auth.Consumers, error) {
 		case cc.QPS > 0 && cc.Tier != "":
 			return nil, fmt.Errorf("consumer %q: give tier or qps, not both", cc.AppKey)
 		case cc.QPS > 0:
-			c.Tier, c.QPS = "custom", cc.QPS
+			c.Tier = "custom"
 		default:
-			c.Tier = cc.Tier
+			c.Tier = cc.Tier // its quota: the limiter's tiers section
 			if c.Tier == "" {
 				c.Tier = "free"
 			}
-			qps, ok := f.Tiers[c.Tier]
-			if !ok {
-				return nil, fmt.Errorf("consumer %q: tier %q is not defined in tiers", cc.AppKey, c.Tier)
-			}
-			c.QPS = qps
 		}
 		switch cc.Sign {
 		case "", "v1":

@@ -47,12 +47,11 @@ type File struct {
 	// its own.
 	Features map[string]yaml.Node `yaml:",inline"`
 
-	Cluster   Cluster        `yaml:"cluster"`
-	Config    Source         `yaml:"config"` // where the configuration comes from (source.go)
-	Tiers     map[string]int `yaml:"tiers"`  // name → requests per second
-	Consumers []*Consumer    `yaml:"consumers"`
-	Signature Signature      `yaml:"signature"`
-	JWT       *JWT           `yaml:"jwt"`
+	Cluster   Cluster     `yaml:"cluster"`
+	Config    Source      `yaml:"config"` // where the configuration comes from (source.go)
+	Consumers []*Consumer `yaml:"consumers"`
+	Signature Signature   `yaml:"signature"`
+	JWT       *JWT        `yaml:"jwt"`
 
 	Services       map[string]*Service `yaml:"services"`
 	Routes         []*Route            `yaml:"routes"`

@@ -89,3 +89,25 @@ func TestStatusSectionIsTheLimiters(t *testing.T) {
 		}
 	}
 }
+
+// TestTiersSectionIsTheLimiters: tiers are decoded and provisioned by the
+// limiter, which resolves the consumers' quotas; the effective
+// configuration shows the default tiers.
+func TestTiersSectionIsTheLimiters(t *testing.T) {
+	s, err := compile(t, "tiers: {gold: 500}\nconsumers:\n  - {app_key: a, secret: "+strings.Repeat("s", 32)+", tier: gold}\n", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := yaml.Marshal(s.File)
+	var effective struct {
+		Tiers map[string]int `yaml:"tiers"`
+	}
+	if err := yaml.Unmarshal(b, &effective); err != nil || effective.Tiers["gold"] != 500 || effective.Tiers["free"] != 10 {
+		t.Fatalf("effective tiers %v (%v)", effective.Tiers, err)
+	}
+	_, err = compile(t, "tiers: {gold: 500}\nconsumers:\n  - {app_key: a, secret: "+strings.Repeat("s", 32)+", tier: silver}\n", noEnv)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Line != 1 || !strings.Contains(ce.Msg, `consumer "a": tier "silver" is not defined in tiers`) {
+		t.Fatalf("error %v", err)
+	}
+}

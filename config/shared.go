@@ -7,7 +7,7 @@ import (
 
 // shareCluster puts what limits need from the top-level sections into the
 // build environment: the Redis client, the node count local limits are
-// split by and the consumers' quotas.
+// split by and the quotas the consumers declare.
 func shareCluster(env *pipeline.Env, f *File, cl *cluster.Client) {
 	if cl != nil {
 		cluster.EnvKey.Set(env, cl)
@@ -20,24 +20,21 @@ func shareCluster(env *pipeline.Env, f *File, cl *cluster.Client) {
 	default:
 		cluster.NodesEnvKey.Set(env, cluster.FixedNodes(1))
 	}
-	q := &pipeline.Quotas{Consumers: map[string]pipeline.Quota{}, Tiers: map[string]int{}}
-	for name, qps := range f.Tiers {
-		q.Tiers[name] = qps
-	}
+	quotas := map[string]pipeline.Quota{}
 	for _, cc := range f.Consumers {
 		if cc == nil {
 			continue
 		}
 		switch {
 		case cc.QPS > 0:
-			q.Consumers[cc.AppKey] = pipeline.Quota{Tier: "custom", QPS: cc.QPS}
+			quotas[cc.AppKey] = pipeline.Quota{Tier: "custom", QPS: cc.QPS}
 		default:
 			tier := cc.Tier
 			if tier == "" {
 				tier = "free"
 			}
-			q.Consumers[cc.AppKey] = pipeline.Quota{Tier: tier, QPS: f.Tiers[tier]}
+			quotas[cc.AppKey] = pipeline.Quota{Tier: tier}
 		}
 	}
-	pipeline.QuotasKey.Set(env, q)
+	pipeline.ConsumerQuotasKey.Set(env, quotas)
 }

@@ -202,7 +202,7 @@ var LeaserKey = pipeline.NewKey[Leaser]("limiter.leaser")
 type env struct {
 	client Leaser // *cluster.Client, or what LeaserKey holds
 	nodes  cluster.Nodes
-	quotas *pipeline.Quotas
+	quotas *Quotas
 	status Statuses
 	log    *zap.Logger
 }
@@ -221,7 +221,7 @@ func environment(b *pipeline.Build) env {
 	if n, ok := cluster.NodesEnvKey.Get(b.Env); ok && n != nil {
 		e.nodes = n
 	}
-	if q, ok := pipeline.QuotasKey.Get(b.Env); ok {
+	if q, ok := quotasKey.Get(b.Env); ok {
 		e.quotas = q
 	}
 	if st, ok := statusKey.Get(b.Env); ok {

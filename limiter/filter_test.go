@@ -40,7 +40,7 @@ type testEnv struct {
 
 func newEnv() *testEnv {
 	e := &testEnv{clock: newClock(), state: pipeline.NewState(time.Minute), shared: &pipeline.Env{}}
-	pipeline.QuotasKey.Set(e.shared, &pipeline.Quotas{
+	quotasKey.Set(e.shared, &Quotas{
 		Consumers: map[string]pipeline.Quota{"demo-app": {Tier: "basic", QPS: 100}, "big": {Tier: "custom", QPS: 1000},
 			"huge": {Tier: "custom", QPS: 1_000_000_000}},
 		Tiers: map[string]int{"free": 10, "basic": 100, "enterprise": 1000},

@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/tollgate/tollgate/pipeline"
 )
@@ -39,6 +41,63 @@ func init() {
 				}
 			}
 			statusKey.Set(env, *s)
+			return nil
+		},
+	})
+}
+
+// Tiers is the top-level `tiers` section: the requests per second of each
+// tier of consumers, which rules by consumer without a rate enforce.
+//
+//	tiers: {free: 10, basic: 100, enterprise: 1000}
+type Tiers map[string]int
+
+// defaultTiers are there unless the section sets them otherwise.
+var defaultTiers = Tiers{"free": 10, "basic": 100, "enterprise": 1000}
+
+// Quotas are the consumers' quotas by consumer (as Ctx.Consumer names
+// them), tiers resolved, and the tiers by name. Immutable once built.
+type Quotas struct {
+	Consumers map[string]pipeline.Quota
+	Tiers     map[string]int
+}
+
+// quotasKey holds the snapshot's Quotas for its tier rules.
+var quotasKey = pipeline.NewKey[*Quotas]("limiter.quotas")
+
+func init() {
+	pipeline.RegisterSection(pipeline.Section{
+		Key:    "tiers",
+		Config: func() any { return new(Tiers) },
+		Provision: func(env *pipeline.Env, cfg any) error {
+			t := cfg.(*Tiers)
+			if *t == nil {
+				*t = Tiers{}
+			}
+			for name, qps := range defaultTiers {
+				if _, ok := (*t)[name]; !ok {
+					(*t)[name] = qps
+				}
+			}
+			for _, name := range slices.Sorted(maps.Keys(*t)) {
+				if qps := (*t)[name]; qps < 0 {
+					return fmt.Errorf("tiers.%s: %d requests per second must not be negative", name, qps)
+				}
+			}
+			q := &Quotas{Consumers: map[string]pipeline.Quota{}, Tiers: maps.Clone(*t)}
+			declared, _ := pipeline.ConsumerQuotasKey.Get(env)
+			for _, consumer := range slices.Sorted(maps.Keys(declared)) {
+				quota := declared[consumer]
+				if quota.Tier != "custom" {
+					qps, ok := q.Tiers[quota.Tier]
+					if !ok {
+						return fmt.Errorf("consumer %q: tier %q is not defined in tiers", consumer, quota.Tier)
+					}
+					quota.QPS = qps
+				}
+				q.Consumers[consumer] = quota
+			}
+			quotasKey.Set(env, q)
 			return nil
 		},
 	})

@@ -13,21 +13,17 @@ type Listeners struct {
 	TLS string
 }
 
-// QuotasKey holds the consumers' request quotas, which config builds from
-// the top-level consumers and tiers sections for limits.
-var QuotasKey = NewKey[*Quotas]("pipeline.quotas")
+// ConsumerQuotasKey holds the quota the consumers section declares for
+// each consumer, by consumer (as Ctx.Consumer names it): a tier, whose
+// requests per second the limiter's tiers section gives, or a qps of its
+// own (tier "custom").
+var ConsumerQuotasKey = NewKey[map[string]Quota]("pipeline.consumer_quotas")
 
 // Quota is one consumer's request quota.
 type Quota struct {
 	// Tier names the consumer's tier; "custom" for its own qps.
 	Tier string
-	// QPS is the quota in requests per second.
+	// QPS is the quota in requests per second (declared: a custom
+	// quota's only).
 	QPS int
-}
-
-// Quotas are the consumers' quotas by consumer (as Ctx.Consumer names
-// them) and the tiers by name. Immutable once built.
-type Quotas struct {
-	Consumers map[string]Quota
-	Tiers     map[string]int
 }
