@@ -14,10 +14,11 @@ import (
 // objects made from the top-level consumers, signature and jwt sections.
 // The config package puts it in the build environment under IdentityKey.
 type Identity struct {
-	Consumers  *Consumers
-	Nonces     *NonceStore
-	Clock      *clock.Clock
-	Window     time.Duration
+	Consumers *Consumers
+	Nonces    *NonceStore
+	Clock     *clock.Clock
+	Window    time.Duration
+	// NewChecker makes the signature checkers; nil for sign.NewVerifier.
 	NewChecker func() SigChecker
 	// JWT is the snapshot's JWT filter, nil without a jwt section.
 	JWT *jwt.Filter

@@ -9,7 +9,6 @@ import (
 	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/pipeline"
-	"github.com/tollgate/tollgate/sign"
 )
 
 // shareIdentity builds the consumers, the replay filter and the JWT
@@ -26,7 +25,7 @@ func (c *Compiler) shareIdentity(s *Snapshot, f *File, cl *cluster.Client) (err 
 		}
 	}
 	auth.IdentityKey.Set(s.env, &auth.Identity{Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock,
-		Window: f.Signature.Window.D(), NewChecker: newChecker, JWT: s.jwt})
+		Window: f.Signature.Window.D(), JWT: s.jwt})
 	return nil
 }
 
@@ -133,9 +132,6 @@ func nonceStore(st *pipeline.StateBuild, f *File, cl *cluster.Client) *auth.Nonc
 		return auth.NewNonceStore(o), nil
 	}).(*auth.NonceStore)
 }
-
-// newChecker is what the signature filter pools.
-func newChecker() auth.SigChecker { return sign.NewVerifier() }
 
 // compileJWT builds the JWT filter shared by the snapshot's jwt routes.
 func (c *Compiler) compileJWT(st *pipeline.StateBuild, j *JWT, cl *cluster.Client) (*jwt.Filter, error) {

@@ -37,7 +37,6 @@ var stillToMove = map[string][]string{
 		"breaker",  // services' breakers
 		"cluster",  // the cluster section
 		"edgetls",  // the tls section's certificates and versions
-		"sign",     // the signature checker the auth filters pool
 		"upstream", // services, instances, health, the forwarding edge
 	},
 }
