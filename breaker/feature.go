@@ -115,6 +115,18 @@ func (r *RouteBreaker) HandleResponse(c *pipeline.Ctx) {
 	r.b.Done(c.Stripe(), c.BreakerGen, r.cls.Success(&c.Outcome))
 }
 
+// ForService returns the breaker of a service's breaker setting from the
+// reload-surviving state: the same one while the settings stay, a fresh
+// one when they change.
+func ForService(st *pipeline.StateBuild, service string, s *Settings, now func() time.Time) (*Breaker, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return st.Get("breaker.service|"+service+"|"+s.Digest(), func() (any, func()) {
+		return New(s.Config(), now), nil
+	}).(*Breaker), nil
+}
+
 func init() {
 	pipeline.Register(pipeline.Feature{
 		Key: "breaker", Stage: pipeline.StageProtect, Scope: pipeline.ScopeRoute,

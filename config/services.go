@@ -48,13 +48,11 @@ func (c *Compiler) compileServices(s *Snapshot, f *File, source string) error {
 			svcCfg.GRPCTLS = &upstream.GRPCTLS{Config: tc, Key: pipeline.Digest(sc.TLS)}
 		}
 		if b := sc.Breaker; b != nil {
-			if err := b.Validate(); err != nil {
+			br, err := breaker.ForService(s.state, name, b, c.Clock.Now)
+			if err != nil {
 				return &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: %v", name, err)}
 			}
-			svcCfg.Breaker = s.state.Get("breaker.service|"+name+"|"+b.Digest(), func() (any, func()) {
-				return breaker.New(b.Config(), c.Clock.Now), nil
-			}).(*breaker.Breaker)
-			svcCfg.FailureStatus = b.FailureStatus
+			svcCfg.Breaker, svcCfg.FailureStatus = br, b.FailureStatus
 		}
 		svc, err := upstream.NewService(svcCfg, instances)
 		if err != nil {
