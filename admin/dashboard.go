@@ -209,8 +209,8 @@ func (s *Server) liveBody(now time.Time) []byte {
 				continue
 			}
 			for _, f := range r.Chain.Filters() {
-				if rb, ok := f.(*breaker.RouteBreaker); ok {
-					routeBreaker[r.Name] = addBreaker("route", r.Name, rb.Breaker())
+				if g, ok := f.(guard); ok {
+					routeBreaker[r.Name] = addBreaker("route", r.Name, g.Breaker())
 				}
 			}
 		}

@@ -77,6 +77,10 @@ var schemaKeys = sync.OnceValue(func() map[string]bool {
 		keys[f.Key] = true
 		walk(reflect.TypeOf(f.Config()))
 	}
+	for _, sec := range pipeline.Sections() {
+		keys[sec.Key] = true
+		walk(reflect.TypeOf(sec.Config()))
+	}
 	return keys
 })
 

@@ -90,24 +90,22 @@ func reportSnapshot(sc *observe.Scrape, snap *config.Snapshot) {
 		sc.Gauge("tollgate_breaker_state", stateHelp, breakerStates[st.State], "scope", scope, "name", name)
 		sc.Counter("tollgate_breaker_trips_total", tripsHelp, float64(st.Trips), "scope", scope, "name", name)
 	}
-	for _, r := range snap.Routes {
-		if r.Chain == nil {
-			continue
+	snap.Inspectors(func(route string, in pipeline.Inspector) {
+		if route == "" {
+			return
 		}
-		for _, f := range r.Chain.Filters() {
-			switch v := f.(type) {
-			case *breaker.RouteBreaker:
-				report("route", r.Name, v.Breaker())
-			case *breaker.Degrade:
-				on := 0.0
-				if v.On() {
-					on = 1
-				}
-				sc.Gauge("tollgate_degrade_on", "Whether an operator switched the route to its degraded answer.", on, "route", r.Name)
-				sc.Counter("tollgate_degraded_answers_total", "Degraded answers the route gave.", float64(v.Served()), "route", r.Name)
+		if g, ok := in.(guard); ok && shows(in, "breaker") {
+			report("route", route, g.Breaker())
+		}
+		if d, ok := in.(degrader); ok && shows(in, "degrade") {
+			on := 0.0
+			if d.On() {
+				on = 1
 			}
+			sc.Gauge("tollgate_degrade_on", "Whether an operator switched the route to its degraded answer.", on, "route", route)
+			sc.Counter("tollgate_degraded_answers_total", "Degraded answers the route gave.", float64(d.Served()), "route", route)
 		}
-	}
+	})
 	names := make([]string, 0, len(snap.Services))
 	for name := range snap.Services {
 		names = append(names, name)

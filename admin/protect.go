@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tollgate/tollgate/breaker"
-	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/upstream"
 	"go.uber.org/zap"
 )
@@ -36,42 +36,37 @@ func (s *Server) log() *zap.Logger {
 	return s.deps.Logger
 }
 
-// routeParts finds a route's breaker and degrade filters.
-func routeParts(snap *config.Snapshot, name string) (rb *breaker.RouteBreaker, dg *breaker.Degrade, found bool) {
-	for _, r := range snap.Routes {
-		if r.Name != name {
-			continue
-		}
-		for _, f := range r.Chain.Filters() {
-			switch v := f.(type) {
-			case *breaker.RouteBreaker:
-				rb = v
-			case *breaker.Degrade:
-				dg = v
-			}
-		}
-		return rb, dg, true
-	}
-	return nil, nil, false
+// guard is a route's part that guards it with a breaker operators may
+// force open or closed (it shows itself as "breaker").
+type guard interface {
+	Breaker() *breaker.Breaker
+}
+
+// degrader is a route's degraded answer (it shows itself as "degrade").
+type degrader interface {
+	On() bool
+	Served() uint64
 }
 
 func (s *Server) breakers(w http.ResponseWriter, _ *http.Request) {
 	snap := s.deps.Snapshot()
 	routes := map[string]any{}
-	for _, r := range snap.Routes {
-		rb, dg, _ := routeParts(snap, r.Name)
-		if rb == nil && dg == nil {
-			continue
+	snap.Inspectors(func(route string, in pipeline.Inspector) {
+		if route == "" {
+			return
 		}
-		v := map[string]any{}
-		if rb != nil {
-			v["breaker"] = rb.Breaker().Status()
-		}
-		if dg != nil {
-			v["degrade"] = map[string]any{"on": dg.On(), "answers": dg.Served()}
-		}
-		routes[r.Name] = v
-	}
+		in.Inspect(func(kind string, state any) {
+			if kind != "breaker" && kind != "degrade" {
+				return
+			}
+			v, _ := routes[route].(map[string]any)
+			if v == nil {
+				v = map[string]any{}
+				routes[route] = v
+			}
+			v[kind] = state
+		})
+	})
 	services := map[string]any{}
 	for name, svc := range snap.Services {
 		if b := svc.Breaker(); b != nil {
@@ -123,12 +118,13 @@ func (s *Server) setBreaker(w http.ResponseWriter, r *http.Request) {
 	target := ""
 	switch {
 	case body.Route != "" && body.Service == "":
-		rb, _, found := routeParts(snap, body.Route)
-		if !found || rb == nil {
+		part := routePart(snap, body.Route, "breaker")
+		g, ok := part.(guard)
+		if !ok {
 			fail(w, http.StatusNotFound, "no route "+body.Route+" with a breaker")
 			return
 		}
-		b, target = rb.Breaker(), "route "+body.Route
+		b, target = g.Breaker(), "route "+body.Route
 	case body.Service != "" && body.Route == "":
 		svc := snap.Services[body.Service]
 		if svc == nil || svc.Breaker() == nil {
@@ -155,21 +151,17 @@ func (s *Server) setBreaker(w http.ResponseWriter, r *http.Request) {
 
 // setDegrade takes {"route": NAME, "on": true|false, "reason": "..."}.
 func (s *Server) setDegrade(w http.ResponseWriter, r *http.Request) {
-	s.setRouteSwitch(w, r, "degrade", "a degrade answer configured", func(route string) routeSwitch {
-		if _, dg, found := routeParts(s.deps.Snapshot(), route); found && dg != nil {
-			return dg
-		}
-		return nil
+	s.setRouteSwitch(w, r, "degrade", "a degrade answer configured", func(route string) pipeline.Switcher {
+		part := routePart(s.deps.Snapshot(), route, "degrade")
+		sw, _ := part.(pipeline.Switcher)
+		return sw
 	})
 }
-
-// routeSwitch is a route's feature an operator turns on and off.
-type routeSwitch interface{ Switch(on bool) (was bool) }
 
 // setRouteSwitch takes {"route": NAME, "on": true|false, "reason": "..."}
 // and switches what find returns for the route (nil: the route has none,
 // which has names).
-func (s *Server) setRouteSwitch(w http.ResponseWriter, r *http.Request, feature, has string, find func(route string) routeSwitch) {
+func (s *Server) setRouteSwitch(w http.ResponseWriter, r *http.Request, feature, has string, find func(route string) pipeline.Switcher) {
 	var body struct {
 		Route  string
 		On     *bool

@@ -17,8 +17,7 @@ import (
 type Consumer struct {
 	AppKey  string
 	Secret  []byte
-	Tier    string
-	QPS     int // the tier's or the consumer's own quota, requests per second
+	Tier    string // "custom" for a quota of its own
 	Enabled bool
 	// Routes, when not nil, is the set of route names the consumer may call.
 	Routes map[string]bool

@@ -12,27 +12,27 @@ import (
 
 // Identity is what the route feature `auth` builds its filters from: the
 // objects made from the top-level consumers, signature and jwt sections.
-// The config package puts it in the build environment (Env.Shared under
-// IdentityKey).
+// The config package puts it in the build environment under IdentityKey.
 type Identity struct {
-	Consumers  *Consumers
-	Nonces     *NonceStore
-	Clock      *clock.Clock
-	Window     time.Duration
+	Consumers *Consumers
+	Nonces    *NonceStore
+	Clock     *clock.Clock
+	Window    time.Duration
+	// NewChecker makes the signature checkers; nil for sign.NewVerifier.
 	NewChecker func() SigChecker
 	// JWT is the snapshot's JWT filter, nil without a jwt section.
 	JWT *jwt.Filter
 }
 
-// IdentityKey is Identity's key in pipeline.Env.Shared.
-type IdentityKey struct{}
+// IdentityKey is Identity's key in the build environment.
+var IdentityKey = pipeline.NewKey[*Identity]("auth.identity")
 
 func init() {
 	pipeline.Register(pipeline.Feature{
 		Key: "auth", Stage: pipeline.StageAuth, Scope: pipeline.ScopeRoute,
 		Config: func() any { return new(string) },
 		Build: func(b *pipeline.Build, cfg any) (pipeline.Filter, error) {
-			id, _ := b.Shared[IdentityKey{}].(*Identity)
+			id, _ := IdentityKey.Get(b.Env)
 			switch mode := *cfg.(*string); mode {
 			case "", "none":
 				return nil, nil

@@ -33,7 +33,9 @@ type SignatureConfig struct {
 	// 300s. Nonces must be remembered for twice this (NonceStore TTL).
 	Window time.Duration
 	// Route is the route's name, for consumers' route allow-lists.
-	Route      string
+	Route string
+	// NewChecker makes the checkers the filter pools; default
+	// sign.NewVerifier.
 	NewChecker func() SigChecker
 }
 
@@ -63,6 +65,9 @@ type sigWork struct {
 func NewSignature(cfg SignatureConfig) *Signature {
 	if cfg.Window <= 0 {
 		cfg.Window = 300 * time.Second
+	}
+	if cfg.NewChecker == nil {
+		cfg.NewChecker = func() SigChecker { return sign.NewVerifier() }
 	}
 	s := &Signature{cfg: cfg, window: int64(cfg.Window / time.Second)}
 	s.work.New = func() any { return &sigWork{checker: cfg.NewChecker()} }

@@ -15,7 +15,7 @@ func (n *noUpstream) Serve(c *pipeline.Ctx) { n.calls.Add(1) }
 
 func openChain(tb testing.TB) (*pipeline.Chain, *noUpstream) {
 	st := pipeline.NewState(time.Minute).Begin()
-	b := &pipeline.Build{Env: &pipeline.Env{Now: time.Now, State: st, Shared: map[any]any{}},
+	b := &pipeline.Build{Env: &pipeline.Env{Now: time.Now, State: st},
 		Route: pipeline.RouteInfo{Name: "items", Forwards: true}}
 	d, err := newDegrade(b, &DegradeSettings{Status: 200, Body: `{"items":[]}`})
 	if err != nil {

@@ -41,10 +41,10 @@ func (s *Settings) Validate() error {
 	return nil
 }
 
-// Digest identifies the settings, so that state is kept across a reload
-// exactly when they did not change.
+// Digest identifies the settings (every field, pipeline.Digest), so that
+// state is kept across a reload exactly when they did not change.
 func (s *Settings) Digest() string {
-	return fmt.Sprint(s.Window, s.Buckets, s.FailureRate, s.MinRequests, s.OpenFor, s.HalfOpenProbes, s.FailureStatus)
+	return pipeline.Digest(*s)
 }
 
 // Classifier tells from an outcome whether it is a success.
@@ -123,6 +123,18 @@ func (r *RouteBreaker) HandleResponse(c *pipeline.Ctx) {
 		return
 	}
 	r.b.Done(c.Stripe(), a.gen, r.cls.Success(&c.Outcome))
+}
+
+// ForService returns the breaker of a service's breaker setting from the
+// reload-surviving state: the same one while the settings stay, a fresh
+// one when they change.
+func ForService(st *pipeline.StateBuild, service string, s *Settings, now func() time.Time) (*Breaker, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return st.Get("breaker.service|"+service+"|"+s.Digest(), func() (any, func()) {
+		return New(s.Config(), now), nil
+	}).(*Breaker), nil
 }
 
 func init() {

@@ -1,13 +1,16 @@
 package cluster
 
-// Keys of pipeline.Env.Shared: config puts the objects built from the
-// top-level cluster section there for the features that need them.
-type (
+import "github.com/tollgate/tollgate/pipeline"
+
+// Keys of the build environment's shared objects: config puts the objects
+// built from the top-level cluster section there for the features that
+// need them.
+var (
 	// EnvKey holds this node's *Client; absent when standalone.
-	EnvKey struct{}
-	// NodesEnvKey holds a Nodes: how many gateway nodes share the
-	// cluster's limits (the membership, or a fixed count).
-	NodesEnvKey struct{}
+	EnvKey = pipeline.NewKey[*Client]("cluster.client")
+	// NodesEnvKey holds how many gateway nodes share the cluster's limits
+	// (the membership, or a fixed count).
+	NodesEnvKey = pipeline.NewKey[Nodes]("cluster.nodes")
 )
 
 // Nodes reports how many gateway nodes share the cluster's limits. *Client

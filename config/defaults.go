@@ -80,20 +80,10 @@ func (f *File) Defaults() {
 	}
 	setDur(&f.Cluster.Budget, 20*time.Millisecond)
 	f.Config.defaults()
-	setInt(&f.Status.LocalLimit, 911)
-	setInt(&f.Status.ClusterLimit, 919)
 	setDur(&f.Signature.Window, 300*time.Second)
 	setInt(&f.Signature.NonceRate, 10000)
 	if f.Signature.NonceFalsePositive == 0 {
 		f.Signature.NonceFalsePositive = 1e-4
-	}
-	if f.Tiers == nil {
-		f.Tiers = map[string]int{}
-	}
-	for name, qps := range map[string]int{"free": 10, "basic": 100, "enterprise": 1000} {
-		if _, ok := f.Tiers[name]; !ok {
-			f.Tiers[name] = qps
-		}
 	}
 	for _, c := range f.Consumers {
 		if c != nil && c.Enabled == nil {
@@ -195,19 +185,6 @@ func (f *File) Validate(name string) error {
 	}
 	if err := f.Config.validate(f); err != nil {
 		return bad(0, "%v", err)
-	}
-	for _, st := range []struct {
-		name string
-		v    int
-	}{{"status.local_limit", f.Status.LocalLimit}, {"status.cluster_limit", f.Status.ClusterLimit}} {
-		if st.v < 100 || st.v > 999 {
-			return bad(0, "%s %d is not an HTTP status (100..999)", st.name, st.v)
-		}
-	}
-	for tier, qps := range f.Tiers {
-		if qps < 0 {
-			return bad(0, "tiers.%s: %d requests per second must not be negative", tier, qps)
-		}
 	}
 	c := f.Client
 	if c.MaxHeaderBytes < 1024 {

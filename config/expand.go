@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tollgate/tollgate/pipeline"
 	"gopkg.in/yaml.v3"
 )
 
@@ -172,9 +171,7 @@ func (w *refWalk) node(n *yaml.Node, t reflect.Type, path string, secret bool) {
 					if f, ok := fieldOf(t, k.Value); ok {
 						ft, fsecret = f.Type, f.Tag.Get("secret") == "true"
 					} else if hasInline(t) {
-						if feat, found := pipeline.Lookup(k.Value); found && feat.Scope&scopeOf(t) != 0 {
-							ft = reflect.TypeOf(feat.Config())
-						}
+						ft, _ = ownedType(t, k.Value)
 					}
 				case reflect.Map:
 					ft = t.Elem()

@@ -28,6 +28,9 @@ func buildFeatures(b *pipeline.Build, settings map[string]yaml.Node, scope pipel
 	var out []staged
 	for _, key := range keys {
 		node := settings[key]
+		if _, section := pipeline.LookupSection(key); section && scope == pipeline.ScopeGlobal {
+			continue // provisioned by provisionSections
+		}
 		f, ok := pipeline.Lookup(key)
 		if !ok || f.Scope&scope == 0 {
 			return nil, &Error{Line: node.Line, Col: node.Column, Msg: fmt.Sprintf("unknown setting %q", key)}

@@ -8,8 +8,26 @@ import (
 	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/cluster"
-	"github.com/tollgate/tollgate/sign"
+	"github.com/tollgate/tollgate/pipeline"
 )
+
+// shareIdentity builds the consumers, the replay filter and the JWT
+// filter, and shares them for the auth feature (auth.IdentityKey).
+func (c *Compiler) shareIdentity(s *Snapshot, f *File, cl *cluster.Client) (err error) {
+	if s.Consumers, err = compileConsumers(f); err != nil {
+		return err
+	}
+	s.nonces = nonceStore(s.state, f, cl)
+	s.clock = c.Clock
+	if f.JWT != nil {
+		if s.jwt, err = c.compileJWT(s.state, f.JWT, cl); err != nil {
+			return err
+		}
+	}
+	auth.IdentityKey.Set(s.env, &auth.Identity{Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock,
+		Window: f.Signature.Window.D(), JWT: s.jwt})
+	return nil
+}
 
 // compileConsumers builds the app-key index, reading secrets from files
 // where asked.
@@ -35,17 +53,12 @@ func compileConsumers(f *File) (*auth.Consumers, error) {
 		case cc.QPS > 0 && cc.Tier != "":
 			return nil, fmt.Errorf("consumer %q: give tier or qps, not both", cc.AppKey)
 		case cc.QPS > 0:
-			c.Tier, c.QPS = "custom", cc.QPS
+			c.Tier = "custom"
 		default:
-			c.Tier = cc.Tier
+			c.Tier = cc.Tier // its quota: the limiter's tiers section
 			if c.Tier == "" {
 				c.Tier = "free"
 			}
-			qps, ok := f.Tiers[c.Tier]
-			if !ok {
-				return nil, fmt.Errorf("consumer %q: tier %q is not defined in tiers", cc.AppKey, c.Tier)
-			}
-			c.QPS = qps
 		}
 		switch cc.Sign {
 		case "", "v1":
@@ -95,33 +108,33 @@ func (c *Compiler) clusterClient(f *File) (*cluster.Client, error) {
 	return cl, nil
 }
 
-// nonceStore returns the long-lived replay filter for these settings, so a
-// reload never forgets the nonces already seen.
-func (c *Compiler) nonceStore(f *File, cl *cluster.Client) *auth.NonceStore {
-	key := fmt.Sprintf("%s|%d|%g|%v", f.Signature.Window.D(), f.Signature.NonceRate, f.Signature.NonceFalsePositive, cl != nil)
-	c.stateMu.Lock()
-	defer c.stateMu.Unlock()
-	if s := c.nonces[key]; s != nil {
-		return s
-	}
-	o := auth.NonceOptions{TTL: 2 * f.Signature.Window.D(), ExpectedRate: f.Signature.NonceRate,
-		FalsePositive: f.Signature.NonceFalsePositive}
-	if cl != nil {
-		o.Cluster = cl
-	}
-	s := auth.NewNonceStore(o)
-	if c.nonces == nil {
-		c.nonces = map[string]*auth.NonceStore{}
-	}
-	c.nonces[key] = s
-	return s
+// nonceSettings are what a replay filter is built from.
+type nonceSettings struct {
+	Signature Signature
+	Clustered bool
 }
 
-// newChecker is what the signature filter pools.
-func newChecker() auth.SigChecker { return sign.NewVerifier() }
+// nonceKey is the state key of a replay filter: a digest of every field
+// of its settings.
+func nonceKey(s nonceSettings) string { return "auth.nonces|" + pipeline.Digest(s) }
+
+// nonceStore returns the long-lived replay filter for these settings from
+// the reload-surviving state, so a reload never forgets the nonces
+// already seen; one that changed them gets a fresh filter, and the old
+// one is released once no live snapshot uses it.
+func nonceStore(st *pipeline.StateBuild, f *File, cl *cluster.Client) *auth.NonceStore {
+	return st.Get(nonceKey(nonceSettings{Signature: f.Signature, Clustered: cl != nil}), func() (any, func()) {
+		o := auth.NonceOptions{TTL: 2 * f.Signature.Window.D(), ExpectedRate: f.Signature.NonceRate,
+			FalsePositive: f.Signature.NonceFalsePositive}
+		if cl != nil {
+			o.Cluster = cl
+		}
+		return auth.NewNonceStore(o), nil
+	}).(*auth.NonceStore)
+}
 
 // compileJWT builds the JWT filter shared by the snapshot's jwt routes.
-func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*jwt.Filter, error) {
+func (c *Compiler) compileJWT(st *pipeline.StateBuild, j *JWT, cl *cluster.Client) (*jwt.Filter, error) {
 	var keys []jwt.Key
 	for _, k := range j.Keys {
 		key := jwt.Key{KID: k.KID, Alg: k.Alg}
@@ -149,24 +162,18 @@ func (c *Compiler) compileJWT(j *JWT, cl *cluster.Client) (*jwt.Filter, error) {
 	cfg := jwt.Config{Keys: keys, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway.D(), Now: c.Clock.Now,
 		ExpOptional: j.RequireExp != nil && !*j.RequireExp}
 	if cl != nil {
-		cfg.Revoked = c.revocations(cl, j.RevocationKey)
+		cfg.Revoked = revocations(st, cl, j.RevocationKey)
 	}
 	return jwt.New(cfg)
 }
 
-// revocations returns the long-lived view of a revocation set.
-func (c *Compiler) revocations(cl *cluster.Client, key string) *revocationView {
-	c.stateMu.Lock()
-	defer c.stateMu.Unlock()
-	if v := c.views[key]; v != nil {
-		return v
-	}
-	if c.views == nil {
-		c.views = map[string]*revocationView{}
-	}
-	v := &revocationView{set: cl.WatchSet(key, 0)}
-	c.views[key] = v
-	return v
+// revocations returns the long-lived view of a revocation set. Its
+// refresh loop is the cluster client's (one per key, stopped with the
+// client), so the state has nothing to release.
+func revocations(st *pipeline.StateBuild, cl *cluster.Client, key string) *revocationView {
+	return st.Get("jwt.revocations|"+key, func() (any, func()) {
+		return &revocationView{set: cl.WatchSet(key, 0)}, nil
+	}).(*revocationView)
 }
 
 // revocationView answers jwt.Revocations from a Redis set watched through

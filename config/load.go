@@ -148,11 +148,9 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 			ft, ok := fieldByTag(t, k.Value)
 			where := path + k.Value
 			if !ok && hasInline(t) {
-				// A registered feature's setting: checked against the
-				// feature's own config type.
-				if f, found := pipeline.Lookup(k.Value); found && f.Scope&scopeOf(t) != 0 {
-					ft, ok = reflect.TypeOf(f.Config()), true
-				}
+				// A registered feature's setting or section: checked
+				// against its owner's own config type.
+				ft, ok = ownedType(t, k.Value)
 			}
 			if !ok {
 				if notYet[k.Value] {
@@ -193,6 +191,19 @@ func hasInline(t reflect.Type) bool {
 		}
 	}
 	return false
+}
+
+// ownedType returns the config type of key where it is written on a
+// struct of type t that collects its unknown keys: a registered feature's
+// setting (route or top level), or a top-level section's.
+func ownedType(t reflect.Type, key string) (reflect.Type, bool) {
+	if f, found := pipeline.Lookup(key); found && f.Scope&scopeOf(t) != 0 {
+		return reflect.TypeOf(f.Config()), true
+	}
+	if s, found := pipeline.LookupSection(key); found && scopeOf(t) == pipeline.ScopeGlobal {
+		return reflect.TypeOf(s.Config()), true
+	}
+	return nil, false
 }
 
 // scopeOf says where features set on a struct of type t apply.

@@ -1,46 +1,47 @@
 package config
 
-import (
-	"fmt"
-	"sort"
-
-	"github.com/tollgate/tollgate/pipeline"
-)
+import "github.com/tollgate/tollgate/pipeline"
 
 // Reporters calls visit for every part of the snapshot that reports
 // figures to /metrics (see pipeline.Reporter): the global filters and
 // shared feature objects with route "", then each route's filters with the
 // route's name. It is for the metrics writer, at scrape time.
 func (s *Snapshot) Reporters(visit func(route string, r pipeline.Reporter)) {
-	for _, f := range s.Global {
-		if r, ok := f.(pipeline.Reporter); ok {
-			visit("", r)
+	s.parts(func(route string, v any) {
+		if r, ok := v.(pipeline.Reporter); ok {
+			visit(route, r)
 		}
+	})
+}
+
+// Inspectors calls visit for every part of the snapshot that shows
+// operators its state (see pipeline.Inspector), in the order Reporters
+// visits them. It is for the admin API.
+func (s *Snapshot) Inspectors(visit func(route string, in pipeline.Inspector)) {
+	s.parts(func(route string, v any) {
+		if in, ok := v.(pipeline.Inspector); ok {
+			visit(route, in)
+		}
+	})
+}
+
+// parts visits the global filters and the shared objects with route "",
+// then each route's filters with the route's name.
+func (s *Snapshot) parts(visit func(route string, v any)) {
+	for _, f := range s.Global {
+		visit("", f)
 	}
 	if s.env != nil {
-		// Shared objects in a stable order, so a scrape reads the same way
-		// every time.
-		var shared []pipeline.Reporter
-		for _, v := range s.env.Shared {
-			if r, ok := v.(pipeline.Reporter); ok {
-				shared = append(shared, r)
-			}
-		}
-		sort.SliceStable(shared, func(i, j int) bool { return typeName(shared[i]) < typeName(shared[j]) })
-		for _, r := range shared {
-			visit("", r)
-		}
+		// Shared objects in their keys' order, so a scrape reads the same
+		// way every time.
+		s.env.EachShared(func(_ string, v any) { visit("", v) })
 	}
 	for _, rt := range s.Routes {
 		if rt.Chain == nil {
 			continue
 		}
 		for _, f := range rt.Chain.Filters() {
-			if r, ok := f.(pipeline.Reporter); ok {
-				visit(rt.Name, r)
-			}
+			visit(rt.Name, f)
 		}
 	}
 }
-
-func typeName(v any) string { return fmt.Sprintf("%T", v) }

@@ -10,7 +10,6 @@ import (
 	"github.com/tollgate/tollgate/route"
 	"github.com/tollgate/tollgate/route/expr"
 	"github.com/tollgate/tollgate/source"
-	"github.com/tollgate/tollgate/transcode"
 	"github.com/tollgate/tollgate/upstream"
 )
 
@@ -58,7 +57,7 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 		return nil, errors.New("needs exactly one of service, split, mock or offline")
 	}
 	forwards := rc.Service != "" || len(rc.Split) > 0
-	info := pipeline.RouteInfo{Name: rc.Name, Forwards: forwards}
+	info := pipeline.RouteInfo{Name: rc.Name, Forwards: forwards, Service: rc.Service}
 	if r.Kind == route.Prefix {
 		info.Prefix = r.Path
 	}
@@ -136,17 +135,9 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	return r, nil
 }
 
-// checkProtocols refuses a route whose steps and services speak different
-// protocols: a grpc step (transcoding) calls one gRPC service. (A route to
-// a gRPC service without one passes gRPC clients' calls through.)
+// checkProtocols refuses a split to a gRPC service: a route reaches one
+// directly. (The grpc step checks its own service.)
 func (s *Snapshot) checkProtocols(rc *Route) error {
-	_, transcodes := rc.Features[transcode.Key]
-	if transcodes && rc.Service == "" {
-		return errors.New("grpc needs service: a gRPC service to call (not split, mock or offline)")
-	}
-	if svc := s.Services[rc.Service]; svc != nil && transcodes && !svc.GRPC() {
-		return fmt.Errorf("grpc: service %q speaks HTTP; set protocol: grpc on it", rc.Service)
-	}
 	for _, it := range rc.Split {
 		if svc := s.Services[it.Service]; svc != nil && svc.GRPC() {
 			return fmt.Errorf("split: service %q speaks gRPC; a route reaches it directly (service: %s)", it.Service, it.Service)

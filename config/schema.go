@@ -42,17 +42,16 @@ type File struct {
 	AccessLog AccessLog `yaml:"access_log"`
 
 	// Features are the top-level settings of registered features that
-	// screen every request before routing (ip_acl), keyed by name; each
-	// feature decodes and validates its own.
+	// screen every request before routing (ip_acl), and the registered
+	// sections (status), keyed by name; each owner decodes and validates
+	// its own.
 	Features map[string]yaml.Node `yaml:",inline"`
 
-	Cluster   Cluster        `yaml:"cluster"`
-	Config    Source         `yaml:"config"` // where the configuration comes from (source.go)
-	Status    Status         `yaml:"status"`
-	Tiers     map[string]int `yaml:"tiers"` // name → requests per second
-	Consumers []*Consumer    `yaml:"consumers"`
-	Signature Signature      `yaml:"signature"`
-	JWT       *JWT           `yaml:"jwt"`
+	Cluster   Cluster     `yaml:"cluster"`
+	Config    Source      `yaml:"config"` // where the configuration comes from (source.go)
+	Consumers []*Consumer `yaml:"consumers"`
+	Signature Signature   `yaml:"signature"`
+	JWT       *JWT        `yaml:"jwt"`
 
 	Services       map[string]*Service `yaml:"services"`
 	Routes         []*Route            `yaml:"routes"`
@@ -66,6 +65,9 @@ type File struct {
 	// expanded are the values ${NAME} references put in, kept out of the
 	// messages about this file.
 	expanded []expanded
+	// sections are the registered top-level sections' configs as their
+	// owners provisioned them (defaults written in), by key.
+	sections map[string]any
 }
 
 // Client is what a client may send and how long the gateway waits for it.
@@ -212,12 +214,6 @@ type Cluster struct {
 	// Budget bounds the one Redis call a request may wait for (the nonce
 	// claim); default 20ms. Past it the node decides alone.
 	Budget Duration `yaml:"budget"`
-}
-
-// Status are the statuses of the gateway's rate-limit refusals.
-type Status struct {
-	LocalLimit   int `yaml:"local_limit"`   // default 911
-	ClusterLimit int `yaml:"cluster_limit"` // default 919 (cluster limits and tenant quotas)
 }
 
 // FixedNodes returns the configured node count, or 0 for "auto".

@@ -7,38 +7,34 @@ import (
 
 // shareCluster puts what limits need from the top-level sections into the
 // build environment: the Redis client, the node count local limits are
-// split by, the consumers' quotas and the refusal statuses.
-func shareCluster(shared map[any]any, f *File, cl *cluster.Client) {
+// split by and the quotas the consumers declare.
+func shareCluster(env *pipeline.Env, f *File, cl *cluster.Client) {
 	if cl != nil {
-		shared[cluster.EnvKey{}] = cl
+		cluster.EnvKey.Set(env, cl)
 	}
 	switch n := f.Cluster.FixedNodes(); {
 	case n > 0:
-		shared[cluster.NodesEnvKey{}] = cluster.FixedNodes(n)
+		cluster.NodesEnvKey.Set(env, cluster.FixedNodes(n))
 	case cl != nil:
-		shared[cluster.NodesEnvKey{}] = cl // membership (run starts the heartbeat)
+		cluster.NodesEnvKey.Set(env, cl) // membership (run starts the heartbeat)
 	default:
-		shared[cluster.NodesEnvKey{}] = cluster.FixedNodes(1)
+		cluster.NodesEnvKey.Set(env, cluster.FixedNodes(1))
 	}
-	q := &pipeline.Quotas{Consumers: map[string]pipeline.Quota{}, Tiers: map[string]int{}}
-	for name, qps := range f.Tiers {
-		q.Tiers[name] = qps
-	}
+	quotas := map[string]pipeline.Quota{}
 	for _, cc := range f.Consumers {
 		if cc == nil {
 			continue
 		}
 		switch {
 		case cc.QPS > 0:
-			q.Consumers[cc.AppKey] = pipeline.Quota{Tier: "custom", QPS: cc.QPS}
+			quotas[cc.AppKey] = pipeline.Quota{Tier: "custom", QPS: cc.QPS}
 		default:
 			tier := cc.Tier
 			if tier == "" {
 				tier = "free"
 			}
-			q.Consumers[cc.AppKey] = pipeline.Quota{Tier: tier, QPS: f.Tiers[tier]}
+			quotas[cc.AppKey] = pipeline.Quota{Tier: tier}
 		}
 	}
-	shared[pipeline.QuotasKey{}] = q
-	shared[pipeline.LimitStatusKey{}] = pipeline.LimitStatus{Local: f.Status.LocalLimit, Cluster: f.Status.ClusterLimit}
+	pipeline.ConsumerQuotasKey.Set(env, quotas)
 }

@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/tollgate/tollgate/edgetls"
-
 	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/auth/jwt"
-	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/clock"
@@ -63,8 +59,9 @@ type Snapshot struct {
 }
 
 // Compiler turns Files into Snapshots with increasing versions. It also
-// owns the state that must outlive a reload: upstream instances (through
-// its registry), the Redis client, the nonce filters and revocation views.
+// owns the state that must outlive a reload: the Redis client, and State,
+// where everything else is kept (upstream instances, nonce filters,
+// revocation views, the features' state).
 type Compiler struct {
 	// State keeps what outlives a reload: instances and their pools,
 	// nonce stores, revocation views, and the features' own state.
@@ -80,8 +77,6 @@ type Compiler struct {
 
 	stateMu sync.Mutex
 	cluster *cluster.Client
-	nonces  map[string]*auth.NonceStore
-	views   map[string]*revocationView
 }
 
 // stateGrace is how long state a new snapshot dropped stays usable by the
@@ -159,81 +154,30 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		NotFoundDefault: pipeline.NewCanned(404, "no route"),
 		state:           st,
 	}
-	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st, Shared: map[any]any{}}
+	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st}
 	if len(trusted) == 0 {
 		s.Edge.Trusted = nil
 	}
-	names := make([]string, 0, len(f.Services))
-	for name := range f.Services {
-		names = append(names, name)
+	if err := c.compileServices(s, f, source); err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		sc := f.Services[name]
-		pool := upstream.Pool{
-			Connect:          sc.Timeouts.Connect.D(),
-			Read:             sc.Timeouts.Read.D(),
-			IdleConn:         sc.IdleConn.D(),
-			MaxConns:         sc.MaxConns,
-			MaxResponseBytes: sc.MaxResponseBytes,
-			AnswerWindow:     sc.AnswerWindow,
-			StreamResponse:   sc.StreamResponse,
-		}
-		var health upstream.Health
-		if sc.Health != nil {
-			health = *sc.Health
-		}
-		instances := make([]*upstream.Instance, 0, len(sc.Instances))
-		for _, in := range sc.Instances {
-			instances = append(instances, upstream.SharedInstance(st, in.Addr, in.Weight, pool, health, c.logger()))
-		}
-		svcCfg := upstream.ServiceConfig{
-			Name: name, Balance: sc.Balance, Key: sc.Key, Total: sc.Timeouts.Total.D(), Connect: sc.Timeouts.Connect.D(),
-			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete, Protocol: sc.Protocol,
-		}
-		if sc.TLS != nil && sc.TLS.On() {
-			tc, err := sc.TLS.Config()
-			if err != nil {
-				return nil, &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: tls: %v", name, err)}
-			}
-			svcCfg.GRPCTLS = &upstream.GRPCTLS{Config: tc, Key: fmt.Sprintf("%+v", sc.TLS.settings())}
-		}
-		if b := sc.Breaker; b != nil {
-			if err := b.Validate(); err != nil {
-				return nil, &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: %v", name, err)}
-			}
-			svcCfg.Breaker = st.Get("breaker.service|"+name+"|"+b.Digest(), func() (any, func()) {
-				return breaker.New(b.Config(), c.Clock.Now), nil
-			}).(*breaker.Breaker)
-			svcCfg.FailureStatus = b.FailureStatus
-		}
-		svc, err := upstream.NewService(svcCfg, instances)
-		if err != nil {
-			return nil, &Error{File: source, Line: sc.Line, Msg: err.Error()}
-		}
-		s.Services[name] = svc
-	}
-	s.env.Shared[upstream.ServicesKey{}] = s.Services
+	upstream.ServicesKey.Set(s.env, s.Services)
+	listeners := pipeline.Listeners{Plain: f.Listen}
 	if f.TLS != nil {
-		s.env.Shared[edgetls.ListenerKey{}] = edgetls.PortOf(f.TLS.Listen)
+		listeners.TLS = f.TLS.Listen
 	}
+	pipeline.ListenersKey.Set(s.env, listeners)
 	cl, err := c.clusterClient(f)
 	if err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
-	if s.Consumers, err = compileConsumers(f); err != nil {
+	if err := c.shareIdentity(s, f, cl); err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
-	shareCluster(s.env.Shared, f, cl)
-	s.nonces = c.nonceStore(f, cl)
-	s.clock = c.Clock
-	if f.JWT != nil {
-		if s.jwt, err = c.compileJWT(f.JWT, cl); err != nil {
-			return nil, &Error{File: source, Msg: err.Error()}
-		}
+	shareCluster(s.env, f, cl)
+	if err := provisionSections(s.env, f); err != nil {
+		return nil, withFile(err, source)
 	}
-	s.env.Shared[auth.IdentityKey{}] = &auth.Identity{Consumers: s.Consumers, Nonces: s.nonces, Clock: s.clock,
-		Window: f.Signature.Window.D(), NewChecker: newChecker, JWT: s.jwt}
 	global, err := buildFeatures(&pipeline.Build{Env: s.env}, f.Features, pipeline.ScopeGlobal)
 	if err != nil {
 		return nil, withFile(err, source)

@@ -9,10 +9,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// ListenerKey is the Env.Shared key under which the configuration puts
-// the TLS listener's port (a string), when there is a TLS listener.
-type ListenerKey struct{}
-
 // Redirect is a route's redirect_https: a request that came in cleartext
 // is answered 308 with the same URL on https, before anything else of the
 // route runs (no credential is asked for, or checked, over cleartext).
@@ -35,8 +31,9 @@ func init() {
 			if !*cfg.(*bool) {
 				return nil, nil
 			}
-			port, ok := b.Shared[ListenerKey{}].(string)
-			if !ok {
+			ls, _ := pipeline.ListenersKey.Get(b.Env)
+			port := PortOf(ls.TLS)
+			if ls.TLS == "" {
 				return nil, errors.New("redirect_https needs a tls block (a TLS listener to send clients to)")
 			}
 			r := &Redirect{}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tollgate/tollgate/pipeline"
 	"gopkg.in/yaml.v3"
 )
 
@@ -21,8 +22,10 @@ import (
 type Config struct {
 	// Name names the rule in refusals, the access log and /admin/limits;
 	// default "<route>.<by>" (".tier" for a tier quota, ".share" for a
-	// share of one), with ".2", ".3" for repeats.
-	Name string `yaml:"name"`
+	// share of one), with ".2", ".3" for repeats. It is part of the
+	// state's key itself (where a tier quota's counters are not the
+	// route's), not of its digest.
+	Name string `yaml:"name" digest:"-"`
 	// By is the counter's key: route (or REQUEST: the whole route), ip,
 	// consumer, user, header.NAME or cookie.NAME (a session), query.NAME,
 	// form.NAME, json.a.b, path, method. Default route.
@@ -48,14 +51,17 @@ type Config struct {
 	// this long whatever its counter says.
 	RejectFor Duration `yaml:"reject_for"`
 	// Status overrides the refusal status (default: top-level status:
-	// local_limit or cluster_limit).
-	Status int `yaml:"status"`
+	// local_limit or cluster_limit). How a refusal is answered shapes
+	// no counter: Status, OnReject and Headers are left out of the digest
+	// (a tier quota's counters are shared by routes that answer
+	// differently).
+	Status int `yaml:"status" digest:"-"`
 	// OnReject answers refusals with this instead (a challenge page, a
 	// redirect to a captcha).
-	OnReject *Answer `yaml:"on_reject"`
+	OnReject *Answer `yaml:"on_reject" digest:"-"`
 	// Headers adds X-RateLimit-Limit/Remaining/Reset to admitted answers
 	// too (refusals always carry them).
-	Headers bool `yaml:"headers"`
+	Headers bool `yaml:"headers" digest:"-"`
 	// MaxDelay is how long a leaky bucket may hold a request to smooth
 	// it out before refusing; default burst × interval when burst is set,
 	// else min(per, 1s).
@@ -137,6 +143,9 @@ type spec struct {
 	answer    *Answer
 	headers   bool
 	maxKeys   int
+	// settings is the Config with its defaults written in, as the
+	// digest of the rule's counters reads it.
+	settings Config
 }
 
 // validate checks one rule and fills its defaults.
@@ -238,14 +247,26 @@ func (cfg *Config) validate() (*spec, error) {
 		s.maxKeys = DefaultMaxKeys
 	}
 	s.name = cfg.Name
+	s.settings = cfg.withDefaults(s)
 	return s, nil
 }
 
+// withDefaults returns cfg as s, its validated form, reads it: defaults
+// written in and names in their canonical form, so that two ways of
+// writing one rule share counters.
+func (cfg Config) withDefaults(s *spec) Config {
+	cfg.By, cfg.IPv6Prefix = s.dim.text, s.dim.v6bits
+	cfg.Algorithm, cfg.Scope = s.alg.String(), s.scope.String()
+	cfg.Rate, cfg.Per, cfg.Burst, cfg.MaxDelay = s.rate, Duration(s.per), s.burst, Duration(s.maxDelay)
+	cfg.Share, cfg.MaxKeys = s.share, s.maxKeys
+	return cfg
+}
+
 // digest identifies the settings that shape a rule's counters: an
-// unchanged digest keeps the counters across a reload.
+// unchanged digest keeps the counters across a reload. It covers every
+// field of Config but those marked to be left out.
 func (s *spec) digest() string {
-	return digestHex([]byte(fmt.Sprintf("%s|%d|%d|%t|%g|%g|%d|%g|%d|%d|%d|%d",
-		s.dim.text, s.dim.v6bits, s.alg, s.tier, s.share, s.rate, s.per, s.burst, s.maxDelay, s.scope, s.maxKeys, s.rejectFor)), 8)
+	return pipeline.Digest(s.settings)
 }
 
 // digestHex is the first n bytes of b's SHA-256, in hex.

@@ -148,8 +148,8 @@ func ceilSeconds(ns int64) int64 {
 // Build compiles a limits list for b's route (or, with no route, for every
 // request). The counters come from b.State: an unchanged rule keeps them
 // across reloads. Cluster rules lease tokens through the Redis client in
-// b.Shared (cluster.EnvKey); without one they are enforced as the local
-// split.
+// the build environment (cluster.EnvKey, or LeaserKey); without one they
+// are enforced as the local split.
 func Build(b *pipeline.Build, cfgs []Config) (*Filter, error) {
 	if len(cfgs) == 0 {
 		return nil, nil
@@ -193,40 +193,43 @@ func Build(b *pipeline.Build, cfgs []Config) (*Filter, error) {
 	return f, nil
 }
 
+// LeaserKey holds the lease client cluster rules use when it is not the
+// cluster's own client (cluster.EnvKey): another store's node, such as
+// the in-process one the limiter's tests run nodes against.
+var LeaserKey = pipeline.NewKey[Leaser]("limiter.leaser")
+
 // env is what rules use from the build environment.
 type env struct {
-	client Leaser // *cluster.Client (tests: a fake)
+	client Leaser // *cluster.Client, or what LeaserKey holds
 	nodes  cluster.Nodes
-	quotas *pipeline.Quotas
-	status pipeline.LimitStatus
+	quotas *Quotas
+	status Statuses
 	log    *zap.Logger
 }
 
 func environment(b *pipeline.Build) env {
-	e := env{nodes: cluster.FixedNodes(1), status: pipeline.LimitStatus{Local: 911, Cluster: 919}, log: b.Logger}
+	e := env{nodes: cluster.FixedNodes(1), status: Statuses{LocalLimit: 911, ClusterLimit: 919}, log: b.Logger}
 	if e.log == nil {
 		e.log = zap.NewNop()
 	}
-	switch cl := b.Shared[cluster.EnvKey{}].(type) {
-	case *cluster.Client:
-		if cl != nil {
-			e.client = cl
-		}
-	case Leaser:
+	if cl, ok := cluster.EnvKey.Get(b.Env); ok && cl != nil {
 		e.client = cl
 	}
-	if n, ok := b.Shared[cluster.NodesEnvKey{}].(cluster.Nodes); ok && n != nil {
+	if l, ok := LeaserKey.Get(b.Env); ok && l != nil {
+		e.client = l
+	}
+	if n, ok := cluster.NodesEnvKey.Get(b.Env); ok && n != nil {
 		e.nodes = n
 	}
-	if q, ok := b.Shared[pipeline.QuotasKey{}].(*pipeline.Quotas); ok {
+	if q, ok := quotasKey.Get(b.Env); ok {
 		e.quotas = q
 	}
-	if st, ok := b.Shared[pipeline.LimitStatusKey{}].(pipeline.LimitStatus); ok {
-		if st.Local != 0 {
-			e.status.Local = st.Local
+	if st, ok := statusKey.Get(b.Env); ok {
+		if st.LocalLimit != 0 {
+			e.status.LocalLimit = st.LocalLimit
 		}
-		if st.Cluster != 0 {
-			e.status.Cluster = st.Cluster
+		if st.ClusterLimit != 0 {
+			e.status.ClusterLimit = st.ClusterLimit
 		}
 	}
 	return e
@@ -296,9 +299,9 @@ func (e env) rule(b *pipeline.Build, route string, s *spec) (*rule, error) {
 	}
 	status := s.status
 	if status == 0 {
-		status = e.status.Local
+		status = e.status.LocalLimit
 		if s.scope == Cluster {
-			status = e.status.Cluster
+			status = e.status.ClusterLimit
 		}
 	}
 	what := "rate limit " + strconv.Quote(s.name) + " exceeded"

@@ -32,19 +32,27 @@ func (c *fakeClock) sleepTo(d time.Duration) { c.Set(t0 + int64(d)) }
 
 // testEnv is a build environment with an injected clock.
 type testEnv struct {
-	clock  *fakeClock
-	state  *pipeline.State
-	shared map[any]any
+	clock *fakeClock
+	state *pipeline.State
+	// shared holds the shared objects every build of the test sees.
+	shared *pipeline.Env
 }
 
 func newEnv() *testEnv {
-	return &testEnv{clock: newClock(), state: pipeline.NewState(time.Minute), shared: map[any]any{
-		pipeline.QuotasKey{}: &pipeline.Quotas{
-			Consumers: map[string]pipeline.Quota{"demo-app": {Tier: "basic", QPS: 100}, "big": {Tier: "custom", QPS: 1000},
-				"huge": {Tier: "custom", QPS: 1_000_000_000}},
-			Tiers: map[string]int{"free": 10, "basic": 100, "enterprise": 1000},
-		},
-	}}
+	e := &testEnv{clock: newClock(), state: pipeline.NewState(time.Minute), shared: &pipeline.Env{}}
+	quotasKey.Set(e.shared, &Quotas{
+		Consumers: map[string]pipeline.Quota{"demo-app": {Tier: "basic", QPS: 100}, "big": {Tier: "custom", QPS: 1000},
+			"huge": {Tier: "custom", QPS: 1_000_000_000}},
+		Tiers: map[string]int{"free": 10, "basic": 100, "enterprise": 1000},
+	})
+	return e
+}
+
+// env returns a build environment with the test's shared objects.
+func (e *testEnv) env(now func() time.Time, st *pipeline.StateBuild) *pipeline.Env {
+	env := *e.shared
+	env.Now, env.State = now, st
+	return &env
 }
 
 // build compiles a limits list written in YAML for route.
@@ -55,7 +63,7 @@ func (e *testEnv) build(t testing.TB, route, text string) *Filter {
 		t.Fatal(err)
 	}
 	st := e.state.Begin()
-	f, err := Build(&pipeline.Build{Env: &pipeline.Env{Now: e.clock.Now, State: st, Shared: e.shared},
+	f, err := Build(&pipeline.Build{Env: e.env(e.clock.Now, st),
 		Route: pipeline.RouteInfo{Name: route, Forwards: true}}, cfgs)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +78,7 @@ func buildErr(text string) error {
 		return err
 	}
 	e := newEnv()
-	_, err := Build(&pipeline.Build{Env: &pipeline.Env{Now: e.clock.Now, State: e.state.Begin(), Shared: e.shared},
+	_, err := Build(&pipeline.Build{Env: e.env(e.clock.Now, e.state.Begin()),
 		Route: pipeline.RouteInfo{Name: "r"}}, cfgs)
 	return err
 }
@@ -298,7 +306,7 @@ func TestLocalLimitSplitByNodes(t *testing.T) {
 	e := newEnv()
 	nodes := &varNodes{}
 	nodes.n.Store(2)
-	e.shared[cluster.NodesEnvKey{}] = nodes
+	cluster.NodesEnvKey.Set(e.shared, nodes)
 	f := e.build(t, "r", "[{rate: 100, per: 1s, burst: 100}]")
 	if ok, _ := count(t, f, req{}, 200); ok != 50 {
 		t.Fatalf("one node of 2: burst %d, want 50", ok)
@@ -351,7 +359,7 @@ func TestStateSurvivesReloadOfUnchangedRule(t *testing.T) {
 
 func TestStatusOverrideAndChallenge(t *testing.T) {
 	e := newEnv()
-	e.shared[pipeline.LimitStatusKey{}] = pipeline.LimitStatus{Local: 429, Cluster: 503}
+	statusKey.Set(e.shared, Statuses{LocalLimit: 429, ClusterLimit: 503})
 	f := e.build(t, "r", `
 - {by: ip, rate: 1, burst: 1}
 - {by: user, rate: 1, burst: 1, status: 420}

@@ -44,8 +44,8 @@ func newSim(t testing.TB, n int, limits string) *sim {
 	for i := range n {
 		e := newEnv()
 		e.clock = clock
-		e.shared[cluster.EnvKey{}] = fakeNode{s.redis, fmt.Sprint("node-", i)}
-		e.shared[cluster.NodesEnvKey{}] = s.n
+		LeaserKey.Set(e.shared, fakeNode{s.redis, fmt.Sprint("node-", i)})
+		cluster.NodesEnvKey.Set(e.shared, s.n)
 		f := e.build(t, "api", limits)
 		c := req{consumer: "demo-app"}.ctx(t)
 		nd := &simNode{f: f, mgr: f.rules[0].mgr, ctx: c, up: true}
@@ -400,7 +400,7 @@ func TestHungLeaseCallFallsBack(t *testing.T) {
 // TestNodeLossMovesTheShare: the local split follows the live node count.
 func TestClusterRuleWithoutRedisIsTheLocalSplit(t *testing.T) {
 	e := newEnv()
-	e.shared[cluster.NodesEnvKey{}] = cluster.FixedNodes(4)
+	cluster.NodesEnvKey.Set(e.shared, cluster.FixedNodes(4))
 	f := e.build(t, "r", "[{rate: 400, burst: 400, scope: cluster}]")
 	if f.rules[0].mode() != "local (no redis)" {
 		t.Fatal(f.rules[0].mode())

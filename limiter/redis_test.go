@@ -25,12 +25,12 @@ func newRealNodes(t *testing.T, addr string, n int, limits string) []*realNode {
 		}
 		t.Cleanup(cl.Close)
 		e := newEnv()
-		e.shared[cluster.EnvKey{}] = cl
-		e.shared[cluster.NodesEnvKey{}] = cluster.FixedNodes(n)
+		cluster.EnvKey.Set(e.shared, cl)
+		cluster.NodesEnvKey.Set(e.shared, cluster.FixedNodes(n))
 		st := e.state.Begin()
 		var cfgs []Config
 		mustYAML(t, limits, &cfgs)
-		f, err := Build(&pipeline.Build{Env: &pipeline.Env{Now: time.Now, State: st, Shared: e.shared},
+		f, err := Build(&pipeline.Build{Env: e.env(time.Now, st),
 			Route: pipeline.RouteInfo{Name: "api"}}, cfgs)
 		if err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ type rule struct {
 	*spec
 	route  string
 	nodes  cluster.Nodes
-	quotas *pipeline.Quotas
+	quotas *Quotas
 	hash   hasher
 	local  *table      // local counters (and cluster rules without Redis)
 	lease  *leaseRules // cluster rules with Redis

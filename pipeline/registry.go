@@ -87,6 +87,9 @@ type RouteInfo struct {
 	// Forwards reports that the route's action sends the request upstream
 	// (a service or a split), not a mock or an offline answer.
 	Forwards bool
+	// Service names the one service the route sends to; "" for a split,
+	// a mock or an offline answer.
+	Service string
 }
 
 // Env is the build environment of one config snapshot: the long-lived
@@ -98,10 +101,10 @@ type Env struct {
 	Logger *zap.Logger
 	// State holds what must outlive a reload (see State).
 	State *StateBuild
-	// Shared holds objects built from top-level sections that features
-	// refer to (consumers, the JWT verifier, the forwarding edge), keyed
-	// by a type of the package that defines them.
-	Shared map[any]any
+	// shared holds objects built from top-level sections that features
+	// refer to (consumers, the JWT verifier, the forwarding edge), by
+	// typed key (Key).
+	shared map[*keyID]any
 }
 
 var registry = struct {
@@ -114,6 +117,9 @@ var registry = struct {
 func Register(f Feature) {
 	if f.Key == "" || f.Build == nil || f.Config == nil || f.Scope == 0 {
 		panic("pipeline: Register needs a key, a scope, a Config and a Build")
+	}
+	if _, ok := LookupSection(f.Key); ok {
+		panic(fmt.Sprintf("pipeline: feature %q is also a section", f.Key))
 	}
 	registry.Lock()
 	defer registry.Unlock()

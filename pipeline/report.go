@@ -1,11 +1,12 @@
 package pipeline
 
 // Features report their figures to /metrics the same way: a filter (or a
-// shared object a feature keeps in Env.Shared) that counts something keeps
-// its own atomic counters on the request path and implements Reporter; the
-// metrics writer finds it in the live snapshot and calls Report when
-// Prometheus scrapes, never on the request path. A feature needs no metrics
-// library and costs nothing per request beyond its own counters.
+// shared object a feature keeps in the Env under a Key) that counts
+// something keeps its own atomic counters on the request path and
+// implements Reporter; the metrics writer finds it in the live snapshot
+// and calls Report when Prometheus scrapes, never on the request path. A
+// feature needs no metrics library and costs nothing per request beyond
+// its own counters.
 //
 //	var refusals = &pipeline.Family{Name: "tollgate_limit_refusals_total",
 //		Help: "Requests refused by a limit rule.", Type: pipeline.Counter,

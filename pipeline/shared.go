@@ -1,32 +1,29 @@
 package pipeline
 
-// Keys of Env.Shared for objects config builds from top-level sections
-// (other packages define their own: cluster.EnvKey, …).
-type (
-	// QuotasKey holds a *Quotas: the consumers' request quotas.
-	QuotasKey struct{}
-	// LimitStatusKey holds a LimitStatus.
-	LimitStatusKey struct{}
-)
+// ListenersKey holds where the gateway listens for clients, which config
+// reads from listen and tls.listen, for features that send clients
+// from one to the other (redirect_https).
+var ListenersKey = NewKey[Listeners]("pipeline.listeners")
+
+// Listeners are the gateway's client listen addresses.
+type Listeners struct {
+	// Plain is the cleartext listener's address (listen).
+	Plain string
+	// TLS is the TLS listener's address (tls.listen); "" without one.
+	TLS string
+}
+
+// ConsumerQuotasKey holds the quota the consumers section declares for
+// each consumer, by consumer (as Ctx.Consumer names it): a tier, whose
+// requests per second the limiter's tiers section gives, or a qps of its
+// own (tier "custom").
+var ConsumerQuotasKey = NewKey[map[string]Quota]("pipeline.consumer_quotas")
 
 // Quota is one consumer's request quota.
 type Quota struct {
 	// Tier names the consumer's tier; "custom" for its own qps.
 	Tier string
-	// QPS is the quota in requests per second.
+	// QPS is the quota in requests per second (declared: a custom
+	// quota's only).
 	QPS int
-}
-
-// Quotas are the consumers' quotas by consumer (as Ctx.Consumer names
-// them) and the tiers by name. Immutable once built.
-type Quotas struct {
-	Consumers map[string]Quota
-	Tiers     map[string]int
-}
-
-// LimitStatus are the statuses rate-limit refusals answer with
-// (top-level `status`): local limits (911) and cluster limits and tenant
-// quotas (919).
-type LimitStatus struct {
-	Local, Cluster int
 }

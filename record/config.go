@@ -3,9 +3,9 @@ package record
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/pipeline"
 )
 
 // Settings is the top-level `recording` section: where the routes' record
@@ -73,9 +73,11 @@ func (s Settings) Validate() error {
 	return nil
 }
 
+// digest identifies the writer's settings (every field,
+// pipeline.Digest): a writer is kept across a reload exactly when they
+// did not change.
 func (s Settings) digest() string {
-	return strings.Join([]string{s.Dir, strconv.FormatInt(s.MaxFileBytes, 10), s.MaxFileAge.String(),
-		strconv.Itoa(s.MaxFiles), strconv.Itoa(s.Queue)}, "|")
+	return pipeline.Digest(s)
 }
 
 // Rule is a route's `record` setting.

@@ -18,15 +18,16 @@ import (
 func testRecorder(t testing.TB, rule Rule, consumers ...*auth.Consumer) (*Recorder, *Writer) {
 	t.Helper()
 	w := &Writer{queue: make(chan *entry, 64)}
-	shared := map[any]any{WriterKey{}: w}
+	env := &pipeline.Env{Now: time.Now, State: pipeline.NewState(time.Minute).Begin()}
+	WriterKey.Set(env, w)
 	if len(consumers) > 0 {
 		cs, err := auth.NewConsumers(consumers)
 		if err != nil {
 			t.Fatal(err)
 		}
-		shared[auth.IdentityKey{}] = &auth.Identity{Consumers: cs}
+		auth.IdentityKey.Set(env, &auth.Identity{Consumers: cs})
 	}
-	b := &pipeline.Build{Env: &pipeline.Env{Now: time.Now, State: pipeline.NewState(time.Minute).Begin(), Shared: shared},
+	b := &pipeline.Build{Env: env,
 		Route: pipeline.RouteInfo{Name: "r", Forwards: true}}
 	r, err := newRecorder(b, &rule)
 	if err != nil {
@@ -238,12 +239,12 @@ func TestRecordSwitchAndSample(t *testing.T) {
 }
 
 func TestRecordRuleErrors(t *testing.T) {
-	b := &pipeline.Build{Env: &pipeline.Env{Now: time.Now, State: pipeline.NewState(time.Minute).Begin(), Shared: map[any]any{}},
+	b := &pipeline.Build{Env: &pipeline.Env{Now: time.Now, State: pipeline.NewState(time.Minute).Begin()},
 		Route: pipeline.RouteInfo{Name: "r"}}
 	if _, err := newRecorder(b, &Rule{}); err == nil || !strings.Contains(err.Error(), "recording section") {
 		t.Fatalf("without a writer: %v", err)
 	}
-	b.Shared[WriterKey{}] = &Writer{}
+	WriterKey.Set(b.Env, &Writer{})
 	for rule, want := range map[*Rule]string{
 		{Sample: 1.5}:                   "record.sample 1.5",
 		{MaxBody: -1}:                   "record.max_body -1",

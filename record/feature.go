@@ -2,9 +2,9 @@ package record
 
 import "github.com/tollgate/tollgate/pipeline"
 
-// WriterKey holds the snapshot's *Writer in pipeline.Env.Shared: the
+// WriterKey holds the snapshot's *Writer in the build environment: the
 // top-level recording section makes it, the routes' record rules use it.
-type WriterKey struct{}
+var WriterKey = pipeline.NewKey[*Writer]("record.writer")
 
 func init() {
 	pipeline.Register(pipeline.Feature{
@@ -22,7 +22,7 @@ func init() {
 				w := newWriter(s, b.Logger, b.Now)
 				return w, w.Close
 			}).(*Writer)
-			b.Shared[WriterKey{}] = w
+			WriterKey.Set(b.Env, w)
 			return nil, nil // it screens nothing: the routes' rules record
 		},
 	})

@@ -197,7 +197,7 @@ func newMirror(b *pipeline.Build, rule *MirrorRule) (*Mirror, error) {
 	if rule.Service == "" {
 		return nil, errors.New("mirror.service is required")
 	}
-	services, _ := b.Shared[upstream.ServicesKey{}].(map[string]*upstream.Service)
+	services, _ := upstream.ServicesKey.Get(b.Env)
 	svc := services[rule.Service]
 	if svc == nil {
 		return nil, fmt.Errorf("mirror.service %q is not defined", rule.Service)

@@ -115,7 +115,7 @@ func (r *Recorder) Writer() *Writer { return r.w }
 
 // newRecorder compiles a route's rule.
 func newRecorder(b *pipeline.Build, rule *Rule) (*Recorder, error) {
-	w, _ := b.Shared[WriterKey{}].(*Writer)
+	w, _ := WriterKey.Get(b.Env)
 	if w == nil {
 		return nil, errors.New("record needs the top-level recording section (recording: {dir: ...})")
 	}
@@ -143,7 +143,7 @@ func newRecorder(b *pipeline.Build, rule *Rule) (*Recorder, error) {
 		r.sw.configured, r.sw.configuredOn = true, on
 	}
 	r.counts = b.State.Get("record.counts|"+b.Route.Name, func() (any, func()) { return new(recordCounts), nil }).(*recordCounts)
-	if id, ok := b.Shared[auth.IdentityKey{}].(*auth.Identity); ok && id != nil {
+	if id, ok := auth.IdentityKey.Get(b.Env); ok && id != nil {
 		r.consumers = id.Consumers
 	}
 	return r, nil

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/upstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -53,6 +54,15 @@ func init() {
 		Build: func(b *pipeline.Build, cfg any) (pipeline.Filter, error) {
 			if !b.Route.Forwards {
 				return nil, errors.New("grpc needs a service to call")
+			}
+			// It calls one gRPC service. (A route to a gRPC service
+			// without it passes gRPC clients' calls through.)
+			if b.Route.Service == "" {
+				return nil, errors.New("grpc needs service: a gRPC service to call (not split, mock or offline)")
+			}
+			services, _ := upstream.ServicesKey.Get(b.Env)
+			if svc := services[b.Route.Service]; svc != nil && !svc.GRPC() {
+				return nil, fmt.Errorf("grpc: service %q speaks HTTP; set protocol: grpc on it", b.Route.Service)
 			}
 			return New(cfg.(*Config))
 		},

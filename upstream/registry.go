@@ -1,18 +1,23 @@
 package upstream
 
 import (
-	"strconv"
-
 	"github.com/tollgate/tollgate/pipeline"
 	"go.uber.org/zap"
 )
 
+// instanceSettings are what an instance is built from: snapshots that
+// name the same share it.
+type instanceSettings struct {
+	Addr   string
+	Weight int
+	Pool   Pool
+	Health Health
+}
+
+// instanceKey is the state key of an instance: a digest of every field of
+// its settings (pipeline.Digest), defaults written in.
 func instanceKey(addr string, weight int, p Pool, h Health) string {
-	p, h = p.withDefaults(), h.withDefaults()
-	return "upstream.instance|" + h.Path + "|" + h.Interval.String() + "|" + h.Timeout.String() + "|" +
-		strconv.Itoa(h.EjectAfter) + "|" + strconv.Itoa(h.HealthyAfter) + "|" + addr + "|" + strconv.Itoa(weight) + "|" + p.Connect.String() + "|" + p.Read.String() + "|" +
-		p.Write.String() + "|" + p.IdleConn.String() + "|" + strconv.Itoa(p.MaxConns) + "|" +
-		p.MaxConnWait.String() + "|" + strconv.Itoa(p.MaxResponseBytes) + "|" + strconv.Itoa(p.AnswerWindow) + "|" + strconv.FormatBool(p.StreamResponse)
+	return "upstream.instance|" + pipeline.Digest(instanceSettings{Addr: addr, Weight: weight, Pool: p.withDefaults(), Health: h.withDefaults()})
 }
 
 // SharedInstance returns the instance for addr with these settings from
@@ -29,7 +34,7 @@ func SharedInstance(st *pipeline.StateBuild, addr string, weight int, p Pool, h 
 	}).(*Instance)
 }
 
-// ServicesKey is the key of the snapshot's services (a
-// map[string]*Service, by name) in pipeline.Env.Shared, for features that
-// send requests of their own to a service (mirroring).
-type ServicesKey struct{}
+// ServicesKey is the key of the snapshot's services (by name) in the
+// build environment, for features that send requests of their own to a
+// service (mirroring).
+var ServicesKey = pipeline.NewKey[map[string]*Service]("upstream.services")

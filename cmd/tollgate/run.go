@@ -20,7 +20,6 @@ import (
 	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/server"
-	"github.com/tollgate/tollgate/waf"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -367,21 +366,8 @@ func clusterNodes(compiler *config.Compiler, f *config.File) int {
 // wafCounts reports each WAF route's detections: sqli and xss found, how
 // many requests were blocked (the rest were logged), and the bodies it
 // could not read whole, in all and by reason.
-func wafCounts(snap *config.Snapshot) map[string]map[string]uint64 {
-	out := map[string]map[string]uint64{}
-	for _, r := range snap.Routes {
-		for _, f := range r.Chain.Filters() {
-			if w, ok := f.(*waf.WAF); ok {
-				c := w.Counts()
-				m := map[string]uint64{"sqli": c.SQLi.Load(), "xss": c.XSS.Load(), "blocked": c.Blocked.Load(), "uninspected": c.Hidden.Load()}
-				for i, reason := range waf.ReasonNames {
-					m["uninspected_"+reason] = c.Unread[i].Load()
-				}
-				out[r.Name] = m
-			}
-		}
-	}
-	return out
+func wafCounts(snap *config.Snapshot) map[string]any {
+	return routeStates(snap, "waf")
 }
 
 // socketCalls says how a transport makes its socket calls, when it says.

@@ -1,0 +1,64 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/tollgate/tollgate/breaker"
+	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/upstream"
+)
+
+// compileServices builds the snapshot's services, their instances coming
+// from the reload-surviving state, in the order of their names.
+func (c *Compiler) compileServices(s *Snapshot, f *File, source string) error {
+	names := make([]string, 0, len(f.Services))
+	for name := range f.Services {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		sc := f.Services[name]
+		pool := upstream.Pool{
+			Connect:          sc.Timeouts.Connect.D(),
+			Read:             sc.Timeouts.Read.D(),
+			IdleConn:         sc.IdleConn.D(),
+			MaxConns:         sc.MaxConns,
+			MaxResponseBytes: sc.MaxResponseBytes,
+			AnswerWindow:     sc.AnswerWindow,
+			StreamResponse:   sc.StreamResponse,
+		}
+		var health upstream.Health
+		if sc.Health != nil {
+			health = *sc.Health
+		}
+		instances := make([]*upstream.Instance, 0, len(sc.Instances))
+		for _, in := range sc.Instances {
+			instances = append(instances, upstream.SharedInstance(s.state, in.Addr, in.Weight, pool, health, c.logger()))
+		}
+		svcCfg := upstream.ServiceConfig{
+			Name: name, Balance: sc.Balance, Key: sc.Key, Total: sc.Timeouts.Total.D(), Connect: sc.Timeouts.Connect.D(),
+			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete, Protocol: sc.Protocol,
+		}
+		if sc.TLS != nil && sc.TLS.On() {
+			tc, err := sc.TLS.Config()
+			if err != nil {
+				return &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: tls: %v", name, err)}
+			}
+			svcCfg.GRPCTLS = &upstream.GRPCTLS{Config: tc, Key: pipeline.Digest(sc.TLS)}
+		}
+		if b := sc.Breaker; b != nil {
+			br, err := breaker.ForService(s.state, name, b, c.Clock.Now)
+			if err != nil {
+				return &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: %v", name, err)}
+			}
+			svcCfg.Breaker, svcCfg.FailureStatus = br, b.FailureStatus
+		}
+		svc, err := upstream.NewService(svcCfg, instances)
+		if err != nil {
+			return &Error{File: source, Line: sc.Line, Msg: err.Error()}
+		}
+		s.Services[name] = svc
+	}
+	return nil
+}
