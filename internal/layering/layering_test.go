@@ -14,8 +14,9 @@ const module = "github.com/tollgate/tollgate/"
 // this module it may import besides internal/*: itself never a feature.
 var core = map[string][]string{
 	"codec":    nil,
-	"pipeline": {"codec"},
-	"config":   {"codec", "pipeline", "source", "route", "route/expr"},
+	"trace":    {"codec"},
+	"pipeline": {"codec", "trace"},
+	"config":   {"codec", "pipeline", "trace", "source", "route", "route/expr"},
 }
 
 // thirdParty are the outside packages the core may use.
