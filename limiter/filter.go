@@ -210,7 +210,7 @@ func environment(b *pipeline.Build) env {
 	switch cl := b.Shared[cluster.EnvKey{}].(type) {
 	case *cluster.Client:
 		if cl != nil {
-			e.client = cl
+			e.client = redisLeaser{cl}
 		}
 	case Leaser:
 		e.client = cl

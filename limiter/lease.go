@@ -10,11 +10,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// Leaser is what the lease worker needs of Redis: *cluster.Client.
+// Leaser is what the lease worker needs of Redis: redisLeaser, the lease
+// protocol on the node's *cluster.Client (tests: a fake).
 type Leaser interface {
 	// Lease runs a batch of lease requests (background only; may block
 	// up to timeout and, on a silent server, somewhat more).
-	Lease(timeout time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error
+	Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseResult) error
 	// Healthy reports that Redis answered recently.
 	Healthy() bool
 }
@@ -397,10 +398,10 @@ type manager struct {
 	// worker
 	lastSweep int64
 	wasOK     bool
-	reqs      []cluster.LeaseRequest
-	outs      []cluster.LeaseResult
+	reqs      []LeaseRequest
+	outs      []LeaseResult
 	batch     []*entry
-	backs     []cluster.LeaseRequest
+	backs     []LeaseRequest
 	lastErr   string
 }
 
@@ -614,7 +615,7 @@ func (m *manager) lease(now int64) {
 	}
 	m.reqs = append(m.reqs, m.backs...)
 	if len(m.outs) < len(m.reqs) {
-		m.outs = make([]cluster.LeaseResult, len(m.reqs))
+		m.outs = make([]LeaseResult, len(m.reqs))
 	}
 	m.busySince.Store(max(now, 1))
 	err := m.leaser.Lease(leaseTimeout, m.reqs, m.outs)
@@ -653,7 +654,7 @@ func (m *manager) lease(now int64) {
 		}
 		req := &m.reqs[i]
 		m.granted.Add(uint64(out.Granted))
-		leaky := req.Alg == cluster.LeaseLeakyBucket
+		leaky := req.Alg == LeaseLeakyBucket
 		gap := float64(req.Per) / req.Limit
 		switch {
 		case leaky:
@@ -662,7 +663,7 @@ func (m *manager) lease(now int64) {
 			e.mu.Lock()
 			e.addRun(first, out.Granted)
 			e.mu.Unlock()
-		case req.Alg != cluster.LeaseTokenBucket:
+		case req.Alg != LeaseTokenBucket:
 			e.windowEnd.Store(after + int64(out.WindowLeft))
 			fallthrough
 		default:
@@ -677,7 +678,7 @@ func (m *manager) lease(now int64) {
 		// partial.
 		// A leaky schedule is as full when the run began less than a
 		// lease short of its capacity.
-		dry := req.Alg == cluster.LeaseTokenBucket && out.Level < float64(req.Want) ||
+		dry := req.Alg == LeaseTokenBucket && out.Level < float64(req.Want) ||
 			leaky && out.Level*float64(time.Microsecond)+float64(req.Want)*gap > (req.Burst-1)*gap
 		if out.Granted < req.Want || dry {
 			// Redis's wait is until the tokens are there for this node
@@ -689,10 +690,10 @@ func (m *manager) lease(now int64) {
 			// a saturated key below its rate).
 			wait := out.Wait
 			switch req.Alg {
-			case cluster.LeaseTokenBucket, cluster.LeaseLeakyBucket:
+			case LeaseTokenBucket, LeaseLeakyBucket:
 				whole := time.Duration(float64(req.Want) * gap)
 				wait = min(max(wait, whole)*time.Duration(n), maxWait) - rtt
-			case cluster.LeaseSlidingWindow:
+			case LeaseSlidingWindow:
 				if wait < out.WindowLeft {
 					wait = min(wait*time.Duration(n), out.WindowLeft) - rtt
 				}
@@ -708,19 +709,19 @@ func (m *manager) lease(now int64) {
 }
 
 // request builds the lease request of e.
-func request(e *entry, lim Limit, want, spent int64) cluster.LeaseRequest {
-	r := cluster.LeaseRequest{Key: e.key, Limit: lim.Rate(), Per: time.Duration(lim.Window), Want: want, Spent: spent}
+func request(e *entry, lim Limit, want, spent int64) LeaseRequest {
+	r := LeaseRequest{Key: e.key, Limit: lim.Rate(), Per: time.Duration(lim.Window), Want: want, Spent: spent}
 	switch lim.Alg {
 	case FixedWindow:
-		r.Alg, r.TTL = cluster.LeaseFixedWindow, 2*r.Per
+		r.Alg, r.TTL = LeaseFixedWindow, 2*r.Per
 	case SlidingWindow:
-		r.Alg, r.TTL = cluster.LeaseSlidingWindow, 2*r.Per
+		r.Alg, r.TTL = LeaseSlidingWindow, 2*r.Per
 	case LeakyBucket:
-		r.Alg = cluster.LeaseLeakyBucket
+		r.Alg = LeaseLeakyBucket
 		r.Burst = lim.Burst()
 		r.TTL = time.Duration(lim.MaxDelay + lim.Interval)
 	default:
-		r.Alg = cluster.LeaseTokenBucket
+		r.Alg = LeaseTokenBucket
 		r.Burst = lim.Burst()
 		r.TTL = time.Duration(lim.Tau) + r.Per
 	}
