@@ -61,12 +61,12 @@ func (s *Server) reportAdmin(sc *observe.Scrape) {
 			sc.Gauge("tollgate_redis_calls_in_flight", "Request-path Redis calls running now.", float64(st.InFlight))
 			sc.Counter("tollgate_redis_backfilled_total", "Nonce claims decided while degraded and written to Redis after recovery.", float64(st.Backfilled))
 			sc.Counter("tollgate_redis_backfill_dropped_total", "Nonce claims decided while degraded that the backlog had no room for.", float64(st.BackfillDropped))
-			sc.Counter("tollgate_redis_lease_calls_total", "Lease commands sent for cluster limits.", float64(st.Leases))
+			sc.Counter("tollgate_redis_lease_calls_total", "Lease commands sent for cluster limits.", float64(st.Scripts))
 			const latHelp = "Duration of Redis calls that got an answer or an error: nonce claims and lease calls."
 			for _, c := range []struct {
 				op string
 				l  cluster.Latency
-			}{{"claim", st.ClaimLatency}, {"lease", st.LeaseLatency}} {
+			}{{"claim", st.ClaimLatency}, {"lease", st.ScriptLatency}} {
 				sc.Histogram("tollgate_redis_call_seconds", latHelp, redisBounds, c.l.Counts[:], c.l.Sum.Seconds(), "op", c.op)
 			}
 		}

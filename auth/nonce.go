@@ -7,10 +7,13 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Claimer is the cluster-wide nonce authority (Redis SET NX EX). ClaimNonce
-// must return within its own small budget; an error means "no answer".
+// Claimer is the cluster-wide nonce authority: *cluster.Client, whose
+// Claim is a Redis SET NX EX. Claim must return within its own small
+// budget; an error means "no answer". A claim that got no answer may
+// still reach Redis later, so the same nonce may later be found claimed:
+// the store never retries it, and decides it on this node's filter.
 type Claimer interface {
-	ClaimNonce(key string, ttl time.Duration) (fresh bool, err error)
+	Claim(key string, ttl time.Duration) (fresh bool, err error)
 }
 
 // NonceStore refuses a nonce seen before within TTL, per app key.
@@ -90,7 +93,7 @@ func (s *NonceStore) claimCluster(appKey, nonce []byte) (fresh bool) {
 	if s.cluster == nil {
 		return true
 	}
-	fresh, err := s.cluster.ClaimNonce(clusterKey(appKey, nonce), s.ttl)
+	fresh, err := s.cluster.Claim(clusterKey(appKey, nonce), s.ttl)
 	if err != nil {
 		s.degraded.Add(1)
 		return true // this node's filter already protects it

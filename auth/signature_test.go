@@ -195,7 +195,7 @@ func TestConcurrentClaimsOneWinner(t *testing.T) {
 // claimerFunc adapts a function to Claimer.
 type claimerFunc func(key string, ttl time.Duration) (bool, error)
 
-func (f claimerFunc) ClaimNonce(key string, ttl time.Duration) (bool, error) { return f(key, ttl) }
+func (f claimerFunc) Claim(key string, ttl time.Duration) (bool, error) { return f(key, ttl) }
 
 func TestNonceStoreWithCluster(t *testing.T) {
 	seen := map[string]bool{}

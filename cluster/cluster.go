@@ -1,11 +1,15 @@
-// Package cluster is the one place Tollgate talks to Redis: replay nonces
-// shared by every node, sets read through client-side caching (token
-// revocations, membership), and the connection's health.
+// Package cluster is the one place Tollgate talks to Redis, and it knows
+// Redis, not the features: claims shared by every node (the request
+// path's one call, bounded by a budget), scripts that features bring and
+// run in pipelined batches, sets and keys read through client-side
+// caching, the node membership, and the connection's health. The
+// protocols built on them live with their features: replay nonces in
+// auth, token leases in limiter, the configuration store in config.
 //
 // Everything here is bounded so that a slow or dead Redis degrades a
 // feature and never stalls a request:
 //
-//   - Request-path calls (ClaimNonce) never wait longer than
+//   - Request-path calls (Claim) never wait longer than
 //     Options.Budget. The Redis command runs on a bounded pool of worker
 //     goroutines; the caller waits for the answer with a timer and gives up
 //     when it fires. A call that times out, fails, or finds the pool full
@@ -184,9 +188,10 @@ func (o Options) Validate() error {
 type Stats struct {
 	// Healthy is false while degraded.
 	Healthy bool
-	// ClaimLatency and LeaseLatency are the durations of the nonce claims
-	// and of the lease calls that got an answer (or an error) from Redis.
-	ClaimLatency, LeaseLatency Latency
+	// ClaimLatency and ScriptLatency are the durations of the claims
+	// (Claim) and of the script batches (RunScripts) that got an answer
+	// (or an error) from Redis.
+	ClaimLatency, ScriptLatency Latency
 	// Degraded counts transitions into degraded mode, Recovered the way
 	// back.
 	Degraded  uint64
@@ -206,13 +211,13 @@ type Stats struct {
 	// InFlight is the number of request-path Redis calls running now,
 	// including ones whose callers already gave up.
 	InFlight int
-	// Backfilled counts nonce claims decided while degraded and written to
+	// Backfilled counts claims decided while degraded and written to
 	// Redis after recovery; BackfillDropped those the backlog had no room
 	// for.
 	Backfilled, BackfillDropped uint64
-	// Leases counts lease commands sent (token leases of cluster
-	// limits, from a background worker).
-	Leases uint64
+	// Scripts counts script commands sent (RunScripts: EVALSHA, and EVAL
+	// for a server without the script).
+	Scripts uint64
 }
 
 // Client is a bounded, self-healing Redis client. It is safe for
@@ -222,7 +227,7 @@ type Client struct {
 	ro  rueidis.ClientOption
 	log *zap.Logger
 
-	claimLat, leaseLat latency
+	claimLat, scriptLat latency
 
 	// rc holds the rueidis client once connected; nil until then.
 	rc       atomic.Pointer[rcBox]
@@ -240,10 +245,10 @@ type Client struct {
 	work chan *call    // hands a call to an idle worker
 
 	nDegraded, nRecovered, nRefused, nTimeouts, nSaturated, nErrors atomic.Uint64
-	nLeases                                                         atomic.Uint64
+	nScripts                                                        atomic.Uint64
 
-	// backlog keeps nonce claims decided while degraded, to be written to
-	// Redis after recovery (see ClaimNonce).
+	// backlog keeps claims decided while degraded, to be written to
+	// Redis after recovery (see Claim).
 	backlog                 chan pendingClaim
 	nBackfilled, nBackDrops atomic.Uint64
 
@@ -256,7 +261,7 @@ type Client struct {
 	loads      atomic.Pointer[loadSource]      // set by ReportCounts
 	status     atomic.Pointer[func() NodeInfo] // set by ReportStatus
 
-	cfgWatch configWatch
+	keys keyWatch // KeyChanges
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -300,8 +305,8 @@ func New(o Options) (*Client, error) {
 		ConnWriteTimeout:  o.ConnTimeout,
 		CacheSizeEachConn: o.CacheBytes,
 		// Never retry behind the caller's back: a retried SET NX whose
-		// first attempt reached Redis would report a fresh nonce as
-		// replayed, and retries only lengthen stalls.
+		// first attempt reached Redis would report a fresh claim as
+		// taken, and retries only lengthen stalls.
 		DisableRetry:    true,
 		OnInvalidations: c.onInvalidations,
 		// Bound redirect loops of a misconfigured Redis Cluster.
@@ -359,20 +364,20 @@ func (c *Client) NodeID() string { return c.o.NodeID }
 // Stats returns a snapshot of the counters.
 func (c *Client) Stats() Stats {
 	return Stats{
-		Healthy:      c.Healthy(),
-		ClaimLatency: c.claimLat.read(),
-		LeaseLatency: c.leaseLat.read(),
-		Degraded:     c.nDegraded.Load(),
-		Recovered:    c.nRecovered.Load(),
-		Refused:      c.nRefused.Load(),
-		Timeouts:     c.nTimeouts.Load(),
-		Saturated:    c.nSaturated.Load(),
-		Errors:       c.nErrors.Load(),
-		InFlight:     len(c.sem),
+		Healthy:       c.Healthy(),
+		ClaimLatency:  c.claimLat.read(),
+		ScriptLatency: c.scriptLat.read(),
+		Degraded:      c.nDegraded.Load(),
+		Recovered:     c.nRecovered.Load(),
+		Refused:       c.nRefused.Load(),
+		Timeouts:      c.nTimeouts.Load(),
+		Saturated:     c.nSaturated.Load(),
+		Errors:        c.nErrors.Load(),
+		InFlight:      len(c.sem),
 
 		Backfilled:      c.nBackfilled.Load(),
 		BackfillDropped: c.nBackDrops.Load(),
-		Leases:          c.nLeases.Load(),
+		Scripts:         c.nScripts.Load(),
 	}
 }
 

@@ -42,7 +42,7 @@ func budgeted(o *Options) { o.Budget = DefaultBudget }
 func warm(t *testing.T, c *Client) {
 	t.Helper()
 	waitFor(t, 3*time.Second, "warm-up claim", func() bool {
-		_, err := c.ClaimNonce("warm", time.Minute)
+		_, err := c.Claim("warm", time.Minute)
 		return err == nil
 	})
 }
@@ -79,17 +79,17 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestClaimNonceFreshThenReplayed(t *testing.T) {
+func TestClaimFreshThenReplayed(t *testing.T) {
 	r := testutil.StartRedis(t)
 	c := newClient(t, r.Addr)
 	if !c.Healthy() {
 		t.Fatal("not healthy with Redis up")
 	}
-	fresh, err := c.ClaimNonce("nonce:app:n1", 10*time.Second)
+	fresh, err := c.Claim("nonce:app:n1", 10*time.Second)
 	if err != nil || !fresh {
 		t.Fatalf("first claim = %v, %v; want fresh", fresh, err)
 	}
-	fresh, err = c.ClaimNonce("nonce:app:n1", 10*time.Second)
+	fresh, err = c.Claim("nonce:app:n1", 10*time.Second)
 	if err != nil || fresh {
 		t.Fatalf("second claim = %v, %v; want replayed", fresh, err)
 	}
@@ -103,19 +103,19 @@ func TestClaimNonceFreshThenReplayed(t *testing.T) {
 	if n < 2 {
 		t.Fatalf("claim latency counted %d calls, want at least 2", n)
 	}
-	if _, err := c.ClaimNonce("nonce:app:n2", 1500*time.Millisecond); err != nil {
+	if _, err := c.Claim("nonce:app:n2", 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	pttl, _ := r.Command("PTTL", "nonce:app:n2")
 	if ms, _ := strconv.Atoi(pttl); ms <= 1000 || ms > 1500 {
 		t.Fatalf("PTTL = %s; want (1000, 1500] (PX)", pttl)
 	}
-	if _, err := c.ClaimNonce("k", 0); !errors.Is(err, ErrBadTTL) {
+	if _, err := c.Claim("k", 0); !errors.Is(err, ErrBadTTL) {
 		t.Fatalf("zero ttl: %v", err)
 	}
 }
 
-func TestClaimNonceSharedByNodes(t *testing.T) {
+func TestClaimSharedByNodes(t *testing.T) {
 	r := testutil.StartRedis(t)
 	a := newClient(t, r.Addr, func(o *Options) { o.NodeID = "a" })
 	b := newClient(t, r.Addr, func(o *Options) { o.NodeID = "b" })
@@ -125,16 +125,16 @@ func TestClaimNonceSharedByNodes(t *testing.T) {
 		if i%2 == 1 {
 			first, second = b, a
 		}
-		if fresh, err := first.ClaimNonce(key, time.Minute); err != nil || !fresh {
+		if fresh, err := first.Claim(key, time.Minute); err != nil || !fresh {
 			t.Fatalf("%s on first node = %v, %v", key, fresh, err)
 		}
-		if fresh, err := second.ClaimNonce(key, time.Minute); err != nil || fresh {
+		if fresh, err := second.Claim(key, time.Minute); err != nil || fresh {
 			t.Fatalf("%s on second node = %v, %v; want replayed", key, fresh, err)
 		}
 	}
 }
 
-func TestClaimNonceConcurrentExactlyOneFresh(t *testing.T) {
+func TestClaimConcurrentExactlyOneFresh(t *testing.T) {
 	r := testutil.StartRedis(t)
 	a := newClient(t, r.Addr)
 	b := newClient(t, r.Addr)
@@ -146,7 +146,7 @@ func TestClaimNonceConcurrentExactlyOneFresh(t *testing.T) {
 			c = b
 		}
 		wg.Go(func() {
-			ok, err := c.ClaimNonce("nonce:race", time.Minute)
+			ok, err := c.Claim("nonce:race", time.Minute)
 			if err != nil {
 				t.Error(err)
 			}
@@ -161,22 +161,22 @@ func TestClaimNonceConcurrentExactlyOneFresh(t *testing.T) {
 	}
 }
 
-func TestClaimNonceTTLHonoured(t *testing.T) {
+func TestClaimTTLHonoured(t *testing.T) {
 	r := testutil.StartRedis(t)
 	c := newClient(t, r.Addr)
-	if fresh, _ := c.ClaimNonce("nonce:short", 200*time.Millisecond); !fresh {
+	if fresh, _ := c.Claim("nonce:short", 200*time.Millisecond); !fresh {
 		t.Fatal("not fresh")
 	}
-	if fresh, _ := c.ClaimNonce("nonce:short", 200*time.Millisecond); fresh {
+	if fresh, _ := c.Claim("nonce:short", 200*time.Millisecond); fresh {
 		t.Fatal("fresh again before the ttl")
 	}
 	time.Sleep(300 * time.Millisecond)
-	if fresh, err := c.ClaimNonce("nonce:short", 200*time.Millisecond); err != nil || !fresh {
+	if fresh, err := c.Claim("nonce:short", 200*time.Millisecond); err != nil || !fresh {
 		t.Fatalf("after the ttl = %v, %v; want fresh", fresh, err)
 	}
 }
 
-// claimStorm runs n concurrent ClaimNonce calls released together and
+// claimStorm runs n concurrent Claim calls released together and
 // returns the slowest call and the errors.
 func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []error) {
 	var (
@@ -188,7 +188,7 @@ func claimStorm(c *Client, n int, prefix string) (slowest time.Duration, errs []
 		wg.Go(func() {
 			<-start
 			t0 := time.Now()
-			_, err := c.ClaimNonce(prefix+strconv.Itoa(i), time.Minute)
+			_, err := c.Claim(prefix+strconv.Itoa(i), time.Minute)
 			d := time.Since(t0)
 			mu.Lock()
 			slowest = max(slowest, d)
@@ -251,7 +251,7 @@ func TestFrozenRedisBoundedAndRecovers(t *testing.T) {
 
 	// Degraded: refused at once, Redis not touched.
 	t0 := time.Now()
-	if _, err := c.ClaimNonce("more", time.Minute); !errors.Is(err, ErrDegraded) || time.Since(t0) > c.o.Budget/2 {
+	if _, err := c.Claim("more", time.Minute); !errors.Is(err, ErrDegraded) || time.Since(t0) > c.o.Budget/2 {
 		t.Fatalf("degraded claim: %v after %v", err, time.Since(t0))
 	}
 
@@ -264,7 +264,7 @@ func TestFrozenRedisBoundedAndRecovers(t *testing.T) {
 	if took > 1200*time.Millisecond {
 		t.Errorf("recovery took %v; want about a second at most", took)
 	}
-	if fresh, err := c.ClaimNonce("after-thaw", time.Minute); err != nil || !fresh {
+	if fresh, err := c.Claim("after-thaw", time.Minute); err != nil || !fresh {
 		t.Fatalf("claim after recovery: %v, %v", fresh, err)
 	}
 	st := c.Stats()
@@ -313,7 +313,7 @@ func TestKilledRedisRecoversAfterRestart(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("recovery took %v", took)
 	}
-	if fresh, err := c.ClaimNonce("after", time.Minute); err != nil || !fresh {
+	if fresh, err := c.Claim("after", time.Minute); err != nil || !fresh {
 		t.Fatalf("claim after restart: %v, %v", fresh, err)
 	}
 }
@@ -329,7 +329,7 @@ func TestNewWithRedisDown(t *testing.T) {
 	if c.Healthy() {
 		t.Fatal("healthy with Redis down")
 	}
-	if _, err := c.ClaimNonce("n", time.Minute); !errors.Is(err, ErrDegraded) {
+	if _, err := c.Claim("n", time.Minute); !errors.Is(err, ErrDegraded) {
 		t.Fatalf("claim: %v", err)
 	}
 	if err := c.AddToSet("revoked", "x", time.Minute); !errors.Is(err, ErrDegraded) {
@@ -345,7 +345,7 @@ func TestNewWithRedisDown(t *testing.T) {
 	waitFor(t, 2*time.Second, "first connection", c.Healthy)
 	took := time.Since(t0)
 	t.Logf("connected %v after the server started", took)
-	if fresh, err := c.ClaimNonce("n2", time.Minute); err != nil || !fresh {
+	if fresh, err := c.Claim("n2", time.Minute); err != nil || !fresh {
 		t.Fatalf("claim after start: %v, %v", fresh, err)
 	}
 	if out, _ := r.Command("EXISTS", "n2"); out != "1" {
@@ -367,7 +367,7 @@ func TestClosed(t *testing.T) {
 	c := newClient(t, r.Addr)
 	c.Close()
 	c.Close()
-	if _, err := c.ClaimNonce("n", time.Minute); !errors.Is(err, ErrClosed) {
+	if _, err := c.Claim("n", time.Minute); !errors.Is(err, ErrClosed) {
 		t.Fatalf("claim after Close: %v", err)
 	}
 	if err := c.AddToSet("s", "m", time.Minute); !errors.Is(err, ErrClosed) {
@@ -594,7 +594,7 @@ func TestSetViewHasNoAllocs(t *testing.T) {
 	}
 }
 
-func BenchmarkClaimNonce(b *testing.B) {
+func BenchmarkClaim(b *testing.B) {
 	r := testutil.StartRedis(b)
 	c := newClient(b, r.Addr)
 	keys := make([]string, b.N)
@@ -604,13 +604,13 @@ func BenchmarkClaimNonce(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if fresh, err := c.ClaimNonce(keys[i], time.Minute); err != nil || !fresh {
+		if fresh, err := c.Claim(keys[i], time.Minute); err != nil || !fresh {
 			b.Fatal(fresh, err)
 		}
 	}
 }
 
-func BenchmarkClaimNonceParallel(b *testing.B) {
+func BenchmarkClaimParallel(b *testing.B) {
 	r := testutil.StartRedis(b)
 	c := newClient(b, r.Addr)
 	keys := make([]string, b.N)
@@ -624,7 +624,7 @@ func BenchmarkClaimNonceParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := next.Add(1) - 1
-			if fresh, err := c.ClaimNonce(keys[i], time.Minute); err != nil || !fresh {
+			if fresh, err := c.Claim(keys[i], time.Minute); err != nil || !fresh {
 				b.Error(fresh, err)
 				return
 			}
@@ -678,11 +678,11 @@ func TestClaimsDecidedWhileDegradedReachRedisAfterRecovery(t *testing.T) {
 	warm(t, b)
 	r.Kill()
 	waitFor(t, 3*time.Second, "degraded after kill", func() bool {
-		_, err := a.ClaimNonce("probe-"+time.Now().String(), time.Minute)
+		_, err := a.Claim("probe-"+time.Now().String(), time.Minute)
 		return err != nil && !a.Healthy()
 	})
 	// Decided locally while degraded.
-	if _, err := a.ClaimNonce("offline-nonce", time.Minute); err == nil {
+	if _, err := a.Claim("offline-nonce", time.Minute); err == nil {
 		t.Fatal("claim succeeded with Redis killed")
 	}
 	r.Restart()
@@ -692,10 +692,10 @@ func TestClaimsDecidedWhileDegradedReachRedisAfterRecovery(t *testing.T) {
 	// connection the kill broke, and B then recovers as A did. Its own
 	// claims going through says it is back.
 	waitFor(t, 3*time.Second, "node B's claims reach Redis", func() bool {
-		_, err := b.ClaimNonce("probe-b-"+time.Now().String(), time.Minute)
+		_, err := b.Claim("probe-b-"+time.Now().String(), time.Minute)
 		return err == nil && b.Healthy()
 	})
-	if fresh, err := b.ClaimNonce("offline-nonce", time.Minute); err != nil || fresh {
+	if fresh, err := b.Claim("offline-nonce", time.Minute); err != nil || fresh {
 		t.Fatalf("node B after recovery: fresh=%v err=%v; want the backfilled claim to refuse it", fresh, err)
 	}
 	if ttl, err := r.Command("PTTL", "offline-nonce"); err != nil || ttl == "-1" || ttl == "-2" {

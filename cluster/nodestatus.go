@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,4 +69,35 @@ func parseStatus(node, v string) (NodeStatus, bool) {
 		s.LastError = f[7]
 	}
 	return s, true
+}
+
+// NodeStatus is what a node reports about itself with its heartbeat.
+type NodeStatus struct {
+	NodeLoad
+	Addr          string    `json:"addr"`
+	ConfigVersion uint64    `json:"config_version"`
+	Started       time.Time `json:"started"`
+	LastError     string    `json:"last_error,omitempty"`
+}
+
+// NodeStatuses reads every live node's status (one Redis command): the
+// nodes that heartbeat (cluster.nodes: auto).
+func (c *Client) NodeStatuses(ctx context.Context) ([]NodeStatus, error) {
+	rc, err := c.ready()
+	if err != nil {
+		return nil, err
+	}
+	m, err := rc.Do(ctx, rc.B().Hgetall().Key(statsKey).Build()).AsStrMap()
+	if err = c.writeErr("reading node statuses", err); err != nil {
+		return nil, err
+	}
+	oldest := time.Now().Add(-3 * time.Second)
+	out := make([]NodeStatus, 0, len(m))
+	for node, v := range m {
+		if s, ok := parseStatus(node, v); ok && !s.At.Before(oldest) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Node, b.Node) })
+	return out, nil
 }

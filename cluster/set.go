@@ -333,9 +333,7 @@ func (c *Client) onInvalidations(keys []rueidis.RedisMessage) {
 	defer c.mu.Unlock()
 	for i := range keys {
 		if k, err := keys[i].ToString(); err == nil {
-			if k == configCurrentKey {
-				c.pokeConfig()
-			}
+			c.pokeKey(k)
 			if v := c.views[k]; v != nil {
 				v.poke()
 			}
@@ -344,7 +342,7 @@ func (c *Client) onInvalidations(keys []rueidis.RedisMessage) {
 }
 
 func (c *Client) kickViews() {
-	c.pokeConfig()
+	c.pokeKeys()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, v := range c.views {

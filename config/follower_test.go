@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/internal/testutil"
 )
 
@@ -34,8 +33,8 @@ func TestFollowerReportsAVersionOnceItServes(t *testing.T) {
 	}
 	push := func(route string) uint64 {
 		text := "services:\n  up: {instances: [{addr: \"127.0.0.1:9\"}]}\nroutes:\n  - {name: " + route + ", match: {prefix: /" + route + "/}, service: up}\n"
-		d := cluster.ConfigDoc{ConfigVersion: cluster.ConfigVersion{Digest: digestOf([]byte(text))}, Author: "test", At: time.Now(), Text: []byte(text)}
-		v, err := fw.Cluster().PushConfig(context.Background(), d, 10, 0)
+		d := StoredConfig{StoredVersion: StoredVersion{Digest: digestOf([]byte(text))}, Author: "test", At: time.Now(), Text: []byte(text)}
+		v, err := NewStore(fw.Cluster()).Push(context.Background(), d, 10, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,8 +115,8 @@ func TestFollowerExpandsOnlySecretFields(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), jwtSecret) || !strings.Contains(err.Error(), "${JWT_SECRET} is expanded only in a secret field") {
 		t.Fatalf("start on a local copy with a reference: %v", err)
 	}
-	d := cluster.ConfigDoc{ConfigVersion: cluster.ConfigVersion{Digest: digestOf([]byte(leaky))}, Author: "test", At: time.Now(), Text: []byte(leaky)}
-	if _, err := fw.Cluster().PushConfig(context.Background(), d, 10, 0); err != nil {
+	d := StoredConfig{StoredVersion: StoredVersion{Digest: digestOf([]byte(leaky))}, Author: "test", At: time.Now(), Text: []byte(leaky)}
+	if _, err := NewStore(fw.Cluster()).Push(context.Background(), d, 10, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Until the client's cache of the current version hears of the push,

@@ -41,10 +41,10 @@ type Follower struct {
 	log      *zap.Logger
 
 	mu      sync.Mutex
-	running cluster.ConfigVersion
-	loaded  cluster.ConfigDoc // compiled by Load, running once Swapped says so
-	from    string            // "redis" or "local copy"
-	refused cluster.ConfigVersion
+	running StoredVersion
+	loaded  StoredConfig // compiled by Load, running once Swapped says so
+	from    string       // "redis" or "local copy"
+	refused StoredVersion
 	lastErr string
 }
 
@@ -124,7 +124,7 @@ func (fw *Follower) Start() (*Snapshot, error) {
 		return nil, fmt.Errorf("no configuration to start on: from redis: %w; local copy: %w", redisErr, err)
 	}
 	fw.mu.Lock()
-	fw.running, fw.from = doc.ConfigVersion, "local copy"
+	fw.running, fw.from = doc.StoredVersion, "local copy"
 	fw.mu.Unlock()
 	fw.log.Warn("running the local copy of the last configuration this node ran: the current one in redis could not be read or run",
 		zap.Uint64("version", doc.Version), zap.String("copy", fw.boot.Config.LocalCopy), zap.NamedError("redis", redisErr))
@@ -140,7 +140,7 @@ func (fw *Follower) Start() (*Snapshot, error) {
 func (fw *Follower) Load() (*Snapshot, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	doc, err := fw.cl.ConfigDoc(ctx, 0)
+	doc, err := NewStore(fw.cl).Get(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (fw *Follower) Load() (*Snapshot, error) {
 		}
 	}
 	fw.mu.Lock()
-	fw.refused, fw.lastErr = doc.ConfigVersion, err.Error()
+	fw.refused, fw.lastErr = doc.StoredVersion, err.Error()
 	fw.mu.Unlock()
 	return nil, err
 }
@@ -166,10 +166,10 @@ func (fw *Follower) Load() (*Snapshot, error) {
 func (fw *Follower) Swapped() {
 	fw.mu.Lock()
 	doc := fw.loaded
-	fw.loaded = cluster.ConfigDoc{}
+	fw.loaded = StoredConfig{}
 	if doc.Version != 0 {
-		fw.running, fw.from = doc.ConfigVersion, "redis"
-		fw.refused, fw.lastErr = cluster.ConfigVersion{}, ""
+		fw.running, fw.from = doc.StoredVersion, "redis"
+		fw.refused, fw.lastErr = StoredVersion{}, ""
 	}
 	fw.mu.Unlock()
 	if doc.Version == 0 {
@@ -188,7 +188,7 @@ func (fw *Follower) Swapped() {
 func (fw *Follower) Follow(stop <-chan struct{}, reload func(reason string)) {
 	t := time.NewTicker(fw.Poll())
 	defer t.Stop()
-	changes := fw.cl.ConfigChanges()
+	changes := NewStore(fw.cl).Changes()
 	for {
 		select {
 		case <-stop:
@@ -200,7 +200,7 @@ func (fw *Follower) Follow(stop <-chan struct{}, reload func(reason string)) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		cur, err := fw.cl.CurrentConfig(ctx)
+		cur, err := NewStore(fw.cl).Current(ctx)
 		cancel()
 		if err != nil {
 			continue
@@ -219,7 +219,7 @@ func (fw *Follower) Follow(stop <-chan struct{}, reload func(reason string)) {
 // The document expands ${NAME} in secret fields only: whoever can write
 // to Redis must not be able to have the node serve or report its
 // environment.
-func (fw *Follower) compile(doc cluster.ConfigDoc) (*Snapshot, error) {
+func (fw *Follower) compile(doc StoredConfig) (*Snapshot, error) {
 	name := "config v" + strconv.FormatUint(doc.Version, 10)
 	f, err := ParseDocument(name, doc.Text, fw.lookup)
 	if err != nil {
@@ -276,7 +276,7 @@ const copyHeader = "# tollgate configuration version "
 
 // writeCopy replaces the local copy with doc in one rename, so a crash
 // never leaves half a file.
-func (fw *Follower) writeCopy(doc cluster.ConfigDoc) error {
+func (fw *Follower) writeCopy(doc StoredConfig) error {
 	path := fw.boot.Config.LocalCopy
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
@@ -300,20 +300,20 @@ func (fw *Follower) writeCopy(doc cluster.ConfigDoc) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func (fw *Follower) readCopy() (cluster.ConfigDoc, error) {
+func (fw *Follower) readCopy() (StoredConfig, error) {
 	data, err := os.ReadFile(fw.boot.Config.LocalCopy)
 	if err != nil {
-		return cluster.ConfigDoc{}, err
+		return StoredConfig{}, err
 	}
 	head, text, ok := bytes.Cut(data, []byte("\n"))
-	var doc cluster.ConfigDoc
+	var doc StoredConfig
 	if ok && bytes.HasPrefix(head, []byte(copyHeader)) {
 		v, digest, _ := strings.Cut(string(head[len(copyHeader):]), " ")
 		doc.Version, _ = strconv.ParseUint(v, 10, 64)
 		doc.Digest, doc.Text = digest, text
 	}
 	if doc.Version == 0 || doc.Digest != digestOf(doc.Text) {
-		return cluster.ConfigDoc{}, errors.New(fw.boot.Config.LocalCopy + ": not an intact copy of a configuration version")
+		return StoredConfig{}, errors.New(fw.boot.Config.LocalCopy + ": not an intact copy of a configuration version")
 	}
 	return doc, nil
 }

@@ -39,8 +39,8 @@
 // # Cluster limits: token leasing
 //
 // scope: cluster counters live in Redis and no request waits on Redis. A
-// Lua script (cluster.Client.Lease) keeps each key's counter by Redis's
-// own clock (TIME) and grants tokens in batches; each node spends its
+// Lua script (leaseSource, lease_redis.go) keeps each key's counter by
+// Redis's own clock (TIME) and grants tokens in batches; each node spends its
 // leased tokens with an atomic decrement. A lease is sized to last the
 // node about leaseSpan (100 ms) at its recent demand (a key's first lease
 // asks for at most 16), capped at L = max(1, ⌊rate/s × 0.1 / live nodes⌋);

@@ -9,9 +9,9 @@ import (
 	"github.com/tollgate/tollgate/cluster"
 )
 
-// fakeRedis is the lease script's arithmetic (cluster/lease.go) over an
+// fakeRedis is the lease script's arithmetic (lease_redis.go) over an
 // injected clock: simulations of several nodes are exact and instant. The
-// same protocol against a real redis-server is tested in package cluster
+// same protocol against a real redis-server is tested in lease_redis_test.go
 // and by the end-to-end tests.
 type fakeRedis struct {
 	mu      sync.Mutex
@@ -45,7 +45,7 @@ func (f *fakeRedis) forget() {
 }
 func (f *fakeRedis) Stepped() bool { return true }
 
-func (f *fakeRedis) Lease(timeout time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error {
+func (f *fakeRedis) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseResult) error {
 	return f.leaseAs("", timeout, reqs, out)
 }
 
@@ -56,11 +56,11 @@ type fakeNode struct {
 	name string
 }
 
-func (n fakeNode) Lease(timeout time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error {
+func (n fakeNode) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseResult) error {
 	return n.leaseAs(n.name, timeout, reqs, out)
 }
 
-func (f *fakeRedis) leaseAs(node string, _ time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error {
+func (f *fakeRedis) leaseAs(node string, _ time.Duration, reqs []LeaseRequest, out []LeaseResult) error {
 	if f.down.Load() {
 		return cluster.ErrDegraded
 	}
@@ -93,7 +93,7 @@ func (f *fakeRedis) leaseAs(node string, _ time.Duration, reqs []cluster.LeaseRe
 		limit, per := r.Limit, float64(max(1, int64(r.Per/time.Microsecond)))
 		burst, want := math.Max(r.Burst, 1), float64(r.Want)
 		var grant, level, wait, left float64
-		if r.Alg == cluster.LeaseTokenBucket {
+		if r.Alg == LeaseTokenBucket {
 			if !b.seen {
 				b.tk, b.ts, b.seen = burst, now, true
 			}
@@ -111,7 +111,7 @@ func (f *fakeRedis) leaseAs(node string, _ time.Duration, reqs []cluster.LeaseRe
 				wait = math.Ceil((want - grant - b.tk) * per / limit)
 			}
 			level = b.tk
-		} else if r.Alg == cluster.LeaseLeakyBucket {
+		} else if r.Alg == LeaseLeakyBucket {
 			gap := per / limit
 			if !b.seen || b.tk < now {
 				b.tk, b.seen = now, true // tk: the next free slot (µs)
@@ -137,12 +137,12 @@ func (f *fakeRedis) leaseAs(node string, _ time.Duration, reqs []cluster.LeaseRe
 				b.c, b.p = 0, 0
 			}
 			b.w = w
-			if r.Alg == cluster.LeaseFixedWindow {
+			if r.Alg == LeaseFixedWindow {
 				b.p = 0
 			}
 			left = (w+1)*per - now
 			weight := 0.0
-			if r.Alg == cluster.LeaseSlidingWindow {
+			if r.Alg == LeaseSlidingWindow {
 				weight = left / per
 			}
 			b.c = math.Max(0, b.c+spent)
@@ -154,12 +154,12 @@ func (f *fakeRedis) leaseAs(node string, _ time.Duration, reqs []cluster.LeaseRe
 			level = limit - (b.p*weight + b.c)
 			if grant < want {
 				wait = left
-				if r.Alg == cluster.LeaseSlidingWindow && b.p > 0 {
+				if r.Alg == LeaseSlidingWindow && b.p > 0 {
 					wait = math.Min(wait, math.Ceil(((want-grant)-level)*per/b.p))
 				}
 			}
 		}
-		out[i] = cluster.LeaseResult{Granted: int64(grant), Level: level,
+		out[i] = LeaseResult{Granted: int64(grant), Level: level,
 			Wait: time.Duration(wait) * time.Microsecond, WindowLeft: time.Duration(left) * time.Microsecond}
 	}
 	return nil

@@ -213,7 +213,7 @@ func environment(b *pipeline.Build) env {
 		e.log = zap.NewNop()
 	}
 	if cl, ok := cluster.EnvKey.Get(b.Env); ok && cl != nil {
-		e.client = cl
+		e.client = redisLeaser{cl}
 	}
 	if l, ok := LeaserKey.Get(b.Env); ok && l != nil {
 		e.client = l

@@ -10,11 +10,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// Leaser is what the lease worker needs of Redis: *cluster.Client.
+// Leaser is what the lease worker needs of Redis: redisLeaser, the lease
+// protocol on the node's *cluster.Client (tests: a fake).
 type Leaser interface {
 	// Lease runs a batch of lease requests (background only; may block
 	// up to timeout and, on a silent server, somewhat more).
-	Lease(timeout time.Duration, reqs []cluster.LeaseRequest, out []cluster.LeaseResult) error
+	Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseResult) error
 	// Healthy reports that Redis answered recently.
 	Healthy() bool
 }
@@ -72,293 +73,6 @@ const (
 	batchMax = 512
 )
 
-// entry is one key of a cluster rule on this node: the tokens it holds and
-// what it spent ahead of them, and its local fallback counter.
-//
-// The request path touches only atomics unless the rule is in fallback;
-// the worker owns the unexported fields below "worker".
-type entry struct {
-	// pool: leased tokens not spent yet. debt: admitted without a lease
-	// while one was on its way, to be deducted by the next lease call.
-	pool, debt atomic.Int64
-	// uses and misses count admissions and refusals (monotonic).
-	uses, misses atomic.Int64
-	// want is the current lease size; a refill is asked for when pool
-	// falls to want/2.
-	want   atomic.Int64
-	queued atomic.Bool
-	// noneUntil (unix ns): Redis had no tokens left; an empty pool refuses
-	// until then. windowEnd: window algorithms' leased tokens are void
-	// after it.
-	noneUntil, windowEnd atomic.Int64
-	// level is what Redis said the counter held after the last grant.
-	level atomic.Int64
-	// until (unix ns): refused under reject_for.
-	until atomic.Int64
-	// scale multiplies the rule's base limit for this key (a consumer's
-	// quota × share), as float64 bits.
-	scale atomic.Uint64
-	ref   atomic.Bool // used since the evicting hand last passed
-	dead  atomic.Bool // evicted or forgotten: the worker skips it
-
-	// mu guards the fallback counter, which is charged with what the
-	// node admitted on leases, so falling back starts from it, and a
-	// leaky bucket's slots.
-	mu   sync.Mutex
-	runs [2]slotRun // leaky bucket: leased slots, earliest first
-
-	fb       State
-	fbSeen   int64 // uses already charged to fb
-	fellBack bool  // decided by fb since the last lease: resync
-	fbOwn    int64 // admitted by fb itself since the last resync
-	fbNodes  int   // the node count fb was split by when it last decided
-
-	key  string      // Redis key
-	rule *leaseRules // the rule's counters
-
-	// worker
-	lastAt    int64
-	lastCount int64
-	ewma      float64
-	idleSince int64
-	seenCount int64
-}
-
-// slotRun is a run of a cluster leaky bucket's leased slots: n of them,
-// the cluster's interval apart, the first at `at` (unix ns).
-type slotRun struct{ at, n int64 }
-
-// nextSlot takes the earliest slot the node holds, lapsing those more than
-// one interval in the past: the cluster's schedule has moved on from them,
-// and releasing a request in one now would crowd a later slot. ok is false
-// when none is left. The pool mirrors the count. e.mu is held.
-func (e *entry) nextSlot(gap, grace, now int64) (at int64, ok bool) {
-	e.lapse(gap, grace, now)
-	r := &e.runs[0]
-	if r.n == 0 {
-		return 0, false
-	}
-	at = r.at
-	r.at += gap
-	r.n--
-	if r.n == 0 {
-		e.runs[0], e.runs[1] = e.runs[1], slotRun{}
-	}
-	e.pool.Store(e.runs[0].n + e.runs[1].n)
-	return at, true
-}
-
-// lapse drops the slots older than grace; the pool is the caller's to
-// update. e.mu is held.
-func (e *entry) lapse(gap, grace, now int64) {
-	for e.runs[0].n > 0 {
-		r := &e.runs[0]
-		late := now - grace - r.at
-		if late <= 0 {
-			break
-		}
-		skip := min(r.n, late/gap+1)
-		r.at += skip * gap
-		r.n -= skip
-		if r.n == 0 {
-			e.runs[0], e.runs[1] = e.runs[1], slotRun{}
-		}
-	}
-}
-
-// slotGrace is how late a leased slot may still be used. A run has the
-// cluster's spacing, but the node's own requests come at about its share
-// of the rate, and a lease is sized to last the node leaseSpan at its
-// demand: its slots are used within about that, and a slot later than
-// that lapses (an idle node's run).
-const slotGrace = int64(leaseSpan)
-
-// addRun keeps a newly leased run of slots. Runs never overlap (the
-// cluster's schedule hands each slot out once) and a node asks for the
-// next run while it still holds half of one, so two runs suffice; should
-// a third arrive, the earlier runs' slots are dropped. e.mu is held.
-func (e *entry) addRun(at, n int64) {
-	switch {
-	case n <= 0:
-	case e.runs[0].n == 0:
-		e.runs[0] = slotRun{at, n}
-	case e.runs[1].n == 0:
-		e.runs[1] = slotRun{at, n}
-	default:
-		e.runs[0], e.runs[1] = e.runs[1], slotRun{at, n}
-	}
-	e.pool.Store(e.runs[0].n + e.runs[1].n)
-}
-
-// giveSlot puts back the slot at `at` if it is the last one taken: at the
-// head of its run, or as a run of its own when it was its run's last.
-func (e *entry) giveSlot(at, gap int64) {
-	e.mu.Lock()
-	switch r := &e.runs[0]; {
-	case r.n > 0 && r.at == at+gap:
-		r.at, r.n = at, r.n+1
-	case e.runs[1].n == 0 && (r.n == 0 || r.at > at):
-		e.runs[1], e.runs[0] = e.runs[0], slotRun{at, 1}
-	}
-	e.pool.Store(e.runs[0].n + e.runs[1].n)
-	e.mu.Unlock()
-}
-
-func (e *entry) limit() Limit {
-	return e.rule.base.Scale(math.Float64frombits(e.scale.Load()))
-}
-
-// leaseRules is the cluster state of one rule: its entries by key.
-type leaseRules struct {
-	base   Limit
-	prefix string // Redis key before the tag: "tollgate:rl:<id>:"
-	mgr    *manager
-	shards [tableShards]leaseShard
-	perMax int
-}
-
-type leaseShard struct {
-	mu sync.RWMutex
-	m  map[uint64]*entry
-	_  [64]byte
-}
-
-func newLeaseRules(mgr *manager, base Limit, prefix string, maxKeys int) *leaseRules {
-	lr := &leaseRules{base: base, prefix: prefix, mgr: mgr, perMax: max(1, (maxKeys+tableShards-1)/tableShards)}
-	for i := range lr.shards {
-		lr.shards[i].m = map[uint64]*entry{}
-	}
-	return lr
-}
-
-// get returns key k's entry, nil when this node has none yet.
-func (lr *leaseRules) get(k uint64) *entry {
-	s := &lr.shards[k&(tableShards-1)]
-	s.mu.RLock()
-	e := s.m[k]
-	s.mu.RUnlock()
-	return e
-}
-
-// create returns key k's entry, making it (Redis key from value, scale)
-// when this node has none. A full shard evicts one entry first, giving
-// its tokens back.
-func (lr *leaseRules) create(k uint64, value string, scale float64) *entry {
-	s := &lr.shards[k&(tableShards-1)]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e := s.m[k]; e != nil {
-		return e
-	}
-	if len(s.m) >= lr.perMax {
-		lr.evict(s)
-	}
-	e := &entry{key: lr.prefix + "{" + value + "}", rule: lr}
-	e.scale.Store(math.Float64bits(scale))
-	// A key's first lease is small: most keys of a busy rule are seen a
-	// few times; a hot one grows its lease with its measured rate.
-	e.want.Store(min(lr.mgr.maxLease(e.limit()), firstLease))
-	s.m[k] = e
-	return e
-}
-
-// evict drops one entry of the full shard s: among a few, the first not
-// used since the last pass, else one used, else one under reject_for.
-func (lr *leaseRules) evict(s *leaseShard) {
-	now := lr.mgr.now().UnixNano()
-	var victim, used, blocked *entry
-	var victimK, usedK, blockedK uint64
-	n := 0
-	for k, e := range s.m {
-		if n++; n > evictScan {
-			break
-		}
-		switch {
-		case e.until.Load() > now:
-			if blocked == nil {
-				blocked, blockedK = e, k
-			}
-		case e.ref.Swap(false):
-			if used == nil {
-				used, usedK = e, k
-			}
-		default:
-			victim, victimK = e, k
-		}
-		if victim != nil {
-			break
-		}
-	}
-	switch {
-	case victim != nil:
-	case used != nil:
-		victim, victimK = used, usedK
-	case blocked != nil:
-		victim, victimK = blocked, blockedK
-	default:
-		return
-	}
-	delete(s.m, victimK)
-	lr.mgr.evictions.Add(1)
-	lr.mgr.drop(victim)
-}
-
-func (lr *leaseRules) each(f func(k uint64, e *entry)) {
-	for i := range lr.shards {
-		s := &lr.shards[i]
-		s.mu.RLock()
-		for k, e := range s.m {
-			f(k, e)
-		}
-		s.mu.RUnlock()
-	}
-}
-
-func (lr *leaseRules) forget(k uint64, e *entry) {
-	s := &lr.shards[k&(tableShards-1)]
-	s.mu.Lock()
-	if s.m[k] == e {
-		delete(s.m, k)
-		e.dead.Store(true)
-	}
-	s.mu.Unlock()
-}
-
-// keys counts the entries held.
-func (lr *leaseRules) keys() int {
-	n := 0
-	for i := range lr.shards {
-		s := &lr.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
-	}
-	return n
-}
-
-// leaseStats are a cluster rule's figures on this node.
-type leaseStats struct {
-	Keys     int
-	Held     int64 // leased tokens not spent
-	Debt     int64
-	LeaseAvg float64 // mean current lease size
-}
-
-func (lr *leaseRules) stats() leaseStats {
-	var st leaseStats
-	var want int64
-	lr.each(func(_ uint64, e *entry) {
-		st.Keys++
-		st.Held += max(0, e.pool.Load())
-		st.Debt += e.debt.Load()
-		want += e.want.Load()
-	})
-	if st.Keys > 0 {
-		st.LeaseAvg = float64(want) / float64(st.Keys)
-	}
-	return st
-}
-
 // manager is the node's lease worker: one goroutine that asks Redis for
 // tokens in batches, gives back what idle keys hold, keeps fallback
 // counters current, and decides (with the Redis client's health) whether
@@ -397,10 +111,10 @@ type manager struct {
 	// worker
 	lastSweep int64
 	wasOK     bool
-	reqs      []cluster.LeaseRequest
-	outs      []cluster.LeaseResult
+	reqs      []LeaseRequest
+	outs      []LeaseResult
 	batch     []*entry
-	backs     []cluster.LeaseRequest
+	backs     []LeaseRequest
 	lastErr   string
 }
 
@@ -614,7 +328,7 @@ func (m *manager) lease(now int64) {
 	}
 	m.reqs = append(m.reqs, m.backs...)
 	if len(m.outs) < len(m.reqs) {
-		m.outs = make([]cluster.LeaseResult, len(m.reqs))
+		m.outs = make([]LeaseResult, len(m.reqs))
 	}
 	m.busySince.Store(max(now, 1))
 	err := m.leaser.Lease(leaseTimeout, m.reqs, m.outs)
@@ -653,7 +367,7 @@ func (m *manager) lease(now int64) {
 		}
 		req := &m.reqs[i]
 		m.granted.Add(uint64(out.Granted))
-		leaky := req.Alg == cluster.LeaseLeakyBucket
+		leaky := req.Alg == LeaseLeakyBucket
 		gap := float64(req.Per) / req.Limit
 		switch {
 		case leaky:
@@ -662,7 +376,7 @@ func (m *manager) lease(now int64) {
 			e.mu.Lock()
 			e.addRun(first, out.Granted)
 			e.mu.Unlock()
-		case req.Alg != cluster.LeaseTokenBucket:
+		case req.Alg != LeaseTokenBucket:
 			e.windowEnd.Store(after + int64(out.WindowLeft))
 			fallthrough
 		default:
@@ -677,7 +391,7 @@ func (m *manager) lease(now int64) {
 		// partial.
 		// A leaky schedule is as full when the run began less than a
 		// lease short of its capacity.
-		dry := req.Alg == cluster.LeaseTokenBucket && out.Level < float64(req.Want) ||
+		dry := req.Alg == LeaseTokenBucket && out.Level < float64(req.Want) ||
 			leaky && out.Level*float64(time.Microsecond)+float64(req.Want)*gap > (req.Burst-1)*gap
 		if out.Granted < req.Want || dry {
 			// Redis's wait is until the tokens are there for this node
@@ -689,10 +403,10 @@ func (m *manager) lease(now int64) {
 			// a saturated key below its rate).
 			wait := out.Wait
 			switch req.Alg {
-			case cluster.LeaseTokenBucket, cluster.LeaseLeakyBucket:
+			case LeaseTokenBucket, LeaseLeakyBucket:
 				whole := time.Duration(float64(req.Want) * gap)
 				wait = min(max(wait, whole)*time.Duration(n), maxWait) - rtt
-			case cluster.LeaseSlidingWindow:
+			case LeaseSlidingWindow:
 				if wait < out.WindowLeft {
 					wait = min(wait*time.Duration(n), out.WindowLeft) - rtt
 				}
@@ -708,19 +422,19 @@ func (m *manager) lease(now int64) {
 }
 
 // request builds the lease request of e.
-func request(e *entry, lim Limit, want, spent int64) cluster.LeaseRequest {
-	r := cluster.LeaseRequest{Key: e.key, Limit: lim.Rate(), Per: time.Duration(lim.Window), Want: want, Spent: spent}
+func request(e *entry, lim Limit, want, spent int64) LeaseRequest {
+	r := LeaseRequest{Key: e.key, Limit: lim.Rate(), Per: time.Duration(lim.Window), Want: want, Spent: spent}
 	switch lim.Alg {
 	case FixedWindow:
-		r.Alg, r.TTL = cluster.LeaseFixedWindow, 2*r.Per
+		r.Alg, r.TTL = LeaseFixedWindow, 2*r.Per
 	case SlidingWindow:
-		r.Alg, r.TTL = cluster.LeaseSlidingWindow, 2*r.Per
+		r.Alg, r.TTL = LeaseSlidingWindow, 2*r.Per
 	case LeakyBucket:
-		r.Alg = cluster.LeaseLeakyBucket
+		r.Alg = LeaseLeakyBucket
 		r.Burst = lim.Burst()
 		r.TTL = time.Duration(lim.MaxDelay + lim.Interval)
 	default:
-		r.Alg = cluster.LeaseTokenBucket
+		r.Alg = LeaseTokenBucket
 		r.Burst = lim.Burst()
 		r.TTL = time.Duration(lim.Tau) + r.Per
 	}

@@ -201,9 +201,9 @@ func push(cl *cluster.Client, text []byte, author string, keep int) (uint64, err
 		}
 	}
 	sum := sha256.Sum256(text)
-	doc := cluster.ConfigDoc{ConfigVersion: cluster.ConfigVersion{Digest: hex.EncodeToString(sum[:])},
+	doc := config.StoredConfig{StoredVersion: config.StoredVersion{Digest: hex.EncodeToString(sum[:])},
 		Author: author, At: time.Now(), Text: text}
-	return cl.PushConfig(ctx, doc, keep, floor)
+	return config.NewStore(cl).Push(ctx, doc, keep, floor)
 }
 
 // rollback pushes version v's text again, as a new version: nodes move
@@ -211,7 +211,7 @@ func push(cl *cluster.Client, text []byte, author string, keep int) (uint64, err
 func rollback(cl *cluster.Client, v uint64, author string, keep int, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	doc, err := cl.ConfigDoc(ctx, v)
+	doc, err := config.NewStore(cl).Get(ctx, v)
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func rollback(cl *cluster.Client, v uint64, author string, keep int, stdout io.W
 func showVersion(cl *cluster.Client, v uint64, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	doc, err := cl.ConfigDoc(ctx, v)
+	doc, err := config.NewStore(cl).Get(ctx, v)
 	if err != nil {
 		return err
 	}
@@ -242,11 +242,12 @@ func showVersion(cl *cluster.Client, v uint64, stdout io.Writer) error {
 func configStatus(cl *cluster.Client, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cur, err := cl.CurrentConfig(ctx)
-	if err != nil && !errors.Is(err, cluster.ErrNoConfig) {
+	store := config.NewStore(cl)
+	cur, err := store.Current(ctx)
+	if err != nil && !errors.Is(err, config.ErrNotStored) {
 		return err
 	}
-	docs, err := cl.ConfigVersions(ctx)
+	docs, err := store.Versions(ctx)
 	if err != nil {
 		return err
 	}

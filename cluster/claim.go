@@ -34,19 +34,21 @@ var callPool = sync.Pool{New: func() any {
 	return &call{done: make(chan result, 1), timer: t}
 }}
 
-// ClaimNonce records key for ttl if it is not recorded yet, atomically
-// (SET key 1 NX EX ttl; PX when ttl is not whole seconds). fresh is true
-// when the key did not exist: the caller is the first to claim it, on any
-// node sharing this Redis.
+// Claim records key for ttl if it is not recorded yet, atomically (SET
+// key 1 NX EX ttl; PX when ttl is not whole seconds). fresh is true when
+// the key did not exist: the caller is the first to claim it, on any node
+// sharing this Redis. It is the request path's one Redis call, and what
+// the key means (a replay nonce, say) is the caller's business.
 //
 // It returns within Options.Budget whatever Redis does. On a timeout, an
 // error or too many calls in flight it returns ErrDegraded and puts the
 // Client in degraded mode; while degraded it returns ErrDegraded at once
 // without contacting Redis. A call that timed out may still reach Redis
-// later, so a nonce whose claim returned ErrDegraded can be reported as
-// not fresh by a later claim: callers fall back to their local store and
-// must not retry the claim as if it never happened.
-func (c *Client) ClaimNonce(key string, ttl time.Duration) (fresh bool, err error) {
+// later, so a key whose claim returned ErrDegraded can be reported as not
+// fresh by a later claim: callers decide such a claim locally and must not
+// retry it as if it never happened. Claims refused while degraded are
+// remembered and written once Redis is back (see deferClaim).
+func (c *Client) Claim(key string, ttl time.Duration) (fresh bool, err error) {
 	if ttl <= 0 {
 		return false, ErrBadTTL
 	}
@@ -106,17 +108,18 @@ func (c *Client) ClaimNonce(key string, ttl time.Duration) (fresh bool, err erro
 // each); beyond it they are dropped and counted.
 const backlogSize = 1 << 16
 
-// pendingClaim is a nonce claim decided locally while Redis was away.
+// pendingClaim is a claim decided locally while Redis was away.
 type pendingClaim struct {
 	key string
 	exp time.Time // when the claim would have expired in Redis
 }
 
-// deferClaim remembers a claim the caller decided without Redis. Nodes cannot
-// see each other's claims while Redis is away, so a replay sent to another
-// node during that time can get through (the availability the budget buys);
-// writing the claims once Redis is back closes that gap for the rest of
-// each nonce's lifetime instead of leaving it open until it expires.
+// deferClaim remembers a claim the caller decided without Redis. Nodes
+// cannot see each other's claims while Redis is away, so a key claimed
+// again on another node during that time is fresh there too (the
+// availability the budget buys); writing the claims once Redis is back
+// closes that gap for the rest of each key's lifetime instead of leaving
+// it open until it expires.
 func (c *Client) deferClaim(key string, ttl time.Duration) {
 	select {
 	case c.backlog <- pendingClaim{key: key, exp: time.Now().Add(ttl)}:
@@ -184,7 +187,7 @@ func (c *Client) worker(cl *call) {
 
 // claim runs SET key 1 NX EX|PX ttl. rueidis bounds the wait by
 // ConnWriteTimeout (and its one-second escape for a silent connection);
-// the caller's budget is enforced by ClaimNonce, not here.
+// the caller's budget is enforced by Claim, not here.
 func claim(rc rueidis.Client, key string, ttl time.Duration) result {
 	b := rc.B().Set().Key(key).Value("1").Nx()
 	var cmd rueidis.Completed

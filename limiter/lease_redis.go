@@ -1,15 +1,13 @@
-package cluster
+package limiter
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/tollgate/tollgate/cluster"
 )
 
 // Token leases: the cluster-wide counter of a limit lives in Redis, and
@@ -167,10 +165,7 @@ redis.call('SET', KEYS[1], state, 'PX', ARGV[7])
 return {grant, num(level), wait, left}
 `
 
-var leaseSHA = func() string {
-	s := sha1.Sum([]byte(leaseSource))
-	return hex.EncodeToString(s[:])
-}()
+var leaseScript = cluster.NewScript("leasing tokens", leaseSource)
 
 // Lease algorithms, as the script knows them.
 const (
@@ -226,62 +221,43 @@ type LeaseResult struct {
 	Err error
 }
 
-// Lease runs reqs in one pipelined round trip (EVALSHA, and EVAL for a
-// server that does not have the script yet) and fills out (len(reqs)).
-// It is for background workers, never the request path: it returns
-// ErrDegraded at once while degraded, and otherwise may take up to
-// timeout (or, against a silent server, about a second more: rueidis's
-// own limit). A connection failure puts the Client in degraded mode.
-func (c *Client) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseResult) error {
+// redisLeaser is the Leaser of a node in a cluster: the lease protocol
+// run on the node's Redis client. The client's other methods (health,
+// the shared set of blocked keys) are the ones the manager uses too.
+type redisLeaser struct{ *cluster.Client }
+
+// Lease runs reqs in one pipelined round trip (see cluster.RunScripts)
+// and fills out (len(reqs)). It is for the background worker, never the
+// request path: it returns cluster.ErrDegraded at once while degraded,
+// and otherwise may take up to timeout (or, against a silent server,
+// about a second more). A connection failure puts the client in degraded
+// mode; a script error is kept in its LeaseResult.
+func (l redisLeaser) Lease(timeout time.Duration, reqs []LeaseRequest, out []LeaseResult) error {
 	if len(out) < len(reqs) {
-		return errors.New("cluster: Lease: out shorter than reqs")
+		return errors.New("limiter: Lease: out shorter than reqs")
 	}
 	if len(reqs) == 0 {
 		return nil
 	}
-	rc, err := c.ready()
-	if err != nil {
-		return err
-	}
-	cmds := make(rueidis.Commands, len(reqs))
-	args := make([][]string, len(reqs))
 	// A second beyond the call's own limit: the nodes' clocks and Redis's
 	// need only agree that closely.
 	inUseUntil := strconv.FormatInt(time.Now().Add(timeout+time.Second).UnixMicro(), 10)
+	calls := make([]cluster.ScriptCall, len(reqs))
 	for i := range reqs {
-		args[i] = leaseArgs(&reqs[i], c.o.NodeID, inUseUntil)
-		cmds[i] = rc.B().Evalsha().Sha1(leaseSHA).Numkeys(2).Key(reqs[i].Key, lossMarkKey(reqs[i].Key)).Arg(args[i]...).Build()
+		calls[i] = cluster.ScriptCall{
+			Keys: []string{reqs[i].Key, lossMarkKey(reqs[i].Key)},
+			Args: leaseArgs(&reqs[i], l.NodeID(), inUseUntil),
+		}
 	}
+	replies := make([]cluster.ScriptReply, len(reqs))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	began := time.Now()
-	res := rc.DoMulti(ctx, cmds...)
-	c.leaseLat.observe(time.Since(began))
-	c.nLeases.Add(uint64(len(cmds)))
-	var again []int
-	for i := range res {
-		if re, ok := rueidis.IsRedisErr(res[i].Error()); ok && re.IsNoScript() {
-			again = append(again, i)
-			continue
-		}
-		if err := c.leaseResult(res[i], &out[i]); err != nil {
-			return err
-		}
+	if err := l.RunScripts(ctx, leaseScript, calls, replies); err != nil {
+		return err
 	}
-	if len(again) > 0 {
-		cmds = cmds[:0]
-		for _, i := range again {
-			cmds = append(cmds, rc.B().Eval().Script(leaseSource).Numkeys(2).Key(reqs[i].Key, lossMarkKey(reqs[i].Key)).Arg(args[i]...).Build())
-		}
-		res = rc.DoMulti(ctx, cmds...)
-		c.nLeases.Add(uint64(len(cmds)))
-		for j, i := range again {
-			if err := c.leaseResult(res[j], &out[i]); err != nil {
-				return err
-			}
-		}
+	for i := range replies {
+		out[i] = leaseResult(&replies[i])
 	}
-	c.answered.Store(time.Now().UnixNano())
 	return nil
 }
 
@@ -305,29 +281,20 @@ func leaseArgs(r *LeaseRequest, node, inUseUntil string) []string {
 	}
 }
 
-// leaseResult parses one reply into out; a connection failure is returned
-// (and degrades the Client), a Redis error reply is kept in out.Err.
-func (c *Client) leaseResult(r rueidis.RedisResult, out *LeaseResult) error {
-	*out = LeaseResult{}
-	if err := r.Error(); err != nil {
-		if _, ok := rueidis.IsRedisErr(err); ok {
-			out.Err = fmt.Errorf("cluster: lease: %w", err)
-			return nil
-		}
-		return c.writeErr("leasing tokens", err)
+// leaseResult reads one reply: {granted, level, wait_µs, window_left_µs}.
+func leaseResult(r *cluster.ScriptReply) LeaseResult {
+	if r.Err != nil {
+		return LeaseResult{Err: r.Err}
 	}
-	vs, err := r.ToArray()
-	if err != nil || len(vs) != 4 {
-		out.Err = fmt.Errorf("cluster: lease: unexpected reply (%v)", err)
-		return nil
+	if len(r.Values) != 4 {
+		return LeaseResult{Err: fmt.Errorf("limiter: lease: unexpected reply %q", r.Values)}
 	}
-	out.Granted, _ = vs[0].AsInt64()
-	if s, err := vs[1].ToString(); err == nil {
-		out.Level, _ = strconv.ParseFloat(s, 64)
-	}
-	w, _ := vs[2].AsInt64()
-	l, _ := vs[3].AsInt64()
+	var out LeaseResult
+	out.Granted, _ = strconv.ParseInt(r.Values[0], 10, 64)
+	out.Level, _ = strconv.ParseFloat(r.Values[1], 64)
+	w, _ := strconv.ParseInt(r.Values[2], 10, 64)
+	left, _ := strconv.ParseInt(r.Values[3], 10, 64)
 	out.Wait = time.Duration(w) * time.Microsecond
-	out.WindowLeft = time.Duration(l) * time.Microsecond
-	return nil
+	out.WindowLeft = time.Duration(left) * time.Microsecond
+	return out
 }

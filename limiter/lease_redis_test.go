@@ -1,4 +1,4 @@
-package cluster
+package limiter
 
 import (
 	"errors"
@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/internal/testutil"
 )
 
-func lease(t *testing.T, c *Client, reqs ...LeaseRequest) []LeaseResult {
+func lease(t *testing.T, c redisLeaser, reqs ...LeaseRequest) []LeaseResult {
 	t.Helper()
 	out := make([]LeaseResult, len(reqs))
 	if err := c.Lease(time.Second, reqs, out); err != nil {
@@ -25,12 +26,36 @@ func lease(t *testing.T, c *Client, reqs ...LeaseRequest) []LeaseResult {
 	return out
 }
 
+// leaseClient is a node's lease protocol on a client of the Redis at
+// addr; node "" takes the client's default name.
+func leaseClient(t *testing.T, addr, node string) redisLeaser {
+	t.Helper()
+	c, err := cluster.New(cluster.Options{Addrs: []string{addr}, NodeID: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return redisLeaser{c}
+}
+
+// waitUntil polls cond until it holds or limit passes.
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", limit, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestLeaseTokenBucket checks the script's token bucket against Redis:
 // grants up to the burst, debt deducted, tokens given back, refill by
 // Redis's clock, and the key's expiry.
 func TestLeaseTokenBucket(t *testing.T) {
 	rd := testutil.StartRedis(t)
-	c := newClient(t, rd.Addr)
+	c := leaseClient(t, rd.Addr, "")
 	tb := LeaseRequest{Key: "tollgate:rl:t:{k}", Alg: LeaseTokenBucket, Limit: 10, Per: time.Second, Burst: 20, TTL: 3 * time.Second}
 	r := tb
 	r.Want = 15
@@ -82,10 +107,10 @@ func TestLeaseTokenBucket(t *testing.T) {
 // and a fresh one no node has used, are never charged it.
 func TestLeaseLostCounter(t *testing.T) {
 	rd := testutil.StartRedis(t)
-	nodeA := newClient(t, rd.Addr, func(o *Options) { o.NodeID = "node-a" })
-	nodeB := newClient(t, rd.Addr, func(o *Options) { o.NodeID = "node-b" })
+	nodeA := leaseClient(t, rd.Addr, "node-a")
+	nodeB := leaseClient(t, rd.Addr, "node-b")
 	fixed := LeaseRequest{Key: "tollgate:rl:lost:{k}", Alg: LeaseFixedWindow, Limit: 100, Per: time.Hour, TTL: 2 * time.Hour}
-	level := func(c *Client, spent, inUse int64) float64 {
+	level := func(c redisLeaser, spent, inUse int64) float64 {
 		t.Helper()
 		r := fixed
 		r.Spent, r.InUse = spent, inUse
@@ -144,7 +169,7 @@ func TestLeaseLostCounter(t *testing.T) {
 
 func TestLeaseWindows(t *testing.T) {
 	rd := testutil.StartRedis(t)
-	c := newClient(t, rd.Addr)
+	c := leaseClient(t, rd.Addr, "")
 	// A window long enough that the test never crosses it by accident
 	// except where it says so.
 	fixed := LeaseRequest{Key: "tollgate:rl:f:{k}", Alg: LeaseFixedWindow, Limit: 10, Per: time.Hour, Want: 6, TTL: 2 * time.Hour}
@@ -178,7 +203,7 @@ func TestLeaseWindows(t *testing.T) {
 // small (a slow or raced host takes tens of milliseconds per call).
 func TestLeaseLeakyBucket(t *testing.T) {
 	rd := testutil.StartRedis(t)
-	c := newClient(t, rd.Addr)
+	c := leaseClient(t, rd.Addr, "")
 	lb := LeaseRequest{Key: "tollgate:rl:l:{k}", Alg: LeaseLeakyBucket, Limit: 10, Per: time.Second, Burst: 5, Want: 3, TTL: 2 * time.Second}
 	const slack = 5 * time.Millisecond // rounding to µs and the two clocks' reading
 	// ahead checks a duration the schedule puts at offset from the first
@@ -224,7 +249,7 @@ func TestLeaseLeakyBucket(t *testing.T) {
 // failed-over Redis) the first call sends the script itself.
 func TestLeaseLoadsTheScriptWhenMissing(t *testing.T) {
 	rd := testutil.StartRedis(t)
-	c := newClient(t, rd.Addr)
+	c := leaseClient(t, rd.Addr, "")
 	r := LeaseRequest{Key: "tollgate:rl:x:{k}", Limit: 5, Per: time.Second, Burst: 5, Want: 1}
 	lease(t, c, r)
 	if _, err := rd.Command("SCRIPT", "FLUSH"); err != nil {
@@ -238,8 +263,8 @@ func TestLeaseLoadsTheScriptWhenMissing(t *testing.T) {
 	if n, _ := rd.CommandStat("eval"); n != 3 {
 		t.Fatalf("EVAL calls %d, want 3", n)
 	}
-	if st := c.Stats(); st.Leases != 6 {
-		t.Fatalf("lease commands counted %d, want 6", st.Leases)
+	if st := c.Stats(); st.Scripts != 6 {
+		t.Fatalf("lease commands counted %d, want 6", st.Scripts)
 	}
 	// A key of another type is a Redis error for that request only.
 	if _, err := rd.Command("HSET", "tollgate:rl:bad:{k}", "f", "x"); err != nil {
@@ -261,16 +286,16 @@ func TestLeaseLoadsTheScriptWhenMissing(t *testing.T) {
 
 func TestLeaseWhileDegraded(t *testing.T) {
 	rd := testutil.StartRedis(t)
-	c := newClient(t, rd.Addr)
+	c := leaseClient(t, rd.Addr, "")
 	rd.Kill()
 	r := []LeaseRequest{{Key: "tollgate:rl:y:{k}", Limit: 5, Per: time.Second, Burst: 5, Want: 1}}
 	out := make([]LeaseResult, 1)
-	waitFor(t, 3*time.Second, "a failed lease degrades the client", func() bool {
+	waitUntil(t, 3*time.Second, "a failed lease degrades the client", func() bool {
 		err := c.Lease(200*time.Millisecond, r, out)
-		return errors.Is(err, ErrDegraded)
+		return errors.Is(err, cluster.ErrDegraded)
 	})
 	start := time.Now()
-	if err := c.Lease(time.Second, r, out); !errors.Is(err, ErrDegraded) || time.Since(start) > 50*time.Millisecond {
+	if err := c.Lease(time.Second, r, out); !errors.Is(err, cluster.ErrDegraded) || time.Since(start) > 50*time.Millisecond {
 		t.Fatalf("lease while degraded: %v after %v", err, time.Since(start))
 	}
 }
