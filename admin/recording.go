@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/mirror"
 	"github.com/tollgate/tollgate/record"
 )
 
@@ -42,7 +43,7 @@ func (s *Server) recording(w http.ResponseWriter, _ *http.Request) {
 				queued, dropped := v.Counts()
 				routes[r.Name] = map[string]any{"on": v.On(), "sample": v.Sample(), "queued": queued, "dropped": dropped}
 				writer = v.Writer()
-			case *record.Mirror:
+			case *mirror.Filter:
 				mirrors[r.Name] = v.Counts()
 			}
 		}
