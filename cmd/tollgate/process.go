@@ -53,11 +53,11 @@ type process struct {
 // startProcess loads the configuration (the file at path, the built-in
 // demo, or the cluster's through Redis) and sets the gateway up on its
 // listeners, not yet serving.
-func startProcess(path string, log *zap.Logger, level zap.AtomicLevel) (p *process, err error) {
-	p = &process{path: path, log: log, serveErr: make(chan error, 2), stop: make(chan struct{})}
+func startProcess(path string, log *zap.Logger, level zap.AtomicLevel) (_ *process, err error) {
+	p := &process{path: path, log: log, serveErr: make(chan error, 2), stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			p.close()
+			p.close() // what it made so far: the compiler, the demo, the certificates
 		}
 	}()
 	snap, err := p.loadFirst()

@@ -343,3 +343,40 @@ func get(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestProcessStartFailureReleasesWhatItMade: a start refused late (an
+// admin listener on a public address without a token) releases what it
+// had made and returns its error, not a process.
+func TestProcessStartFailureReleasesWhatItMade(t *testing.T) {
+	up := upstreamNamed(t, nil)
+	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
+	writeProcessConfig(t, cfg, false, "0s", up.Listener.Addr().String(), "  - {name: a, match: {prefix: /a/}, service: up}\n")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Any address the kernel has that is not loopback.
+	var public string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() && ip.IP.To4() != nil {
+			public = ip.IP.String()
+			break
+		}
+	}
+	if public == "" {
+		t.Skip("no non-loopback IPv4 address on this host")
+	}
+	text = []byte(strings.Replace(string(text), `admin: {listen: "127.0.0.1:0"}`, `admin: {listen: "`+public+`:0"}`, 1))
+	if err := os.WriteFile(cfg, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := startProcess(cfg, zaptest.NewLogger(t), zap.NewAtomicLevel())
+	if err == nil {
+		p.close()
+		t.Fatal("started with a public admin address and no token")
+	}
+	if p != nil {
+		t.Fatalf("a failed start returned a process: %+v", p)
+	}
+}
