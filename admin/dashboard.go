@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/cluster"
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/upstream"
 )
@@ -186,160 +187,33 @@ func (s *Server) liveBody(now time.Time) []byte {
 		interval = now.Sub(c.prevAt).Seconds()
 	}
 	out["interval"] = interval
-	rate := func(cur, prev uint64) float64 {
-		if interval <= 0 || cur < prev {
-			return 0
-		}
-		return float64(cur-prev) / interval
-	}
 
-	// Breakers by route and service, for the rows and the breaker list.
-	breakers := []liveBreaker{}
-	routeBreaker := map[string]string{}
-	svcBreaker := map[string]string{}
-	addBreaker := func(scope, name string, b *breaker.Breaker) string {
-		st := b.Status()
-		breakers = append(breakers, liveBreaker{Scope: scope, Name: name, State: st.State, Trips: st.Trips, FailureRate: st.FailureRate})
-		return st.State
-	}
-	instances := []liveInstance{}
-	if snap != nil {
-		for _, r := range snap.Routes {
-			if r.Chain == nil {
-				continue
-			}
-			for _, f := range r.Chain.Filters() {
-				if g, ok := f.(guard); ok {
-					routeBreaker[r.Name] = addBreaker("route", r.Name, g.Breaker())
-				}
-			}
-		}
-		names := make([]string, 0, len(snap.Services))
-		for name := range snap.Services {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			svc := snap.Services[name]
-			if b := svc.Breaker(); b != nil {
-				svcBreaker[name] = addBreaker("service", name, b)
-			}
-			for _, in := range svc.Instances {
-				instances = append(instances, liveInstance{Service: name, InstanceStatus: in.Status()})
-			}
-		}
-	}
-	// Not-closed breakers and instances that are out come first.
-	sort.SliceStable(breakers, func(i, j int) bool { return breakers[i].State != "closed" && breakers[j].State == "closed" })
-	sort.SliceStable(instances, func(i, j int) bool { return instances[i].State != "up" && instances[j].State == "up" })
-	out["breakers"] = breakers
-	out["instances"] = instances
-
-	var totals liveTotals
-	routes := []liveRoute{}
-	services := []liveService{}
-	decisions := []liveDecision{}
+	h := healthFigures(snap)
+	out["breakers"] = h.breakers
+	out["instances"] = h.instances
+	t := liveTraffic{routes: []liveRoute{}, services: []liveService{}, decisions: []liveDecision{}}
 	if m := s.deps.Ops.Metrics; m != nil {
-		var all, allPrev observe.HistogramSnapshot
-		curRoutes := map[string]observe.RouteFigures{}
-		for _, f := range m.ReadRoutes() {
-			curRoutes[f.Name] = f
-			p := c.routes[f.Name]
-			d := f.Latency.Sub(&p.Latency)
-			var total, prevTotal uint64
-			for i := range f.ByClass {
-				total += f.ByClass[i]
-				prevTotal += p.ByClass[i]
-			}
-			for i := range all.Counts {
-				all.Counts[i] += f.Latency.Counts[i]
-				allPrev.Counts[i] += p.Latency.Counts[i]
-			}
-			totals.Requests += total
-			totals.R2xx += rate(f.ByClass[2], p.ByClass[2])
-			totals.R4xx += rate(f.ByClass[4], p.ByClass[4])
-			totals.R5xx += rate(f.ByClass[5], p.ByClass[5])
-			totals.QPS += rate(total, prevTotal)
-			name := f.Name
-			if name == "" {
-				name = "(none)"
-			}
-			if snap != nil && f.Name != "" && f.Name[0] == '(' && total == 0 {
-				continue // (default), (fallback): shown once they serve
-			}
-			routes = append(routes, liveRoute{
-				Name: name, QPS: rate(total, prevTotal), Total: total,
-				P50: ms(d.Quantile(0.5)), P95: ms(d.Quantile(0.95)), P99: ms(d.Quantile(0.99)), P999: ms(d.Quantile(0.999)),
-				R4xx: rate(f.ByClass[4], p.ByClass[4]), R5xx: rate(f.ByClass[5], p.ByClass[5]),
-				Breaker: routeBreaker[f.Name],
-			})
-		}
-		if interval > 0 {
-			d := all.Sub(&allPrev)
-			totals.P50, totals.P95, totals.P99, totals.P999 = ms(d.Quantile(0.5)), ms(d.Quantile(0.95)), ms(d.Quantile(0.99)), ms(d.Quantile(0.999))
-		}
-		c.routes = curRoutes
-
-		curSvcs := map[string]observe.ServiceFigures{}
-		for _, f := range m.ReadServices() {
-			curSvcs[f.Name] = f
-			p := c.svcs[f.Name]
-			d := f.Latency.Sub(&p.Latency)
-			services = append(services, liveService{
-				Name: f.Name, RPS: rate(f.Latency.Count(), p.Latency.Count()),
-				P50: ms(d.Quantile(0.5)), P99: ms(d.Quantile(0.99)), Failures: rate(f.Failures, p.Failures),
-				Breaker: svcBreaker[f.Name],
-			})
-		}
-		c.svcs = curSvcs
-
-		curDecided := map[string]uint64{}
-		for _, d := range m.ReadDecisions() {
-			key := d.Decision + "\x00" + strconv.Itoa(d.Code)
-			curDecided[key] = d.Count
-			decisions = append(decisions, liveDecision{Decision: d.Decision, Code: d.Code, Total: d.Count, Rate: rate(d.Count, c.decided[key])})
-		}
-		c.decided = curDecided
-		sort.SliceStable(decisions, func(i, j int) bool {
-			if decisions[i].Rate != decisions[j].Rate {
-				return decisions[i].Rate > decisions[j].Rate
-			}
-			return decisions[i].Total > decisions[j].Total
-		})
-		if len(decisions) > 20 {
-			decisions = decisions[:20]
-		}
+		t = c.trafficFigures(m, snap, interval, &h)
 		if r := m.LastReload(); r != nil {
 			out["last_reload"] = r
 		}
 	}
-	out["totals"] = totals
+	out["totals"] = t.totals
 	var nodeID string
 	if snap != nil {
 		nodeID = snap.File.NodeID
 	}
-	self := liveNode{Node: nodeID, Self: true, Load: cluster.Load{QPS: totals.QPS, R4xx: totals.R4xx, R5xx: totals.R5xx}}
+	self := liveNode{Node: nodeID, Self: true, Load: cluster.Load{QPS: t.totals.QPS, R4xx: t.totals.R4xx, R5xx: t.totals.R5xx}}
 	out["cluster_load"] = s.clusterFigures(now, self, interval > 0 && s.deps.Ops.Metrics != nil)
-	out["routes"] = routes
-	out["services"] = services
-	out["decisions"] = decisions
+	out["routes"] = t.routes
+	out["services"] = t.services
+	out["decisions"] = t.decisions
 
 	if snap != nil {
 		out["config"] = map[string]any{"version": snap.Version, "source": snap.Source,
 			"loaded": snap.Loaded.UTC().Format(time.RFC3339), "node_id": snap.File.NodeID, "routes": len(snap.Routes)}
 	}
-	redis := map[string]any{"mode": "standalone"}
-	if f := s.deps.Ops.Cluster; f != nil {
-		if cl := f(); cl != nil {
-			st := cl.Stats()
-			redis = map[string]any{"mode": "cluster", "healthy": st.Healthy, "degraded": st.Degraded,
-				"timeouts": st.Timeouts, "errors": st.Errors, "in_flight": st.InFlight}
-		}
-	}
-	if f := s.deps.Ops.Nodes; f != nil {
-		redis["nodes"] = f()
-	}
-	out["cluster"] = redis
+	out["cluster"] = s.redisFigures()
 	if f := s.deps.Ops.Ready; f != nil {
 		ok, why := f()
 		out["ready"] = map[string]any{"ok": ok, "why": why}
@@ -353,4 +227,162 @@ func (s *Server) liveBody(now time.Time) []byte {
 	}
 	c.body, c.at, c.prevAt = body, now, now
 	return body
+}
+
+// liveHealth is the breakers and instances of the running snapshot, and
+// each route's and service's breaker state for their rows.
+type liveHealth struct {
+	breakers     []liveBreaker
+	instances    []liveInstance
+	routeBreaker map[string]string
+	svcBreaker   map[string]string
+}
+
+// healthFigures reads the breakers by route and service, and every
+// instance; not-closed breakers and instances that are out come first.
+func healthFigures(snap *config.Snapshot) liveHealth {
+	h := liveHealth{breakers: []liveBreaker{}, instances: []liveInstance{},
+		routeBreaker: map[string]string{}, svcBreaker: map[string]string{}}
+	addBreaker := func(scope, name string, b *breaker.Breaker) string {
+		st := b.Status()
+		h.breakers = append(h.breakers, liveBreaker{Scope: scope, Name: name, State: st.State, Trips: st.Trips, FailureRate: st.FailureRate})
+		return st.State
+	}
+	if snap != nil {
+		for _, r := range snap.Routes {
+			if r.Chain == nil {
+				continue
+			}
+			for _, f := range r.Chain.Filters() {
+				if g, ok := f.(guard); ok {
+					h.routeBreaker[r.Name] = addBreaker("route", r.Name, g.Breaker())
+				}
+			}
+		}
+		names := make([]string, 0, len(snap.Services))
+		for name := range snap.Services {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			svc := snap.Services[name]
+			if b := svc.Breaker(); b != nil {
+				h.svcBreaker[name] = addBreaker("service", name, b)
+			}
+			for _, in := range svc.Instances {
+				h.instances = append(h.instances, liveInstance{Service: name, InstanceStatus: in.Status()})
+			}
+		}
+	}
+	sort.SliceStable(h.breakers, func(i, j int) bool { return h.breakers[i].State != "closed" && h.breakers[j].State == "closed" })
+	sort.SliceStable(h.instances, func(i, j int) bool { return h.instances[i].State != "up" && h.instances[j].State == "up" })
+	return h
+}
+
+// liveTraffic is what the metrics say since the last read.
+type liveTraffic struct {
+	totals    liveTotals
+	routes    []liveRoute
+	services  []liveService
+	decisions []liveDecision
+}
+
+// trafficFigures computes rates and latencies from the metrics against
+// the last read (interval seconds ago, 0 for the first), and keeps this
+// read for the next. The caller holds c.mu.
+func (c *dashboardCache) trafficFigures(m *observe.Metrics, snap *config.Snapshot, interval float64, h *liveHealth) liveTraffic {
+	t := liveTraffic{routes: []liveRoute{}, services: []liveService{}, decisions: []liveDecision{}}
+	rate := func(cur, prev uint64) float64 {
+		if interval <= 0 || cur < prev {
+			return 0
+		}
+		return float64(cur-prev) / interval
+	}
+	var all, allPrev observe.HistogramSnapshot
+	curRoutes := map[string]observe.RouteFigures{}
+	for _, f := range m.ReadRoutes() {
+		curRoutes[f.Name] = f
+		p := c.routes[f.Name]
+		d := f.Latency.Sub(&p.Latency)
+		var total, prevTotal uint64
+		for i := range f.ByClass {
+			total += f.ByClass[i]
+			prevTotal += p.ByClass[i]
+		}
+		for i := range all.Counts {
+			all.Counts[i] += f.Latency.Counts[i]
+			allPrev.Counts[i] += p.Latency.Counts[i]
+		}
+		t.totals.Requests += total
+		t.totals.R2xx += rate(f.ByClass[2], p.ByClass[2])
+		t.totals.R4xx += rate(f.ByClass[4], p.ByClass[4])
+		t.totals.R5xx += rate(f.ByClass[5], p.ByClass[5])
+		t.totals.QPS += rate(total, prevTotal)
+		name := f.Name
+		if name == "" {
+			name = "(none)"
+		}
+		if snap != nil && f.Name != "" && f.Name[0] == '(' && total == 0 {
+			continue // (default), (fallback): shown once they serve
+		}
+		t.routes = append(t.routes, liveRoute{
+			Name: name, QPS: rate(total, prevTotal), Total: total,
+			P50: ms(d.Quantile(0.5)), P95: ms(d.Quantile(0.95)), P99: ms(d.Quantile(0.99)), P999: ms(d.Quantile(0.999)),
+			R4xx: rate(f.ByClass[4], p.ByClass[4]), R5xx: rate(f.ByClass[5], p.ByClass[5]),
+			Breaker: h.routeBreaker[f.Name],
+		})
+	}
+	if interval > 0 {
+		d := all.Sub(&allPrev)
+		t.totals.P50, t.totals.P95, t.totals.P99, t.totals.P999 = ms(d.Quantile(0.5)), ms(d.Quantile(0.95)), ms(d.Quantile(0.99)), ms(d.Quantile(0.999))
+	}
+	c.routes = curRoutes
+
+	curSvcs := map[string]observe.ServiceFigures{}
+	for _, f := range m.ReadServices() {
+		curSvcs[f.Name] = f
+		p := c.svcs[f.Name]
+		d := f.Latency.Sub(&p.Latency)
+		t.services = append(t.services, liveService{
+			Name: f.Name, RPS: rate(f.Latency.Count(), p.Latency.Count()),
+			P50: ms(d.Quantile(0.5)), P99: ms(d.Quantile(0.99)), Failures: rate(f.Failures, p.Failures),
+			Breaker: h.svcBreaker[f.Name],
+		})
+	}
+	c.svcs = curSvcs
+
+	curDecided := map[string]uint64{}
+	for _, d := range m.ReadDecisions() {
+		key := d.Decision + "\x00" + strconv.Itoa(d.Code)
+		curDecided[key] = d.Count
+		t.decisions = append(t.decisions, liveDecision{Decision: d.Decision, Code: d.Code, Total: d.Count, Rate: rate(d.Count, c.decided[key])})
+	}
+	c.decided = curDecided
+	sort.SliceStable(t.decisions, func(i, j int) bool {
+		if t.decisions[i].Rate != t.decisions[j].Rate {
+			return t.decisions[i].Rate > t.decisions[j].Rate
+		}
+		return t.decisions[i].Total > t.decisions[j].Total
+	})
+	if len(t.decisions) > 20 {
+		t.decisions = t.decisions[:20]
+	}
+	return t
+}
+
+// redisFigures is the dashboard's cluster panel: Redis's health and the
+// node count.
+func (s *Server) redisFigures() map[string]any {
+	redis := map[string]any{"mode": "standalone"}
+	if f := s.deps.Ops.Cluster; f != nil {
+		if cl := f(); cl != nil {
+			st := cl.Stats()
+			redis = map[string]any{"mode": "cluster", "healthy": st.Healthy, "degraded": st.Degraded,
+				"timeouts": st.Timeouts, "errors": st.Errors, "in_flight": st.InFlight}
+		}
+	}
+	if f := s.deps.Ops.Nodes; f != nil {
+		redis["nodes"] = f()
+	}
+	return redis
 }

@@ -444,8 +444,9 @@ func (c *Client) probeLoop() {
 				c.markRecovered()
 			}
 		} else if n%4 == 0 && time.Since(time.Unix(0, c.answered.Load())) >= 4*c.o.ProbeEvery {
-			// Leases and heartbeats that Redis answers prove it as well
-			// as a PING: the probe runs only when they fall silent.
+			// Script batches (leases) and heartbeats that Redis answers
+			// prove it as well as a PING: the probe runs only when they
+			// fall silent.
 			if err := c.probe(); err != nil {
 				c.markDegraded("health check failed", err)
 			}

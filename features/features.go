@@ -10,7 +10,8 @@ import (
 	_ "github.com/tollgate/tollgate/edgetls"   // redirect_https
 	_ "github.com/tollgate/tollgate/ipacl"     // ip_acl
 	_ "github.com/tollgate/tollgate/limiter"   // limits
-	_ "github.com/tollgate/tollgate/record"    // recording, record, mirror
+	_ "github.com/tollgate/tollgate/mirror"    // mirror
+	_ "github.com/tollgate/tollgate/record"    // recording, record
 	_ "github.com/tollgate/tollgate/route"     // deprecated, rewrite
 	_ "github.com/tollgate/tollgate/transcode" // grpc
 	_ "github.com/tollgate/tollgate/upstream"  // timeouts

@@ -105,40 +105,9 @@ const (
 	maxMaxBody     = 8 << 20
 )
 
-// MirrorRule is a route's `mirror` setting: a copy of a share of the
-// route's requests goes to a second service, and its answers are ignored
-// or only compared.
-//
-//	mirror: {service: order-v2, sample: 0.01, compare: true, ignore: [json.ts]}
-type MirrorRule struct {
-	Service string `yaml:"service"`
-	// Sample is the share of requests mirrored, in (0, 1]; default 1.
-	Sample float64 `yaml:"sample"`
-	// Compare counts, in metrics, the mirror's answers that differ from
-	// the primary's (status, and body: JSON compared structurally).
-	Compare bool `yaml:"compare"`
-	// Ignore names JSON paths left out of the comparison (json.ts,
-	// json.items.*.id).
-	Ignore []string `yaml:"ignore"`
-	// MaxBody: requests with a longer body are not mirrored (nor answers
-	// compared past it); default 1 MiB.
-	MaxBody int `yaml:"max_body"`
-	// Queue is how many copies may wait to be sent before new ones are
-	// dropped (and counted); default 1024. Concurrency is how many are
-	// sent at once; default 16.
-	Queue       int `yaml:"queue"`
-	Concurrency int `yaml:"concurrency"`
-}
-
-const (
-	defaultMirrorBody  = 1 << 20
-	defaultMirrorQueue = 1024
-	defaultMirrorConc  = 16
-	maxMirrorConc      = 1024
-)
-
-// checkSample validates a sample share, 0 meaning the default 1.
-func checkSample(what string, v float64) (float64, error) {
+// CheckSample validates a rule's sample share (what names the rule in
+// the error), 0 meaning the default 1.
+func CheckSample(what string, v float64) (float64, error) {
 	switch {
 	case v == 0:
 		return 1, nil

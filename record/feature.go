@@ -33,11 +33,4 @@ func init() {
 			return newRecorder(b, cfg.(*Rule))
 		},
 	})
-	pipeline.Register(pipeline.Feature{
-		Key: "mirror", Stage: pipeline.StageRecord, Scope: pipeline.ScopeRoute,
-		Config: func() any { return new(MirrorRule) },
-		Build: func(b *pipeline.Build, cfg any) (pipeline.Filter, error) {
-			return newMirror(b, cfg.(*MirrorRule))
-		},
-	})
 }

@@ -17,11 +17,6 @@ func (r *Recorder) Inspect(show func(kind string, state any)) {
 	show("record", RecorderStatus{On: r.On(), Sample: r.Sample(), Queued: queued, Dropped: dropped})
 }
 
-// Inspect implements pipeline.Inspector: the mirror rule's figures.
-func (m *Mirror) Inspect(show func(kind string, state any)) {
-	show("mirror", m.Counts())
-}
-
 // Inspect implements pipeline.Inspector: the writer's queue and files.
 func (w *Writer) Inspect(show func(kind string, state any)) {
 	show("recording", w.Stats())
@@ -30,6 +25,5 @@ func (w *Writer) Inspect(show func(kind string, state any)) {
 var (
 	_ pipeline.Inspector = (*Recorder)(nil)
 	_ pipeline.Switcher  = (*Recorder)(nil)
-	_ pipeline.Inspector = (*Mirror)(nil)
 	_ pipeline.Inspector = (*Writer)(nil)
 )

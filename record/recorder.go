@@ -119,7 +119,7 @@ func newRecorder(b *pipeline.Build, rule *Rule) (*Recorder, error) {
 	if w == nil {
 		return nil, errors.New("record needs the top-level recording section (recording: {dir: ...})")
 	}
-	sample, err := checkSample("record", rule.Sample)
+	sample, err := CheckSample("record", rule.Sample)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func newRecorder(b *pipeline.Build, rule *Rule) (*Recorder, error) {
 		return nil, fmt.Errorf("record.%v", err)
 	}
 	r := &Recorder{route: b.Route.Name, w: w, masks: m, maxBody: maxBody, sample: sample,
-		all: sample >= 1, threshold: threshold(sample)}
+		all: sample >= 1, threshold: SampleThreshold(sample)}
 	on := rule.On == nil || *rule.On
 	r.sw = b.State.Get("record.switch|"+b.Route.Name, func() (any, func()) { return &recordSwitch{}, nil }).(*recordSwitch)
 	if !r.sw.configured || r.sw.configuredOn != on {
@@ -149,8 +149,9 @@ func newRecorder(b *pipeline.Build, rule *Rule) (*Recorder, error) {
 	return r, nil
 }
 
-// threshold maps a share to the draws of rand.Uint64 below it.
-func threshold(share float64) uint64 {
+// SampleThreshold maps a share to the draws of rand.Uint64 below it: a
+// request is sampled when its draw is below.
+func SampleThreshold(share float64) uint64 {
 	if share >= 1 {
 		return ^uint64(0)
 	}

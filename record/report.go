@@ -20,15 +20,6 @@ var (
 		Help: "Records waiting for the recording writer.", Type: pipeline.Gauge}
 	famFiles = &pipeline.Family{Name: "tollgate_recording_files",
 		Help: "Recording files in the directory after the last pruning.", Type: pipeline.Gauge}
-
-	famMirrored = &pipeline.Family{Name: "tollgate_mirror_requests_total",
-		Help: "Copies of requests for the route's mirror service, by result: ok (answered), failed (refused, timed out, …), dropped (queue full), skipped (body too large to copy).",
-		Type: pipeline.Counter, Labels: []string{"service", "result"}}
-	famCompared = &pipeline.Family{Name: "tollgate_mirror_compared_total",
-		Help: "Mirror answers compared with the primary's.", Type: pipeline.Counter, Labels: []string{"service"}}
-	famDiffers = &pipeline.Family{Name: "tollgate_mirror_differences_total",
-		Help: "Mirror answers that differed from the primary's, by what differed (status, body).",
-		Type: pipeline.Counter, Labels: []string{"service", "kind"}}
 )
 
 // Report implements pipeline.Reporter.
@@ -51,19 +42,4 @@ func (w *Writer) Report(emit pipeline.Emit) {
 	emit(famRotations, float64(st.Rotations))
 	emit(famQueue, float64(st.Queued))
 	emit(famFiles, float64(st.Files))
-}
-
-// Report implements pipeline.Reporter.
-func (m *Mirror) Report(emit pipeline.Emit) {
-	c := m.Counts()
-	svc := m.svc.Name
-	emit(famMirrored, float64(c.OK), svc, "ok")
-	emit(famMirrored, float64(c.Failed), svc, "failed")
-	emit(famMirrored, float64(c.Dropped), svc, "dropped")
-	emit(famMirrored, float64(c.Skipped), svc, "skipped")
-	if m.compare {
-		emit(famCompared, float64(c.Compared), svc)
-		emit(famDiffers, float64(c.StatusDiffers), svc, "status")
-		emit(famDiffers, float64(c.BodyDiffers), svc, "body")
-	}
 }

@@ -168,48 +168,7 @@ func replayCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	opts.Files, opts.Target, opts.Route, opts.Concurrency, opts.Timeout, opts.CompareHeaders =
 		files, target, route, concurrency, timeout, headers
-	if out != "" {
-		f, err := os.Create(out)
-		if err != nil {
-			fmt.Fprintln(stderr, "tollgate replay:", err)
-			return 2
-		}
-		defer f.Close()
-		opts.Diffs = f
-	}
-	drawn := false
-	if !noProgress && replay.IsTerminal(os.Stderr) {
-		bar := replay.Bar(stderr)
-		opts.Progress = func(done, total int, s *replay.Summary) {
-			drawn = done < total
-			bar(done, total, s)
-		}
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	start := time.Now()
-	sum, err := replay.Run(ctx, opts)
-	if drawn {
-		fmt.Fprintln(stderr)
-	}
-	if sum != nil {
-		sum.Print(stdout, target, time.Since(start))
-		if out != "" && sum.Differing+sum.Errors > 0 {
-			fmt.Fprintf(stdout, "differences written to %s\n", out)
-		}
-	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		fmt.Fprintln(stderr, "tollgate replay: interrupted")
-		return 2
-	case err != nil:
-		fmt.Fprintln(stderr, "tollgate replay:", err)
-		return 2
-	case sum.Exceeds(maxDiff):
-		return 1
-	}
-	return 0
+	return runReplay(opts, out, noProgress, maxDiff, stdout, stderr)
 }
 
 // writeMock prints (or writes to out) the route's mock block.
@@ -256,4 +215,52 @@ func parseInterleaved(fs *flag.FlagSet, args []string) (positional []string, hel
 		positional = append(positional, left[0])
 		rest = left[1:]
 	}
+}
+
+// runReplay replays opts, writes the differences to out ("" for none),
+// and reports: 0 when at most maxDiff requests differ, 1 beyond, 2 when
+// the replay could not run or was interrupted.
+func runReplay(opts replay.Options, out string, noProgress bool, maxDiff int, stdout, stderr io.Writer) int {
+	if out != "" {
+		f, err := os.Create(out)
+		if err != nil {
+			fmt.Fprintln(stderr, "tollgate replay:", err)
+			return 2
+		}
+		defer f.Close()
+		opts.Diffs = f
+	}
+	drawn := false
+	if !noProgress && replay.IsTerminal(os.Stderr) {
+		bar := replay.Bar(stderr)
+		opts.Progress = func(done, total int, s *replay.Summary) {
+			drawn = done < total
+			bar(done, total, s)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	sum, err := replay.Run(ctx, opts)
+	if drawn {
+		fmt.Fprintln(stderr)
+	}
+	if sum != nil {
+		sum.Print(stdout, opts.Target, time.Since(start))
+		if out != "" && sum.Differing+sum.Errors > 0 {
+			fmt.Fprintf(stdout, "differences written to %s\n", out)
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "tollgate replay: interrupted")
+		return 2
+	case err != nil:
+		fmt.Fprintln(stderr, "tollgate replay:", err)
+		return 2
+	case sum.Exceeds(maxDiff):
+		return 1
+	}
+	return 0
 }

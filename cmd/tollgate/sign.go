@@ -43,46 +43,79 @@ Flags (before or after URL):
 // signCommand implements "tollgate sign". It returns the exit code: 0 on
 // success, 2 on bad arguments or a request that cannot be signed.
 func signCommand(args []string, stdout, stderr io.Writer) int {
-	var (
-		appKey, secret, secretEnv, method, nonce, timestamp, contentType string
-		curl, haveData, v2                                               bool
-		data                                                             []string
-	)
+	bad := func(err error) int {
+		fmt.Fprintf(stderr, "tollgate sign: %v\n\n", err)
+		fmt.Fprint(stderr, signUsageText)
+		return 2
+	}
+	a, err := parseSignArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, signUsageText)
+		return 0
+	}
+	if err == nil {
+		err = a.check()
+	}
+	if err != nil {
+		return bad(err)
+	}
+	h, err := a.headers()
+	if err != nil {
+		return bad(err)
+	}
+	names := [...]string{sign.HeaderAppKey, sign.HeaderTimestamp, sign.HeaderNonce, sign.HeaderSign}
+	if !a.curl {
+		for _, k := range names {
+			fmt.Fprintf(stdout, "%s: %s\n", k, h.Get(k))
+		}
+		return 0
+	}
+	a.printCurl(stdout, h, names[:])
+	return 0
+}
+
+// signArgs is a sign command line, read and then checked.
+type signArgs struct {
+	appKey, secret, secretEnv, method, nonce, timestamp, contentType string
+	curl, haveData, v2                                               bool
+	data                                                             []string
+	rawURL                                                           string
+
+	// set by check
+	u    *url.URL
+	body string
+	now  time.Time
+}
+
+// parseSignArgs reads the flags and the one URL; flag.ErrHelp asks for
+// the usage.
+func parseSignArgs(args []string) (*signArgs, error) {
+	a := &signArgs{}
 	fs := flag.NewFlagSet("sign", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&appKey, "app-key", "", "")
-	fs.StringVar(&secret, "secret", "", "")
-	fs.StringVar(&secretEnv, "secret-env", "", "")
-	fs.StringVar(&method, "method", "", "")
-	fs.StringVar(&nonce, "nonce", "", "")
-	fs.StringVar(&timestamp, "timestamp", "", "")
-	fs.BoolVar(&curl, "curl", false, "")
-	fs.BoolVar(&v2, "v2", false, "")
-	fs.StringVar(&contentType, "content-type", "", "")
+	fs.StringVar(&a.appKey, "app-key", "", "")
+	fs.StringVar(&a.secret, "secret", "", "")
+	fs.StringVar(&a.secretEnv, "secret-env", "", "")
+	fs.StringVar(&a.method, "method", "", "")
+	fs.StringVar(&a.nonce, "nonce", "", "")
+	fs.StringVar(&a.timestamp, "timestamp", "", "")
+	fs.BoolVar(&a.curl, "curl", false, "")
+	fs.BoolVar(&a.v2, "v2", false, "")
+	fs.StringVar(&a.contentType, "content-type", "", "")
 	addData := func(s string) error {
-		data = append(data, s)
-		haveData = true
+		a.data = append(a.data, s)
+		a.haveData = true
 		return nil
 	}
 	fs.Func("d", "", addData)
 	fs.Func("data", "", addData)
-
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "tollgate sign: "+format+"\n\n", a...)
-		fmt.Fprint(stderr, signUsageText)
-		return 2
-	}
 
 	// The flag package stops at the first argument that is not a flag; keep
 	// going so that flags may follow the URL ("URL -d DATA").
 	var positional []string
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, signUsageText)
-				return 0
-			}
-			return bad("%v", err)
+			return nil, err
 		}
 		left := fs.Args()
 		if len(left) == 0 {
@@ -95,124 +128,131 @@ func signCommand(args []string, stdout, stderr io.Writer) int {
 		positional = append(positional, left[0])
 		rest = left[1:]
 	}
-
 	if len(positional) != 1 {
-		return bad("want exactly one URL, got %d arguments", len(positional))
+		return nil, fmt.Errorf("want exactly one URL, got %d arguments", len(positional))
 	}
-	if appKey == "" {
-		return bad("--app-key is required")
+	a.rawURL = positional[0]
+	return a, nil
+}
+
+// check validates the arguments and fills in the defaults: the secret
+// from the environment, the method, the content type, the time and the
+// parsed URL.
+func (a *signArgs) check() error {
+	if a.appKey == "" {
+		return errors.New("--app-key is required")
 	}
-	if !visibleASCII(appKey) {
-		return bad("invalid --app-key %q: want visible ASCII characters", appKey)
+	if !visibleASCII(a.appKey) {
+		return fmt.Errorf("invalid --app-key %q: want visible ASCII characters", a.appKey)
 	}
 	switch {
-	case secret != "" && secretEnv != "":
-		return bad("give --secret or --secret-env, not both")
-	case secretEnv != "":
-		v, ok := os.LookupEnv(secretEnv)
+	case a.secret != "" && a.secretEnv != "":
+		return errors.New("give --secret or --secret-env, not both")
+	case a.secretEnv != "":
+		v, ok := os.LookupEnv(a.secretEnv)
 		if !ok || v == "" {
-			return bad("environment variable %s is not set or empty", secretEnv)
+			return fmt.Errorf("environment variable %s is not set or empty", a.secretEnv)
 		}
-		secret = v
-	case secret == "":
-		return bad("--secret or --secret-env is required")
+		a.secret = v
+	case a.secret == "":
+		return errors.New("--secret or --secret-env is required")
 	}
-
-	if method == "" {
-		method = "GET"
-		if haveData {
-			method = "POST"
-		}
+	if err := a.checkRequest(); err != nil {
+		return err
 	}
-	method = strings.ToUpper(method)
-	if !isToken(method) {
-		return bad("invalid --method %q", method)
-	}
-	body := strings.Join(data, "&")
-	switch {
-	case contentType != "" && !v2:
-		return bad("--content-type needs --v2: scheme v1 signs only a form body")
-	case contentType != "" && !haveData:
-		return bad("--content-type needs a body (-d)")
-	case contentType == "":
-		contentType = sign.FormContentType
-	case !visibleHeader(contentType):
-		return bad("invalid --content-type %q", contentType)
-	}
-	if haveData && !v2 && method != "POST" {
-		return bad("-d is signed only with POST, not %s (or use --v2)", method)
-	}
-
-	now := time.Now()
-	if timestamp != "" {
-		t, err := strconv.ParseInt(timestamp, 10, 64)
+	a.now = time.Now()
+	if a.timestamp != "" {
+		t, err := strconv.ParseInt(a.timestamp, 10, 64)
 		if err != nil || t < 0 {
-			return bad("invalid --timestamp %q: want unix seconds", timestamp)
+			return fmt.Errorf("invalid --timestamp %q: want unix seconds", a.timestamp)
 		}
-		now = time.Unix(t, 0)
+		a.now = time.Unix(t, 0)
 	}
-	if nonce != "" && !visibleASCII(nonce) {
-		return bad("invalid --nonce %q: want visible ASCII characters", nonce)
+	if a.nonce != "" && !visibleASCII(a.nonce) {
+		return fmt.Errorf("invalid --nonce %q: want visible ASCII characters", a.nonce)
 	}
-
-	rawURL := positional[0]
-	u, err := url.Parse(rawURL)
+	u, err := url.Parse(a.rawURL)
 	if err != nil {
-		return bad("invalid URL: %v", err)
+		return fmt.Errorf("invalid URL: %v", err)
 	}
-	if curl && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
-		return bad("--curl needs an absolute http:// or https:// URL, got %q", rawURL)
+	if a.curl && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+		return fmt.Errorf("--curl needs an absolute http:// or https:// URL, got %q", a.rawURL)
 	}
-
-	if v2 && u.RawPath != "" && u.EscapedPath() != u.RawPath {
+	if a.v2 && u.RawPath != "" && u.EscapedPath() != u.RawPath {
 		// The path was written with characters a client escapes: what is
 		// signed must be what is sent.
-		return bad("the path of %q would not be sent as written; write it as %q", rawURL, u.EscapedPath())
+		return fmt.Errorf("the path of %q would not be sent as written; write it as %q", a.rawURL, u.EscapedPath())
 	}
-	var h http.Header
-	if v2 {
-		if !haveData {
+	a.u = u
+	return nil
+}
+
+// checkRequest checks the method, the body and its content type.
+func (a *signArgs) checkRequest() error {
+	if a.method == "" {
+		a.method = "GET"
+		if a.haveData {
+			a.method = "POST"
+		}
+	}
+	a.method = strings.ToUpper(a.method)
+	if !isToken(a.method) {
+		return fmt.Errorf("invalid --method %q", a.method)
+	}
+	a.body = strings.Join(a.data, "&")
+	switch {
+	case a.contentType != "" && !a.v2:
+		return errors.New("--content-type needs --v2: scheme v1 signs only a form body")
+	case a.contentType != "" && !a.haveData:
+		return errors.New("--content-type needs a body (-d)")
+	case a.contentType == "":
+		a.contentType = sign.FormContentType
+	case !visibleHeader(a.contentType):
+		return fmt.Errorf("invalid --content-type %q", a.contentType)
+	}
+	if a.haveData && !a.v2 && a.method != "POST" {
+		return fmt.Errorf("-d is signed only with POST, not %s (or use --v2)", a.method)
+	}
+	return nil
+}
+
+// headers signs the request.
+func (a *signArgs) headers() (http.Header, error) {
+	if a.v2 {
+		contentType := a.contentType
+		if !a.haveData {
 			contentType = ""
 		}
-		h, err = sign.HeadersV2(appKey, secret, method, u, contentType, body, now, nonce)
-	} else {
-		h, err = sign.Headers(appKey, secret, method, u, body, now, nonce)
+		return sign.HeadersV2(a.appKey, a.secret, a.method, a.u, contentType, a.body, a.now, a.nonce)
 	}
-	if err != nil {
-		return bad("%v", err)
-	}
-	names := [...]string{sign.HeaderAppKey, sign.HeaderTimestamp, sign.HeaderNonce, sign.HeaderSign}
-	if !curl {
-		for _, k := range names {
-			fmt.Fprintf(stdout, "%s: %s\n", k, h.Get(k))
-		}
-		return 0
-	}
+	return sign.Headers(a.appKey, a.secret, a.method, a.u, a.body, a.now, a.nonce)
+}
 
+// printCurl writes the signed request as a curl command line.
+func (a *signArgs) printCurl(stdout io.Writer, h http.Header, names []string) {
 	cmd := []string{"curl"}
-	if strings.ContainsAny(rawURL, "[]{}") {
+	if strings.ContainsAny(a.rawURL, "[]{}") {
 		cmd = append(cmd, "--globoff") // curl would expand these as patterns
 	}
-	if method == "HEAD" {
+	if a.method == "HEAD" {
 		cmd = append(cmd, "--head") // -X HEAD makes curl wait for a body
 	} else {
-		cmd = append(cmd, "-X", method)
+		cmd = append(cmd, "-X", a.method)
 	}
 	for _, k := range names {
 		cmd = append(cmd, "-H", k+": "+h.Get(k))
 	}
-	if haveData {
-		cmd = append(cmd, "-H", "Content-Type: "+contentType, "--data-raw", body)
+	if a.haveData {
+		cmd = append(cmd, "-H", "Content-Type: "+a.contentType, "--data-raw", a.body)
 	}
-	cmd = append(cmd, rawURL)
-	for i, a := range cmd {
+	cmd = append(cmd, a.rawURL)
+	for i, arg := range cmd {
 		if i > 0 {
 			io.WriteString(stdout, " ")
 		}
-		io.WriteString(stdout, shellQuote(a))
+		io.WriteString(stdout, shellQuote(arg))
 	}
 	io.WriteString(stdout, "\n")
-	return 0
 }
 
 // shellQuote returns s as one POSIX shell word: unchanged when it holds only

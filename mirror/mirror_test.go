@@ -1,4 +1,4 @@
-package record
+package mirror
 
 import (
 	"strconv"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/testutil"
-	"github.com/valyala/fasthttp"
 )
 
 const mirrorConfig = `
@@ -23,17 +22,17 @@ routes:
     service: primary
 `
 
-func mirrorGateway(t *testing.T, primary, shadow string, sample float64, queue int) (*gateway, *Mirror) {
+func mirrorGateway(t *testing.T, primary, shadow string, sample float64, queue int) (*gateway, *Filter) {
 	t.Helper()
 	g := startGateway(t, mirrorConfig, map[string]string{"P": primary, "S": shadow,
 		"SAMPLE": strconv.FormatFloat(sample, 'g', -1, 64), "Q": strconv.Itoa(queue)})
-	return g, filter[*Mirror](t, g, "m")
+	return g, filter[*Filter](t, g, "m")
 }
 
 // settled waits until the mirror sent or gave up every copy it queued.
-func settled(t *testing.T, m *Mirror) MirrorCounts {
+func settled(t *testing.T, m *Filter) Counts {
 	t.Helper()
-	var last MirrorCounts
+	var last Counts
 	waitFor(t, "the mirror queue to drain", func() bool {
 		c := m.Counts()
 		done := len(m.pool.queue) == 0 && c == last
@@ -67,7 +66,7 @@ func TestMirrorSendsTheSampledShare(t *testing.T) {
 	}
 	// The copy is the request as forwarded, marked as a mirror's.
 	seen := shadow.Last()
-	if seen.URI != "/a?x=1" || seen.Header(HeaderMirror) != "1" || seen.Header("X-Forwarded-For") == "" {
+	if seen.URI != "/a?x=1" || seen.Header(Header) != "1" || seen.Header("X-Forwarded-For") == "" {
 		t.Fatalf("the shadow saw %+v", seen)
 	}
 	// ts is ignored: the answers agree.
@@ -111,7 +110,7 @@ func TestMirrorDeadOrHangingChangesNothing(t *testing.T) {
 	}
 }
 
-func TestMirrorCountsDifferences(t *testing.T) {
+func TestCountsDifferences(t *testing.T) {
 	primary := testutil.StartUpstream(t, `{"v":1,"ts":1}`)
 	shadow := testutil.StartUpstream(t, `{"v":2,"ts":2}`)
 	shadow.Status.Store(201)
@@ -141,58 +140,3 @@ func TestMirrorRuleErrors(t *testing.T) {
 		t.Errorf("mirror on a mock: %v", err)
 	}
 }
-
-const recordConfig = `
-recording: {dir: "${DIR}", queue: ${Q}}
-services:
-  up: {instances: [{addr: "${UP}"}]}
-routes:
-  - name: rec
-    match: {prefix: /}
-    record: {sample: 1}
-    service: up
-`
-
-// TestRecordStalledWriterChangesNothing: with the disk writer stuck, the
-// queue fills, requests are answered as fast as without recording, and
-// every record that did not fit is counted as dropped.
-func TestRecordStalledWriterChangesNothing(t *testing.T) {
-	up := testutil.StartQuietUpstream(t, strings.Repeat("a", 1024))
-	plain := startGateway(t, oneRoute, map[string]string{"UP": up.Addr})
-	const n = 400
-	body := strings.Repeat("b", 1024)
-	post := func(_ int, req *fasthttp.Request) {
-		req.Header.SetMethod("POST")
-		req.SetRequestURI("/orders?x=1")
-		req.Header.SetHost("api.test")
-		req.SetBodyString(body)
-	}
-	base := drive(t, plain.addr, n, 4, post)
-	allOK(t, "without recording", base, n)
-
-	release := stallWriter(t)
-	defer release() // before the gateway's cleanup closes the writer
-	g := startGateway(t, recordConfig, map[string]string{"UP": up.Addr, "DIR": t.TempDir(), "Q": "8"})
-	rec := filter[*Recorder](t, g, "rec")
-	res := driveWithin(t, g.addr, n, 4, time.Second, post)
-	allOK(t, "stalled writer", res, n)
-	// The writer took what fits in its buffer before its first write stuck;
-	// then the queue filled, and the rest was dropped.
-	queued, dropped := rec.Counts()
-	st := rec.Writer().Stats()
-	if queued+dropped != n || dropped < n/2 || st.Dropped != dropped || st.Queued != 8 || st.Written != 0 {
-		t.Fatalf("queued %d, dropped %d of %d; writer %+v", queued, dropped, n, st)
-	}
-	if limit := max(20*time.Millisecond, 5*base.p99()); res.p99() > limit {
-		t.Fatalf("p99 %v with a stalled writer, %v without recording", res.p99(), base.p99())
-	}
-}
-
-const oneRoute = `
-services:
-  up: {instances: [{addr: "${UP}"}]}
-routes:
-  - name: plain
-    match: {prefix: /}
-    service: up
-`

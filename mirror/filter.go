@@ -1,4 +1,4 @@
-package record
+package mirror
 
 import (
 	"errors"
@@ -11,11 +11,12 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/record"
 	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
 )
 
-// Mirror is a route's mirror rule as a filter: once the primary answered,
+// Filter is a route's mirror rule: once the primary answered,
 // a copy of a sampled request, as it was forwarded, is queued for a second
 // service and sent by background workers through that service's pooled
 // connections, balancer and health. The client's answer never waits for
@@ -23,37 +24,37 @@ import (
 // dead mirror service only fills its own queue. With compare on, the
 // workers also compare the mirror's answer with the primary's and count
 // the differences. Safe for concurrent use.
-type Mirror struct {
+type Filter struct {
 	route     string
 	svc       *upstream.Service
 	all       bool
 	threshold uint64
 	maxBody   int
 	compare   bool
-	ignore    []Ignore
-	pool      *mirrorPool
-	counts    *mirrorCounts
+	ignore    []record.Ignore
+	pool      *pool
+	counts    *counts
 }
 
-type mirrorCounts struct {
+type counts struct {
 	ok, failed, dropped, skipped atomic.Uint64
 	compared, diffStatus         atomic.Uint64
 	diffBody                     atomic.Uint64
 }
 
-// HeaderMirror marks the copies a mirror sends, so that the mirror
+// Header marks the copies a mirror sends, so that the mirror
 // service can tell shadow traffic from real and skip side effects (a
 // payment made twice).
-const HeaderMirror = "X-Tollgate-Mirror"
+const Header = "X-Tollgate-Mirror"
 
-var hdrMirror, hdrMirrorValue = []byte(HeaderMirror), []byte("1")
+var hdrMirror, hdrMirrorValue = []byte(Header), []byte("1")
 
 // Handle implements pipeline.Filter; the copy is made once the primary
 // answered (HandleResponse), from the request as it was forwarded.
-func (m *Mirror) Handle(*pipeline.Ctx) pipeline.Verdict { return pipeline.Continue }
+func (m *Filter) Handle(*pipeline.Ctx) pipeline.Verdict { return pipeline.Continue }
 
 // HandleResponse implements pipeline.ResponseFilter.
-func (m *Mirror) HandleResponse(c *pipeline.Ctx) {
+func (m *Filter) HandleResponse(c *pipeline.Ctx) {
 	if c.Outcome.Result == pipeline.ResultNone || !m.all && rand.Uint64() >= m.threshold {
 		return // the request never went upstream, or is not sampled
 	}
@@ -61,7 +62,7 @@ func (m *Mirror) HandleResponse(c *pipeline.Ctx) {
 		m.counts.skipped.Add(1)
 		return
 	}
-	j := jobPool.Get().(*mirrorJob)
+	j := jobPool.Get().(*job)
 	// The copy is of the request as forwarded (c.Fields), marked; j.req,
 	// the client's method and body with the upstream target and fields
 	// (codec.Apply), is what the mirror service routes and balances on.
@@ -80,8 +81,8 @@ func (m *Mirror) HandleResponse(c *pipeline.Ctx) {
 	}
 }
 
-// MirrorCounts are a mirror rule's figures.
-type MirrorCounts struct {
+// Counts are a mirror rule's figures.
+type Counts struct {
 	// Sent copies the mirror answered (OK) or failed to (Failed: refused,
 	// timed out, …); Dropped ones found the queue full; Skipped ones had a
 	// body too large (or streaming) to copy.
@@ -96,24 +97,24 @@ type MirrorCounts struct {
 }
 
 // Counts reports the rule's figures.
-func (m *Mirror) Counts() MirrorCounts {
+func (m *Filter) Counts() Counts {
 	c := m.counts
-	return MirrorCounts{OK: c.ok.Load(), Failed: c.failed.Load(), Dropped: c.dropped.Load(), Skipped: c.skipped.Load(),
+	return Counts{OK: c.ok.Load(), Failed: c.failed.Load(), Dropped: c.dropped.Load(), Skipped: c.skipped.Load(),
 		Compared: c.compared.Load(), StatusDiffers: c.diffStatus.Load(), BodyDiffers: c.diffBody.Load()}
 }
 
-// mirrorJob is one copy on its way to the mirror service.
-type mirrorJob struct {
+// job is one copy on its way to the mirror service.
+type job struct {
 	fields        codec.FieldList
 	req           fasthttp.Request
 	resp, primary fasthttp.Response
-	m             *Mirror
+	m             *Filter
 	comparable    bool
 }
 
-var jobPool = sync.Pool{New: func() any { return new(mirrorJob) }}
+var jobPool = sync.Pool{New: func() any { return new(job) }}
 
-func (j *mirrorJob) release() {
+func (j *job) release() {
 	j.fields.Reset()
 	j.req.Reset()
 	j.resp.Reset()
@@ -122,23 +123,23 @@ func (j *mirrorJob) release() {
 	jobPool.Put(j)
 }
 
-// mirrorPool is a route's queue and workers; it survives reloads that
+// pool is a route's queue and workers; it survives reloads that
 // keep the rule's queue settings.
-type mirrorPool struct {
-	queue chan *mirrorJob
+type pool struct {
+	queue chan *job
 	stop  chan struct{}
 	once  sync.Once
 }
 
-func newMirrorPool(queue, workers int) *mirrorPool {
-	p := &mirrorPool{queue: make(chan *mirrorJob, queue), stop: make(chan struct{})}
+func newPool(queue, workers int) *pool {
+	p := &pool{queue: make(chan *job, queue), stop: make(chan struct{})}
 	for range workers {
 		go p.work()
 	}
 	return p
 }
 
-func (p *mirrorPool) enqueue(j *mirrorJob) bool {
+func (p *pool) enqueue(j *job) bool {
 	select {
 	case p.queue <- j:
 		return true
@@ -149,9 +150,9 @@ func (p *mirrorPool) enqueue(j *mirrorJob) bool {
 
 // close stops the workers once the copies they are sending are done;
 // copies still queued are dropped.
-func (p *mirrorPool) close() { p.once.Do(func() { close(p.stop) }) }
+func (p *pool) close() { p.once.Do(func() { close(p.stop) }) }
 
-func (p *mirrorPool) work() {
+func (p *pool) work() {
 	for {
 		select {
 		case <-p.stop:
@@ -164,7 +165,7 @@ func (p *mirrorPool) work() {
 }
 
 // send forwards the copy through the mirror service and compares answers.
-func (m *Mirror) send(j *mirrorJob) {
+func (m *Filter) send(j *job) {
 	c := pipeline.AcquireParsed(&j.req, &j.resp)
 	defer pipeline.Release(c)
 	c.Start = time.Now()
@@ -184,13 +185,13 @@ func (m *Mirror) send(j *mirrorJob) {
 	}
 	want, werr := j.primary.BodyUncompressedWithLimit(m.maxBody)
 	got, gerr := j.resp.BodyUncompressedWithLimit(m.maxBody)
-	if werr != nil || gerr != nil || len(CompareBodies(want, got, m.ignore, 1)) > 0 {
+	if werr != nil || gerr != nil || len(record.CompareBodies(want, got, m.ignore, 1)) > 0 {
 		m.counts.diffBody.Add(1)
 	}
 }
 
-// newMirror compiles a route's mirror rule.
-func newMirror(b *pipeline.Build, rule *MirrorRule) (*Mirror, error) {
+// New compiles a route's mirror rule.
+func New(b *pipeline.Build, rule *Rule) (*Filter, error) {
 	if !b.Route.Forwards {
 		return nil, errors.New("mirror applies only to routes that forward")
 	}
@@ -202,39 +203,39 @@ func newMirror(b *pipeline.Build, rule *MirrorRule) (*Mirror, error) {
 	if svc == nil {
 		return nil, fmt.Errorf("mirror.service %q is not defined", rule.Service)
 	}
-	sample, err := checkSample("mirror", rule.Sample)
+	sample, err := record.CheckSample("mirror", rule.Sample)
 	if err != nil {
 		return nil, err
 	}
-	ignore, err := ParseIgnores(rule.Ignore)
+	ignore, err := record.ParseIgnores(rule.Ignore)
 	if err != nil {
 		return nil, fmt.Errorf("mirror.%v", err)
 	}
 	maxBody, queue, conc := rule.MaxBody, rule.Queue, rule.Concurrency
 	if maxBody == 0 {
-		maxBody = defaultMirrorBody
+		maxBody = defaultMaxBody
 	}
 	if queue == 0 {
-		queue = defaultMirrorQueue
+		queue = defaultQueue
 	}
 	if conc == 0 {
-		conc = defaultMirrorConc
+		conc = defaultConcurrency
 	}
 	switch {
 	case maxBody < 0 || maxBody > maxMaxBody:
 		return nil, fmt.Errorf("mirror.max_body %d: want 1..%d", maxBody, maxMaxBody)
 	case queue < 1 || queue > maxQueue:
 		return nil, fmt.Errorf("mirror.queue %d: want 1..%d", queue, maxQueue)
-	case conc < 1 || conc > maxMirrorConc:
-		return nil, fmt.Errorf("mirror.concurrency %d: want 1..%d", conc, maxMirrorConc)
+	case conc < 1 || conc > maxConcurrency:
+		return nil, fmt.Errorf("mirror.concurrency %d: want 1..%d", conc, maxConcurrency)
 	}
-	m := &Mirror{route: b.Route.Name, svc: svc, all: sample >= 1, threshold: threshold(sample),
+	m := &Filter{route: b.Route.Name, svc: svc, all: sample >= 1, threshold: record.SampleThreshold(sample),
 		maxBody: maxBody, compare: rule.Compare, ignore: ignore}
 	key := "mirror.pool|" + b.Route.Name + "|" + strconv.Itoa(queue) + "|" + strconv.Itoa(conc)
 	m.pool = b.State.Get(key, func() (any, func()) {
-		p := newMirrorPool(queue, conc)
+		p := newPool(queue, conc)
 		return p, p.close
-	}).(*mirrorPool)
-	m.counts = b.State.Get("mirror.counts|"+b.Route.Name, func() (any, func()) { return new(mirrorCounts), nil }).(*mirrorCounts)
+	}).(*pool)
+	m.counts = b.State.Get("mirror.counts|"+b.Route.Name, func() (any, func()) { return new(counts), nil }).(*counts)
 	return m, nil
 }
