@@ -471,7 +471,7 @@ func TestLoopPoolReuse(t *testing.T) {
 // process's goroutine stacks.
 func fibersAlive() int {
 	buf := make([]byte, 8<<20)
-	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("netpoll.(*fiber).body("))
+	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("reactor.(*fiber).body("))
 }
 
 // TestEventLoopKeepsFibersForTheNextBurst: the fibers a burst needed are

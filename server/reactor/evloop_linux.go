@@ -81,8 +81,8 @@ func (io *evIO) note(events uint32) {
 // evState is a loop's event-loop mode state.
 type evState struct {
 	_  stripe.Pad // one loop writes it: no line shared with a neighbour
-	t  *netpollTransport
-	l  *npLoop
+	t  *reactorTransport
+	l  *epollLoop
 	id int
 
 	cur  *fiber   // the fiber the loop is running now
@@ -119,12 +119,12 @@ type evState struct {
 // evPost is a connection to serve, or a fiber whose blocking call
 // returned (ev fiberReturned).
 type evPost struct {
-	c  *npConn
+	c  *clientConn
 	f  *fiber
 	ev fiberEvent
 }
 
-func newEvState(t *netpollTransport, l *npLoop, id int) *evState {
+func newEvState(t *reactorTransport, l *epollLoop, id int) *evState {
 	return &evState{t: t, l: l, id: id, nowAt: -1}
 }
 
@@ -134,8 +134,8 @@ type fiber struct {
 	next  func() (fiberEvent, bool)
 	stop  func()
 	yield func(fiberEvent) bool
-	conn  *npConn // the connection being served
-	job   func()  // or the function it runs (spawn)
+	conn  *clientConn // the connection being served
+	job   func()      // or the function it runs (spawn)
 
 	waitIO   *evIO // what the fiber waits for, nil for a deadline only
 	waitW    bool  // to write to it
@@ -151,7 +151,7 @@ type fiber struct {
 	// from and given back to the process's pools, which cost a pinned
 	// slot and a shared ring's atomics each way (1.4 % of the gateway's
 	// samples under wrk), and stay warm in this loop's cache.
-	work *npWork
+	work *serveState
 	ctx  *pipeline.Ctx
 
 	// The socket call queued in the loop's ring (sockCall) and its result.
@@ -169,9 +169,9 @@ func (s *evState) newFiber() *fiber {
 
 // ownWork returns the fiber's buffers, taken from the transport's pool
 // the first time.
-func (f *fiber) ownWork() *npWork {
+func (f *fiber) ownWork() *serveState {
 	if f.work == nil {
-		f.work = f.s.t.work.Get().(*npWork)
+		f.work = f.s.t.work.Get().(*serveState)
 	}
 	return f.work
 }
@@ -218,7 +218,7 @@ func (f *fiber) body(yield func(fiberEvent) bool) {
 }
 
 // runEvents is run in event-loop mode.
-func (l *npLoop) runEvents() {
+func (l *epollLoop) runEvents() {
 	s := l.ev
 	if s.t.spareP {
 		// The loop keeps its OS thread. Unlocked, the runtime's monitor
@@ -308,15 +308,15 @@ func (l *npLoop) runEvents() {
 }
 
 // dispatch starts serving an idle connection with input (loop only).
-func (s *evState) dispatch(c *npConn) {
-	if c.state.CompareAndSwap(npIdle, npBusy) {
+func (s *evState) dispatch(c *clientConn) {
+	if c.state.CompareAndSwap(connIdle, connBusy) {
 		s.t.served(c, 1)
 		s.start(c)
 	}
 }
 
 // start serves c, already marked busy, on a free fiber.
-func (s *evState) start(c *npConn) {
+func (s *evState) start(c *clientConn) {
 	if s.stopping.Load() {
 		c.close()
 		s.t.served(c, -1)
@@ -388,7 +388,7 @@ func (s *evState) after(f *fiber, ev fiberEvent) {
 		f.freeAt = s.clock
 		s.free = append(s.free, f)
 		// Bytes that arrived while it was busy gave their edge already.
-		if c.state.Load() == npIdle && c.io.readable() {
+		if c.state.Load() == connIdle && c.io.readable() {
 			s.dispatch(c)
 		}
 	case fiberReturned:

@@ -13,8 +13,8 @@ import (
 	"github.com/tollgate/tollgate/pipeline"
 )
 
-// npLoop is the epoll reactor's loop; it exists on Linux only.
-type npLoop struct {
+// epollLoop is the epoll reactor's loop; it exists on Linux only.
+type epollLoop struct {
 	id     int
 	ev     *evState
 	single bool
@@ -24,36 +24,36 @@ type npLoop struct {
 // loopListener is a listener the loops accept from (Linux only).
 type loopListener struct{ done chan struct{} }
 
-func (*netpollTransport) listenOnLoops(net.Listener) (*loopListener, bool) { return nil, false }
+func (*reactorTransport) listenOnLoops(net.Listener) (*loopListener, bool) { return nil, false }
 func (*loopListener) stop()                                                {}
 func (*loopListener) shrinkBacklog()                                       {}
 
 // evState, evPost and fiber are the event-loop mode's (Linux only).
 type (
 	evState struct{ clock int64 }
-	evPost  struct{ c *npConn }
+	evPost  struct{ c *clientConn }
 	fiber   struct{}
 )
 
-func newNpLoop(*netpollTransport, int) (*npLoop, error) {
+func newEpollLoop(*reactorTransport, int) (*epollLoop, error) {
 	return nil, errors.New("the netpoll transport needs Linux (epoll); use fasthttp")
 }
 
-func (*netpollTransport) setRings([]*npLoop) error { return nil }
-func (*netpollTransport) checkRing() error         { return nil }
+func (*reactorTransport) setRings([]*epollLoop) error { return nil }
+func (*reactorTransport) checkRing() error            { return nil }
 
-func (*npLoop) run()                        {}
-func (*npLoop) stop()                       {}
-func (*npLoop) add(*npConn) error           { return errors.ErrUnsupported }
-func (*npLoop) rearm(*npConn) error         { return errors.ErrUnsupported }
-func (*npLoop) remove(*npConn)              {}
-func (*npLoop) forget(*npConn)              {}
-func (*evState) post(evPost)                {}
-func (*npConn) evRead([]byte) (int, error)  { return 0, errors.ErrUnsupported }
-func (*npConn) evWrite([]byte) (int, error) { return 0, errors.ErrUnsupported }
-func (*npConn) evLinger()                   {}
-func (*npConn) netConn() error              { return nil }
-func (c *npConn) localAddr() net.Addr       { return &net.TCPAddr{} }
+func (*epollLoop) run()                         {}
+func (*epollLoop) stop()                        {}
+func (*epollLoop) add(*clientConn) error        { return errors.ErrUnsupported }
+func (*epollLoop) rearm(*clientConn) error      { return errors.ErrUnsupported }
+func (*epollLoop) remove(*clientConn)           {}
+func (*epollLoop) forget(*clientConn)           {}
+func (*evState) post(evPost)                    {}
+func (*clientConn) evRead([]byte) (int, error)  { return 0, errors.ErrUnsupported }
+func (*clientConn) evWrite([]byte) (int, error) { return 0, errors.ErrUnsupported }
+func (*clientConn) evLinger()                   {}
+func (*clientConn) netConn() error              { return nil }
+func (c *clientConn) localAddr() net.Addr       { return &net.TCPAddr{} }
 
 func (*fiber) Sleep(*pipeline.Ctx, time.Duration)                {}
 func (*fiber) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
@@ -64,7 +64,7 @@ func (*fiber) Park(*pipeline.ParkQueue, time.Duration) bool { return false }
 func (*fiber) Now() time.Time                               { return time.Now() }
 
 func (*fiber) spawn(fn func()) func() { fn(); return func() {} }
-func (*fiber) ownWork() *npWork       { return nil }
+func (*fiber) ownWork() *serveState   { return nil }
 
 func sysClose(fd int32) error             { return syscall.Close(int(fd)) }
 func sysShutdown(fd int32, how int) error { return syscall.Shutdown(int(fd), how) }

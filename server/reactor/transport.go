@@ -26,7 +26,7 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// netpollTransport is the gateway's reactor: epoll loops watch idle
+// reactorTransport is the gateway's reactor: epoll loops watch idle
 // connections, and a connection that turns readable is served by a
 // goroutine of its own, which parses with fasthttp's types, answers every
 // request its input holds (pipelined requests included), flushes once and
@@ -45,7 +45,7 @@ import (
 // Idle and first-request timeouts are enforced by one sweeper goroutine per
 // transport; the header, body and write timeouts by socket deadlines while
 // a request is being served.
-type netpollTransport struct {
+type reactorTransport struct {
 	h  transport.Handler
 	lh transport.LoopHandler // h, when it can serve on a loop
 	up transport.Upgrader    // h, when its answers may switch protocols
@@ -62,7 +62,7 @@ type netpollTransport struct {
 
 	epoch time.Time    // origin of the transport's monotonic clock
 	clock atomic.Int64 // coarse clock, set by the sweeper every sweepTick
-	work  sync.Pool    // *npWork
+	work  sync.Pool    // *serveState
 	gen   atomic.Uint32
 	dns   *dnsCache // upstream host names dialed from the loops
 	// spareP: GOMAXPROCS leaves a P beyond the event loops (server.ProcsFor).
@@ -78,10 +78,10 @@ type netpollTransport struct {
 	shut    atomic.Bool
 
 	mu      sync.Mutex
-	live    map[*npConn]struct{} // admitted connections, for the sweeper and Shutdown
+	live    map[*clientConn]struct{} // admitted connections, for the sweeper and Shutdown
 	lns     []net.Listener
 	loopLns map[net.Listener]*loopListener // the listeners the loops accept from (event-loop mode)
-	loops   []*npLoop
+	loops   []*epollLoop
 	started bool
 
 	// eventLoop runs requests on the loops themselves (evloop_linux.go)
@@ -102,11 +102,11 @@ type netpollTransport struct {
 	stopOnce  sync.Once
 	stopSweep chan struct{}
 	sweepDone chan struct{}
-	workers   *npWorkers
+	workers   *workerPool
 }
 
-// npWork is what a goroutine serving a connection borrows from the pool.
-type npWork struct {
+// serveState is what a goroutine serving a connection borrows from the pool.
+type serveState struct {
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	req  fasthttp.Request
@@ -118,31 +118,31 @@ type npWork struct {
 }
 
 const (
-	// npWriteBufSize is the bufio.Writer size; larger writes go straight to
+	// writeBufSize is the bufio.Writer size; larger writes go straight to
 	// the socket.
-	npWriteBufSize = 4096
-	// npAcceptGrace is how long Shutdown keeps accepting the connections
+	writeBufSize = 4096
+	// acceptGrace is how long Shutdown keeps accepting the connections
 	// the kernel had already queued.
-	npAcceptGrace = 100 * time.Millisecond
-	// npSettle is how long Shutdown lets a request sent on a just-accepted
+	acceptGrace = 100 * time.Millisecond
+	// shutdownSettle is how long Shutdown lets a request sent on a just-accepted
 	// connection arrive before it closes the connections left idle.
-	npSettle = 250 * time.Millisecond
-	// npMaxDrain is how much of a streamed body the handler left unread the
+	shutdownSettle = 250 * time.Millisecond
+	// maxBodyDrain is how much of a streamed body the handler left unread the
 	// transport reads and drops to keep the connection; beyond it, it closes.
-	npMaxDrain = 256 << 10
+	maxBodyDrain = 256 << 10
 )
 
 // Connection states. Only a loop moves idle→busy; the sweeper and Shutdown
 // move idle→closed, so a request that has started is never cut by them.
 const (
-	npIdle int32 = iota
-	npBusy
-	npClosed
+	connIdle int32 = iota
+	connBusy
+	connClosed
 )
 
 var (
-	strNpConnection = []byte("Connection")
-	strNpKeepAlive  = []byte("keep-alive")
+	strConnection = []byte("Connection")
+	strKeepAlive  = []byte("keep-alive")
 )
 
 // New returns the reactor transport; it runs on Linux only.
@@ -151,7 +151,7 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		return nil, errors.New("the netpoll transport needs Linux (epoll); use fasthttp")
 	}
 	if h == nil {
-		return nil, errors.New("netpoll transport: nil handler")
+		return nil, errors.New("reactor transport: nil handler")
 	}
 	sized := o
 	if sized.MaxHeaderBytes <= 0 {
@@ -160,7 +160,7 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 	if sized.MaxURIBytes <= 0 {
 		sized.MaxURIBytes = transport.DefaultURIBytes
 	}
-	t := &netpollTransport{
+	t := &reactorTransport{
 		h:            h,
 		o:            o,
 		readBufSize:  sized.ReadBufferSize(),
@@ -169,11 +169,11 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		trailerBytes: sized.MaxHeaderBytes,
 		epoch:        time.Now(),
 		dns:          newDNSCache(),
-		live:         make(map[*npConn]struct{}),
+		live:         make(map[*clientConn]struct{}),
 		loopLns:      make(map[net.Listener]*loopListener),
 		stopSweep:    make(chan struct{}),
 		sweepDone:    make(chan struct{}),
-		workers:      newNpWorkers(),
+		workers:      newWorkerPool(),
 		eventLoop:    o.EventLoop,
 		ringEntries:  ringEntries,
 	}
@@ -199,16 +199,16 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		t.sweepTick = min(max(shortest/4, 10*time.Millisecond), time.Second)
 	}
 	t.work.New = func() any {
-		return &npWork{
+		return &serveState{
 			br: bufio.NewReaderSize(nil, t.readBufSize),
-			bw: bufio.NewWriterSize(nil, npWriteBufSize),
+			bw: bufio.NewWriterSize(nil, writeBufSize),
 		}
 	}
 	return t, nil
 }
 
 // startLocked starts the loops and the sweeper, once; t.mu is held.
-func (t *netpollTransport) startLocked() error {
+func (t *reactorTransport) startLocked() error {
 	if t.started {
 		return nil
 	}
@@ -226,9 +226,9 @@ func (t *netpollTransport) startLocked() error {
 		// waits on its own and never yields (waitEvents).
 		t.spareP = runtime.GOMAXPROCS(0) > n
 	}
-	loops := make([]*npLoop, 0, n)
+	loops := make([]*epollLoop, 0, n)
 	for i := range n {
-		l, err := newNpLoop(t, i)
+		l, err := newEpollLoop(t, i)
 		if err != nil {
 			for _, l := range loops {
 				go l.run()
@@ -266,7 +266,7 @@ func (t *netpollTransport) startLocked() error {
 // Serve implements Transport. In event-loop mode a TCP listener is closed
 // as soon as the loops hold a descriptor of its socket (listenOnLoops):
 // from then on only Shutdown stops the accepting.
-func (t *netpollTransport) Serve(ln net.Listener) error {
+func (t *reactorTransport) Serve(ln net.Listener) error {
 	t.mu.Lock()
 	if t.shut.Load() {
 		t.mu.Unlock()
@@ -321,12 +321,12 @@ func (t *netpollTransport) Serve(ln net.Listener) error {
 
 // accept admits a new connection and gives it to a loop, or closes it when
 // MaxConns are already open.
-func (t *netpollTransport) accept(nc net.Conn) {
+func (t *reactorTransport) accept(nc net.Conn) {
 	if !t.admit() {
 		_ = nc.Close()
 		return
 	}
-	c := &npConn{t: t, nc: nc, peer: transport.PeerOf(nc.RemoteAddr()), fd: -1}
+	c := &clientConn{t: t, nc: nc, peer: transport.PeerOf(nc.RemoteAddr()), fd: -1}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.rc = rc
@@ -344,7 +344,7 @@ func (t *netpollTransport) accept(nc net.Conn) {
 // gateway, 0.37 ms now, nginx's 0.36 (bench/RESULTS.md, "New connections
 // without the runtime's poller"). The slack keeps keep-alive connections,
 // which stay where they land, spread evenly.
-func pickLoop(loops []*npLoop, accepting *npLoop) *npLoop {
+func pickLoop(loops []*epollLoop, accepting *epollLoop) *epollLoop {
 	least := loops[0]
 	for _, l := range loops[1:] {
 		if l.live.Load() < least.live.Load() {
@@ -364,7 +364,7 @@ const loopSlack = 2
 // adopt gives a new admitted connection to a loop: the one that accepted
 // it (nil for the acceptor goroutine) when that is not clearly busier than
 // another (pickLoop).
-func (t *netpollTransport) adopt(c *npConn, accepting *npLoop) {
+func (t *reactorTransport) adopt(c *clientConn, accepting *epollLoop) {
 	c.gen = t.gen.Add(1)
 	c.peekFn = c.peek
 	if t.o.TLS != nil {
@@ -389,8 +389,8 @@ func (t *netpollTransport) adopt(c *npConn, accepting *npLoop) {
 
 // dispatch starts serving a connection whose input is ready (a loop calls
 // it), unless it is busy or closed already.
-func (t *netpollTransport) dispatch(c *npConn) {
-	if c.state.CompareAndSwap(npIdle, npBusy) {
+func (t *reactorTransport) dispatch(c *clientConn) {
+	if c.state.CompareAndSwap(connIdle, connBusy) {
 		t.served(c, 1)
 		if c.loop.ev != nil {
 			c.loop.ev.post(evPost{c: c})
@@ -401,16 +401,16 @@ func (t *netpollTransport) dispatch(c *npConn) {
 }
 
 // Shutdown implements Transport.
-func (t *netpollTransport) Shutdown(ctx context.Context) error {
+func (t *reactorTransport) Shutdown(ctx context.Context) error {
 	t.mu.Lock()
 	t.shut.Store(true)
 	lns := t.lns
 	t.lns = nil
 	loopLns := t.loopLns
 	t.loopLns = map[net.Listener]*loopListener{}
-	idle := make([]*npConn, 0, len(t.live))
+	idle := make([]*clientConn, 0, len(t.live))
 	for c := range t.live {
-		if c.state.Load() == npIdle {
+		if c.state.Load() == connIdle {
 			idle = append(idle, c)
 		}
 	}
@@ -436,11 +436,11 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 		// will accept.
 		if ll := loopLns[ln]; ll != nil {
 			ll.shrinkBacklog()
-			time.AfterFunc(npAcceptGrace, ll.stop)
+			time.AfterFunc(acceptGrace, ll.stop)
 			continue
 		}
 		shrinkBacklog(ln)
-		if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok && d.SetDeadline(time.Now().Add(npAcceptGrace)) == nil {
+		if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok && d.SetDeadline(time.Now().Add(acceptGrace)) == nil {
 			continue
 		}
 		_ = ln.Close()
@@ -460,7 +460,7 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 		if t.busyConns() == 0 && t.serving.Load() == 0 {
 			if settled.IsZero() {
 				settled = time.Now()
-			} else if time.Since(settled) >= npSettle && !t.sweepIdle() {
+			} else if time.Since(settled) >= shutdownSettle && !t.sweepIdle() {
 				return nil
 			}
 		}
@@ -475,11 +475,11 @@ func (t *netpollTransport) Shutdown(ctx context.Context) error {
 // sweepIdle closes the idle connections of a shutting-down transport,
 // serving first any that has a request waiting; it reports whether it
 // found one.
-func (t *netpollTransport) sweepIdle() (served bool) {
+func (t *reactorTransport) sweepIdle() (served bool) {
 	t.mu.Lock()
-	idle := make([]*npConn, 0, len(t.live))
+	idle := make([]*clientConn, 0, len(t.live))
 	for c := range t.live {
-		if c.state.Load() == npIdle {
+		if c.state.Load() == connIdle {
 			idle = append(idle, c)
 		}
 	}
@@ -497,7 +497,7 @@ func (t *netpollTransport) sweepIdle() (served bool) {
 
 // stop ends the loops and the sweeper. A connection still being served
 // (Shutdown ran out of time) closes by itself when it is done.
-func (t *netpollTransport) stop() {
+func (t *reactorTransport) stop() {
 	t.stopOnce.Do(func() {
 		t.mu.Lock()
 		loops, started := t.loops, t.started
@@ -526,17 +526,17 @@ func (t *netpollTransport) stop() {
 }
 
 // Conns implements Transport.
-func (t *netpollTransport) Conns() int { return int(t.conns.Load()) }
+func (t *reactorTransport) Conns() int { return int(t.conns.Load()) }
 
 // now reads the transport's monotonic clock; connections record their last
 // activity off the coarse copy in clock.
-func (t *netpollTransport) now() int64 { return int64(time.Since(t.epoch)) }
+func (t *reactorTransport) now() int64 { return int64(time.Since(t.epoch)) }
 
 // noDeadline clears a socket deadline.
 var noDeadline time.Time
 
 // clockAt converts a deadline to the transport's clock; 0 is none.
-func (t *netpollTransport) clockAt(d time.Time) int64 {
+func (t *reactorTransport) clockAt(d time.Time) int64 {
 	if d.IsZero() {
 		return 0
 	}
@@ -544,7 +544,7 @@ func (t *netpollTransport) clockAt(d time.Time) int64 {
 }
 
 // admit counts a new connection unless MaxConns are already open.
-func (t *netpollTransport) admit() bool {
+func (t *reactorTransport) admit() bool {
 	limit := int64(t.o.MaxConns)
 	for {
 		n := t.conns.Load()
@@ -560,7 +560,7 @@ func (t *netpollTransport) admit() bool {
 // serve answers every request the connection's input holds, then hands the
 // connection back to its loop, or closes it. It runs on its own goroutine,
 // started by dispatch.
-func (c *npConn) serve() {
+func (c *clientConn) serve() {
 	t := c.t
 	finished := false
 	defer func() {
@@ -572,11 +572,11 @@ func (c *npConn) serve() {
 	c.linger = false
 	// A fiber keeps its buffers between connections; off the loops they
 	// come from the pool.
-	var w *npWork
+	var w *serveState
 	if c.fiber != nil {
 		w = c.fiber.ownWork()
 	} else {
-		w = t.work.Get().(*npWork)
+		w = t.work.Get().(*serveState)
 	}
 	w.br.Reset(c)
 	w.bw.Reset(c)
@@ -612,7 +612,7 @@ type busyCell struct {
 }
 
 // served adds d to the connections being served, in c's loop's stripe.
-func (t *netpollTransport) served(c *npConn, d int64) {
+func (t *reactorTransport) served(c *clientConn, d int64) {
 	st := 0
 	if c.loop != nil {
 		st = stripe.Of(c.loop.id)
@@ -621,7 +621,7 @@ func (t *netpollTransport) served(c *npConn, d int64) {
 }
 
 // busyConns is how many connections are being served.
-func (t *netpollTransport) busyConns() int64 {
+func (t *reactorTransport) busyConns() int64 {
 	var n int64
 	for i := range t.busy {
 		n += t.busy[i].n.Load()
@@ -631,7 +631,7 @@ func (t *netpollTransport) busyConns() int64 {
 
 // serveInput answers requests until the input the reader holds is drained.
 // It reports whether the connection stays open.
-func (t *netpollTransport) serveInput(c *npConn, w *npWork) bool {
+func (t *reactorTransport) serveInput(c *clientConn, w *serveState) bool {
 	for {
 		if !t.serveOne(c, w) {
 			return false
@@ -647,7 +647,7 @@ func (t *netpollTransport) serveInput(c *npConn, w *npWork) bool {
 
 // serveOne reads, serves and writes one request. It reports whether the
 // connection stays open; when it returns false the caller closes it.
-func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
+func (t *reactorTransport) serveOne(c *clientConn, w *serveState) bool {
 	req, resp := &w.req, &w.resp
 	resp.Header.SetNoDefaultContentType(true)
 	w.answer.Reset() // whatever an earlier request left, it is not this one's
@@ -718,7 +718,7 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 		// What the handler left of the body is read and dropped, so that
 		// the next request starts where this body ends; too much left, or
 		// a broken body, and the connection closes instead.
-		if closeConn || c.rerr != nil || !c.body.Discard(npMaxDrain) {
+		if closeConn || c.rerr != nil || !c.body.Discard(maxBodyDrain) {
 			// Closing with the body unread: the client may still be
 			// sending it.
 			closeConn, c.linger = true, true
@@ -730,7 +730,7 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 	if closeConn {
 		resp.Header.SetConnectionClose()
 	} else if !isHTTP11 {
-		resp.Header.SetCanonical(strNpConnection, strNpKeepAlive)
+		resp.Header.SetCanonical(strConnection, strKeepAlive)
 	}
 	if isHead {
 		resp.SkipBody = true
@@ -764,7 +764,7 @@ func (t *netpollTransport) serveOne(c *npConn, w *npWork) bool {
 
 // serveRequest hands a parsed request to the handler: on the fiber's
 // loop in event-loop mode.
-func (t *netpollTransport) serveRequest(c *npConn, req *fasthttp.Request, resp *fasthttp.Response) bool {
+func (t *reactorTransport) serveRequest(c *clientConn, req *fasthttp.Request, resp *fasthttp.Response) bool {
 	if c.fiber != nil && t.lh != nil {
 		return t.lh.ServeOn(req, resp, c.peer, c.fiber)
 	}
@@ -775,7 +775,7 @@ func (t *netpollTransport) serveRequest(c *npConn, req *fasthttp.Request, resp *
 // stream over the rest of a larger one. It reports whether the body is
 // streamed, and ok=false after it has answered an error (the connection
 // then closes).
-func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
+func (t *reactorTransport) readBody(c *clientConn, w *serveState) (streamed, ok bool) {
 	req := &w.req
 	cl := req.Header.ContentLength()
 	switch {
@@ -859,7 +859,7 @@ func (t *netpollTransport) readBody(c *npConn, w *npWork) (streamed, ok bool) {
 
 // fail answers a request that could not be read; the connection then
 // closes. A client that went away gets no answer.
-func (t *netpollTransport) fail(c *npConn, w *npWork, err error) bool {
+func (t *reactorTransport) fail(c *clientConn, w *serveState, err error) bool {
 	var nothing fasthttp.ErrNothingRead
 	if errors.Is(err, io.EOF) || errors.As(err, &nothing) || isGone(c.rerr) || c.tlsHandshakeFailed() {
 		return t.drop(c, w)
@@ -879,7 +879,7 @@ func (t *netpollTransport) fail(c *npConn, w *npWork, err error) bool {
 }
 
 // drop gives up on the connection without answering.
-func (t *netpollTransport) drop(c *npConn, w *npWork) bool {
+func (t *reactorTransport) drop(c *clientConn, w *serveState) bool {
 	c.body = codec.Body{}
 	w.req.Reset()
 	w.resp.Reset()
@@ -907,11 +907,11 @@ func readFixedBody(br *bufio.Reader, dst []byte, n int) ([]byte, error) {
 
 // sweep closes connections that waited too long for a request: one
 // goroutine and one ticker for all connections.
-func (t *netpollTransport) sweep() {
+func (t *reactorTransport) sweep() {
 	defer close(t.sweepDone)
 	tick := time.NewTicker(t.sweepTick)
 	defer tick.Stop()
-	var expired []*npConn
+	var expired []*clientConn
 	for {
 		select {
 		case <-t.stopSweep:
@@ -922,7 +922,7 @@ func (t *netpollTransport) sweep() {
 		t.clock.Store(now)
 		t.mu.Lock()
 		for c := range t.live {
-			if c.state.Load() != npIdle {
+			if c.state.Load() != connIdle {
 				continue
 			}
 			wait := t.idleWait
@@ -958,16 +958,16 @@ func shrinkBacklog(ln net.Listener) {
 	_ = rc.Control(func(fd uintptr) { _ = syscall.Listen(int(fd), 0) })
 }
 
-func (t *netpollTransport) noteCalls(how string) { t.calls.Store(&how) }
+func (t *reactorTransport) noteCalls(how string) { t.calls.Store(&how) }
 
 // IOUringLoops is how many event loops make their socket calls through an
 // io_uring now.
-func (t *netpollTransport) IOUringLoops() int { return int(t.ringLoops.Load()) }
+func (t *reactorTransport) IOUringLoops() int { return int(t.ringLoops.Load()) }
 
 // SocketCalls says how the event loops make their socket calls: in
 // batches through an io_uring, or one syscall each and why; "" before the
 // transport serves, and in dispatch mode.
-func (t *netpollTransport) SocketCalls() string {
+func (t *reactorTransport) SocketCalls() string {
 	if p := t.calls.Load(); p != nil {
 		return *p
 	}

@@ -12,7 +12,7 @@ import (
 // the backend's both ways (transport.Relay) on the goroutine or fiber that
 // served the request, with a second one for the other direction. The
 // connection closes afterwards; it reports false for serveOne.
-func (t *netpollTransport) switchProtocols(c *npConn, w *npWork, up *pipeline.Upgrade) bool {
+func (t *reactorTransport) switchProtocols(c *clientConn, w *serveState, up *pipeline.Upgrade) bool {
 	resp := &w.resp
 	c.armWrite()
 	err := resp.Write(w.bw)
@@ -33,7 +33,7 @@ func (t *netpollTransport) switchProtocols(c *npConn, w *npWork, up *pipeline.Up
 		early = append(early, b...)
 		_, _ = w.br.Discard(n)
 	}
-	var client transport.Endpoint = npSocket{c}
+	var client transport.Endpoint = tlsSocket{c}
 	if c.tls != nil {
 		client = c.tls
 	}
@@ -61,7 +61,7 @@ func (t *netpollTransport) switchProtocols(c *npConn, w *npWork, up *pipeline.Up
 
 // shutdownSocket ends the client socket's pending reads and writes
 // without closing it.
-func (c *npConn) shutdownSocket() {
+func (c *clientConn) shutdownSocket() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -18,25 +18,25 @@ const (
 	workerSweep = 250 * time.Millisecond
 )
 
-type npWorker struct {
-	next chan *npConn // capacity 1; nil asks the worker to exit
-	idle int64        // when it last parked (transport clock, ns)
+type parkedWorker struct {
+	next chan *clientConn // capacity 1; nil asks the worker to exit
+	idle int64            // when it last parked (transport clock, ns)
 }
 
-type npWorkers struct {
+type workerPool struct {
 	mu    sync.Mutex
-	ready []*npWorker // parked, least recently used first
+	ready []*parkedWorker // parked, least recently used first
 	done  bool
 	quit  chan struct{}
 	ended chan struct{}
 }
 
-func newNpWorkers() *npWorkers {
-	return &npWorkers{quit: make(chan struct{}), ended: make(chan struct{})}
+func newWorkerPool() *workerPool {
+	return &workerPool{quit: make(chan struct{}), ended: make(chan struct{})}
 }
 
 // serveOnWorker hands c to a parked worker, or starts one.
-func (t *netpollTransport) serveOnWorker(c *npConn) {
+func (t *reactorTransport) serveOnWorker(c *clientConn) {
 	p := t.workers
 	p.mu.Lock()
 	if n := len(p.ready); n > 0 {
@@ -53,8 +53,8 @@ func (t *netpollTransport) serveOnWorker(c *npConn) {
 
 // worker serves c, then every connection handed to it, until it idles out
 // or the transport stops.
-func (t *netpollTransport) worker(c *npConn) {
-	w := &npWorker{next: make(chan *npConn, 1)}
+func (t *reactorTransport) worker(c *clientConn) {
+	w := &parkedWorker{next: make(chan *clientConn, 1)}
 	p := t.workers
 	for c != nil {
 		c.serve()
@@ -71,12 +71,12 @@ func (t *netpollTransport) worker(c *npConn) {
 }
 
 // sweepWorkers retires the workers idle for workerIdle, until stopWorkers.
-func (t *netpollTransport) sweepWorkers() {
+func (t *reactorTransport) sweepWorkers() {
 	p := t.workers
 	defer close(p.ended)
 	tick := time.NewTicker(workerSweep)
 	defer tick.Stop()
-	var retire []*npWorker
+	var retire []*parkedWorker
 	for {
 		select {
 		case <-p.quit:
@@ -112,7 +112,7 @@ func (t *netpollTransport) sweepWorkers() {
 
 // stopWorkers makes the parked workers exit and the busy ones exit when
 // done; it waits for the sweeper only.
-func (t *netpollTransport) stopWorkers() {
+func (t *reactorTransport) stopWorkers() {
 	close(t.workers.quit)
 	<-t.workers.ended
 }
