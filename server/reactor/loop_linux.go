@@ -57,7 +57,7 @@ type epollLoop struct {
 	done   chan struct{} // closed when run returns
 
 	// ev is the event-loop mode's state (nil in dispatch mode): the loop
-	// then runs requests itself, on fibers (see evloop_linux.go).
+	// then runs requests itself, on fibers (see scheduler_linux.go).
 	ev *evState
 	_  stripe.Pad
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package reactor
 
 import (
@@ -64,7 +66,7 @@ type clientConn struct {
 	// mode), which LimitReads may bring forward.
 	rdeadline time.Time
 
-	// Event-loop mode (see evloop_linux.go): the socket's readiness, the
+	// Event-loop mode (see scheduler_linux.go): the socket's readiness, the
 	// fiber serving the connection, and the current read and write
 	// deadlines on the transport clock (0 for none).
 	io       evIO
