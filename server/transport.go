@@ -58,7 +58,7 @@ func WorkersFor(f *config.File) int {
 // while the loops were busy (bench/RESULTS.md, "Background goroutines
 // under load").
 func ProcsFor(f *config.File) int {
-	if f.Transport == "netpoll" {
+	if config.IsReactor(f.Transport) {
 		return WorkersFor(f) + 1
 	}
 	return WorkersFor(f)
@@ -90,20 +90,20 @@ func HTTP2For(f *config.File) *h2.Server {
 	})
 }
 
-// NewTransport returns the transport named kind: "netpoll" (the epoll
-// reactor running requests on its event loops), "netpoll-dispatch" (the
-// same reactor handing each ready connection to a goroutine) or
-// "fasthttp" (fasthttp.Server, a goroutine per connection).
+// NewTransport returns the transport named kind: "reactor" (the epoll
+// event loops running requests; "netpoll" is a synonym),
+// "netpoll-dispatch" (the same reactor handing each ready connection to a
+// goroutine) or "fasthttp" (fasthttp.Server, a goroutine per connection).
 func NewTransport(kind string, h Handler, o Options) (Transport, error) {
-	switch kind {
-	case "fasthttp":
+	switch {
+	case kind == config.TransportFastHTTP:
 		return newFastHTTPTransport(h, o), nil
-	case "netpoll":
+	case config.IsReactor(kind):
 		o.EventLoop = true
 		return reactor.New(h, o)
-	case "netpoll-dispatch":
+	case kind == "netpoll-dispatch":
 		o.EventLoop = false
 		return reactor.New(h, o)
 	}
-	return nil, fmt.Errorf("unknown transport %q (want netpoll, netpoll-dispatch or fasthttp)", kind)
+	return nil, fmt.Errorf("unknown transport %q (want reactor, netpoll-dispatch or fasthttp)", kind)
 }
