@@ -59,7 +59,7 @@ func listFlag(dst func(*File) *[]string) func(*File, string) error {
 var EnvFlags = []EnvFlag{
 	{"TOLLGATE_LISTEN", ":8080", "address the gateway listens on", strFlag(func(f *File) *string { return &f.Listen })},
 	{"TOLLGATE_WORKERS", "0 (one per core)", "cores the gateway works on: event loops on reactor (GOMAXPROCS one higher), GOMAXPROCS otherwise", intFlag(func(f *File) *int { return &f.Workers })},
-	{"TOLLGATE_TRANSPORT", "reactor", "client-side transport: reactor (epoll event loops; netpoll is a synonym), netpoll-dispatch (epoll reactor handing connections to goroutines) or fasthttp", strFlag(func(f *File) *string { return &f.Transport })},
+	{"TOLLGATE_TRANSPORT", "reactor", "client-side transport: reactor (epoll event loops; netpoll is a synonym) or fasthttp", strFlag(func(f *File) *string { return &f.Transport })},
 	{"TOLLGATE_IO_URING", "auto", "how the reactor transport's loops make socket calls: auto (in batches through io_uring when the kernel allows it), on (io_uring or no start) or off (one syscall each)", strFlag(func(f *File) *string { return &f.IOUring })},
 	{"TOLLGATE_NODE_ID", "hostname:port", "this node's name in logs and the cluster", strFlag(func(f *File) *string { return &f.NodeID })},
 	{"TOLLGATE_LOG_LEVEL", "info", "debug, info, warn or error", strFlag(func(f *File) *string { return &f.LogLevel })},

@@ -38,7 +38,7 @@ func (f *File) noteTransport(doc *yaml.Node) {
 
 // validateTransport refuses a transport name the gateway does not have.
 func (f *File) validateTransport(bad func(line int, format string, a ...any) error) error {
-	if IsReactor(f.Transport) || f.Transport == TransportFastHTTP || f.Transport == "netpoll-dispatch" {
+	if IsReactor(f.Transport) || f.Transport == TransportFastHTTP {
 		return nil
 	}
 	line, where := 0, "TOLLGATE_TRANSPORT"

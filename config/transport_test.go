@@ -43,3 +43,17 @@ func TestTransportUnknownNamesWhere(t *testing.T) {
 		t.Fatalf("environment: %v", err)
 	}
 }
+
+// netpoll-dispatch, retired, is refused with what to use instead, naming
+// its line.
+func TestTransportNetpollDispatchRetired(t *testing.T) {
+	_, err := compile(t, "log_level: info\n\ntransport: netpoll-dispatch\n"+good, noEnv)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Line != 3 || !strings.Contains(ce.Msg, "retired") || !strings.Contains(ce.Msg, `use "reactor"`) {
+		t.Fatalf("file: %v", err)
+	}
+	_, err = compile(t, good, env(map[string]string{"TOLLGATE_TRANSPORT": "netpoll-dispatch"}))
+	if !errors.As(err, &ce) || ce.Line != 0 || !strings.Contains(ce.Msg, "TOLLGATE_TRANSPORT") || !strings.Contains(ce.Msg, "retired") {
+		t.Fatalf("environment: %v", err)
+	}
+}

@@ -91,19 +91,14 @@ func HTTP2For(f *config.File) *h2.Server {
 }
 
 // NewTransport returns the transport named kind: "reactor" (the epoll
-// event loops running requests; "netpoll" is a synonym),
-// "netpoll-dispatch" (the same reactor handing each ready connection to a
-// goroutine) or "fasthttp" (fasthttp.Server, a goroutine per connection).
+// event loops running requests; "netpoll" is a synonym) or "fasthttp"
+// (fasthttp.Server, a goroutine per connection).
 func NewTransport(kind string, h Handler, o Options) (Transport, error) {
 	switch {
 	case kind == config.TransportFastHTTP:
 		return newFastHTTPTransport(h, o), nil
 	case config.IsReactor(kind):
-		o.EventLoop = true
-		return reactor.New(h, o)
-	case kind == "netpoll-dispatch":
-		o.EventLoop = false
 		return reactor.New(h, o)
 	}
-	return nil, fmt.Errorf("unknown transport %q (want reactor, netpoll-dispatch or fasthttp)", kind)
+	return nil, fmt.Errorf("unknown transport %q (want reactor or fasthttp)", kind)
 }

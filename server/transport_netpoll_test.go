@@ -80,10 +80,6 @@ func (s *npStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Respo
 	resp.SetBodyString(codec.Message(err))
 }
 
-// npDispatch runs the reactor's tests in dispatch mode (connections handed
-// to goroutines) instead of event-loop mode; see TestNetpollDispatchMode.
-var npDispatch bool
-
 func npOptions() Options {
 	return Options{
 		MaxHeaderBytes:  4096,
@@ -94,7 +90,6 @@ func npOptions() Options {
 		IdleTimeout:     5 * time.Second,
 		WriteTimeout:    2 * time.Second,
 		MaxConns:        1000,
-		EventLoop:       !npDispatch,
 		IOUring:         npIOUring,
 	}
 }
@@ -947,16 +942,6 @@ func npReactorTests() map[string]func(*testing.T) {
 		"IdleNoGoroutine": TestNetpollIdleConnsHoldNoGoroutine, "Concurrent": TestNetpollConcurrentClients,
 		"StreamingBounded": TestStreamingWhileBusyIsBounded, "ClaimedBody": TestClaimedBodySizeIsNotAllocated,
 		"BareLF": TestBareLFHeaderSectionAnsweredAtOnce,
-	}
-}
-
-// TestNetpollDispatchMode runs the reactor's tests again in dispatch mode
-// ("transport: netpoll-dispatch"); the others run in event-loop mode.
-func TestNetpollDispatchMode(t *testing.T) {
-	npDispatch = true
-	defer func() { npDispatch = false }()
-	for name, test := range npReactorTests() {
-		t.Run(name, test)
 	}
 }
 

@@ -39,8 +39,9 @@ type clientConn struct {
 	last     atomic.Int64 // transport clock at the last activity
 	used     atomic.Bool  // a request has been read
 
-	// mu orders going back to idle (re-arming the fd) against closing it,
-	// so that a re-arm never reaches an fd that was closed and reused.
+	// mu orders closing the connection against looking at its socket
+	// (inputWaiting, shutdownSocket), so that neither reaches an fd that
+	// was closed and reused.
 	mu     sync.Mutex
 	closed bool
 
@@ -50,9 +51,7 @@ type clientConn struct {
 	pending  bool             // answers written but not flushed
 	rtimeout time.Duration    // read timeout of the current phase (header, body)
 	rarmed   bool             // the read deadline for this phase is set
-	rset     bool             // a read deadline is set on the socket
 	warmed   bool             // the write deadline for this answer is set
-	wset     bool             // a read phase set a write deadline on the socket (armHandshakeWrites)
 	rerr     error            // first read error; sticky
 	werr     error            // first write error; sticky
 	body     codec.Body       // the streamed body of the current request
@@ -62,11 +61,7 @@ type clientConn struct {
 	peekN    int              // what peek saw; guarded by mu
 	peekFn   func(fd uintptr) // c.peek, bound once
 
-	// rdeadline is the read deadline set on the socket (runtime poller
-	// mode), which LimitReads may bring forward.
-	rdeadline time.Time
-
-	// Event-loop mode (see scheduler_linux.go): the socket's readiness, the
+	// The loop's view (see scheduler_linux.go): the socket's readiness, the
 	// fiber serving the connection, and the current read and write
 	// deadlines on the transport clock (0 for none).
 	io       evIO
@@ -155,18 +150,9 @@ func (c *clientConn) armReadDeadline() {
 		return
 	}
 	c.rarmed = true
-	if c.loop.ev != nil {
-		c.rdl = 0
-		if c.rtimeout > 0 {
-			c.rdl = c.loop.ev.clock + int64(c.rtimeout)
-		}
-	} else if c.rtimeout > 0 {
-		c.rdeadline = time.Now().Add(c.rtimeout)
-		_ = c.nc.SetReadDeadline(c.rdeadline)
-		c.rset = true
-	} else if c.rset {
-		_ = c.nc.SetReadDeadline(time.Time{})
-		c.rset, c.rdeadline = false, time.Time{}
+	c.rdl = 0
+	if c.rtimeout > 0 {
+		c.rdl = c.loop.ev.clock + int64(c.rtimeout)
 	}
 }
 
@@ -174,16 +160,8 @@ func (c *clientConn) armReadDeadline() {
 // t if its own deadline is later (a streamed body's exchange budget).
 func (c *clientConn) LimitReads(t time.Time) {
 	c.armReadDeadline()
-	if c.loop.ev != nil {
-		if at := c.t.clockAt(t); c.rdl == 0 || at < c.rdl {
-			c.rdl = at
-		}
-		return
-	}
-	if !c.rset || t.Before(c.rdeadline) {
-		c.rdeadline = t
-		_ = c.nc.SetReadDeadline(t)
-		c.rset = true
+	if at := c.t.clockAt(t); c.rdl == 0 || at < c.rdl {
+		c.rdl = at
 	}
 }
 
@@ -193,18 +171,10 @@ func (c *clientConn) armWriteDeadline() {
 		return
 	}
 	c.warmed = true
-	switch d := c.t.o.WriteTimeout; {
-	case c.loop.ev != nil:
-		c.wdl = 0
-		if d > 0 {
-			c.wdl = c.loop.ev.clock + int64(d)
-		}
-	case d > 0:
-		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
-	case c.wset:
-		_ = c.nc.SetWriteDeadline(noDeadline)
+	c.wdl = 0
+	if d := c.t.o.WriteTimeout; d > 0 {
+		c.wdl = c.loop.ev.clock + int64(d)
 	}
-	c.wset = false
 }
 
 // flushOut sends everything written so far.
@@ -228,8 +198,10 @@ func (c *clientConn) readPhase(d time.Duration) {
 // armWrite starts the write timeout of a new answer.
 func (c *clientConn) armWrite() { c.warmed = false }
 
-// idle hands the connection back to the reactor after a request; it
-// reports false if the connection is gone instead.
+// idle hands the connection back to its loop after a request, which
+// watched it all along: input that came meanwhile is the loop's to serve
+// once the fiber is done. It reports false if the connection is gone
+// instead.
 func (c *clientConn) idle() bool {
 	c.last.Store(c.t.clock.Load())
 	c.state.Store(connIdle)
@@ -243,18 +215,7 @@ func (c *clientConn) idle() bool {
 		c.closeIfIdle()
 		return false
 	}
-	if c.loop.ev != nil {
-		// Watched all along; input that came meanwhile is the loop's to
-		// serve once the fiber is done.
-		return true
-	}
-	c.mu.Lock()
-	ok := !c.closed && c.loop.rearm(c) == nil
-	c.mu.Unlock()
-	if !ok {
-		c.closeIfIdle()
-	}
-	return ok
+	return true
 }
 
 // closeIfIdle closes the connection unless a request is being served on it.
@@ -318,12 +279,7 @@ const (
 // while.
 func (c *clientConn) finish() {
 	if !isGone(c.rerr) && c.werr == nil && (c.linger || c.inputWaiting()) && c.closeWrite() == nil {
-		if c.loop.ev != nil {
-			c.evLinger()
-		} else {
-			_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
-			_, _ = io.CopyN(io.Discard, c.nc, lingerBytes)
-		}
+		c.evLinger()
 	}
 	c.close()
 }

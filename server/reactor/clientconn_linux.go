@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate/tollgate/internal/uring"
 )
 
-// evRead reads the client's socket in event-loop mode: once epoll has
+// evRead reads the client's socket on its loop: once epoll has
 // said there are bytes, waiting on the loop (under the phase's deadline)
 // otherwise. The waiting fiber is the one running: the connection's own,
 // or a relay's second one.
@@ -25,7 +25,7 @@ func (c *clientConn) evRead(p []byte) (int, error) {
 	return n, err
 }
 
-// evWrite writes all of p to the client's socket in event-loop mode,
+// evWrite writes all of p to the client's socket on its loop,
 // waiting on the loop (under the answer's deadline) while it is full.
 func (c *clientConn) evWrite(p []byte) (int, error) {
 	n, err := c.loop.ev.writeFD(c.loop.ev.cur, &c.io, c.fd, p, c.wdl)

@@ -39,10 +39,8 @@ func (t *reactorTransport) handOffH2(c *clientConn) error {
 	if err := c.netConn(); err != nil {
 		return err
 	}
-	if c.loop.ev != nil {
-		c.loop.remove(c)
-		c.rdl, c.wdl = 0, 0
-	}
+	c.loop.remove(c)
+	c.rdl, c.wdl = 0, 0
 	c.detached = true
 	_ = c.nc.SetDeadline(time.Time{})
 	// Shut with the transport if the HTTP/2 server's own shutdown ran

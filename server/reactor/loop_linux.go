@@ -17,22 +17,14 @@ import (
 	"github.com/tollgate/tollgate/internal/stripe"
 )
 
-// idleArm is the interest of an idle connection: readable, or hung up, once.
-// EPOLLONESHOT disarms it when it fires, so a connection being served is
-// watched by nobody but the goroutine serving it.
-const idleArm = uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT)
-
-// epollLoop is one epoll instance of the reactor. It watches idle connections
-// and hands each one that turns readable (or hangs up) to a new goroutine;
-// it never reads a socket itself. That is the read-ahead cap: bytes a
-// client sends while its connection is busy stay in the kernel's socket
-// buffer, whose window then closes, until the goroutine serving the
-// connection asks for them through its bounded bufio.Reader.
-//
-// In dispatch mode the loop's goroutine waits for its epoll fd the way any
-// Go code waits for a socket, parked in the runtime's poller: it holds no
-// thread, and it is woken as promptly as the goroutines serving
-// connections are. Event-loop mode waits differently (waitEvents).
+// epollLoop is one epoll instance of the reactor, one per worker: it
+// watches its client connections, the upstream connections its requests
+// dialed and the listening sockets it accepts from, and runs the requests
+// on fibers (scheduler_linux.go). Nothing reads a socket ahead of the
+// parser: bytes a client sends while its connection is busy stay in the
+// kernel's socket buffer, whose window then closes, until the fiber
+// serving the connection asks for them through its bounded bufio.Reader.
+// How it waits for events is waitEvents'.
 type epollLoop struct {
 	_    stripe.Pad // one loop writes it: no line shared with a neighbour
 	id   int        // index among the transport's loops
@@ -44,11 +36,11 @@ type epollLoop struct {
 	events    []syscall.EpollEvent
 	n         int
 	wait      func(fd uintptr) bool // l.poll, bound once
-	parkUntil int64                 // the epoll fd's read deadline (event-loop mode)
-	single    bool                  // the transport's only loop (event-loop mode)
+	parkUntil int64                 // the epoll fd's read deadline (park)
+	single    bool                  // the transport's only loop
 	idle      bool                  // the last wait ran out with no event: the next one may be long (waitEvents)
 
-	mu sync.RWMutex // writers: watch, unwatch, closing; readers: rearm, walks of owners
+	mu sync.RWMutex // writers: watch, unwatch, closing; readers: walks of owners
 	// owners: the client and upstream connections and listening sockets
 	// watched, by fd; an event also carries its owner's generation.
 	owners fdTable
@@ -56,8 +48,8 @@ type epollLoop struct {
 	closed bool          // epfd and wake are closed
 	done   chan struct{} // closed when run returns
 
-	// ev is the event-loop mode's state (nil in dispatch mode): the loop
-	// then runs requests itself, on fibers (see scheduler_linux.go).
+	// ev is the state of the requests the loop runs on fibers (see
+	// scheduler_linux.go).
 	ev *evState
 	_  stripe.Pad
 }
@@ -74,9 +66,7 @@ func newEpollLoop(t *reactorTransport, id int) (*epollLoop, error) {
 	}
 	l := &epollLoop{id: id, epfd: epfd, wake: int(r), done: make(chan struct{}),
 		events: make([]syscall.EpollEvent, 256)}
-	if t.eventLoop {
-		l.ev = newEvState(t, l, id)
-	}
+	l.ev = newEvState(t, l, id)
 	l.wait = l.poll
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(l.wake)}
 	err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wake, &ev)
@@ -105,7 +95,7 @@ func newEpollLoop(t *reactorTransport, id int) (*epollLoop, error) {
 	return l, nil
 }
 
-// waitEvents takes the ready events in event-loop mode: those ready now,
+// waitEvents takes the ready events: those ready now,
 // else it waits until one comes or wake (transport clock, 0 for never)
 // passes.
 //
@@ -252,31 +242,9 @@ func (l *epollLoop) poll(fd uintptr) bool {
 	return errno != 0 || l.n > 0
 }
 
-// run waits for events until stop; it is the loop's only goroutine.
-func (l *epollLoop) run() {
-	if l.ev != nil {
-		l.runEvents()
-		return
-	}
-	defer l.closeFDs()
-	for {
-		l.n = 0
-		if err := l.rc.Read(l.wait); err != nil {
-			return
-		}
-		for i := range l.events[:max(l.n, 0)] {
-			ev := &l.events[i]
-			if ev.Fd == int32(l.wake) {
-				return
-			}
-			// A connection closed since the event was queued, and perhaps
-			// replaced by a new one on the same fd, has another generation.
-			if o := l.owners.get(ev.Fd); o != nil && o.conn != nil && o.conn.gen == uint32(ev.Pad) {
-				o.conn.t.dispatch(o.conn)
-			}
-		}
-	}
-}
+// run waits for events and runs their requests until stop; it is the
+// loop's only goroutine.
+func (l *epollLoop) run() { l.runEvents() }
 
 // closeFDs releases the loop's epoll set and wake-up fd as run returns.
 func (l *epollLoop) closeFDs() {
@@ -294,15 +262,12 @@ func (l *epollLoop) closeFDs() {
 
 // stop ends run and waits for it.
 func (l *epollLoop) stop() {
-	if l.ev != nil {
-		l.ev.stopping.Store(true)
-	}
+	l.ev.stopping.Store(true)
 	l.kick()
 	<-l.done
 }
 
-// kick wakes the loop: it stops in dispatch mode, and looks at what was
-// posted to it in event-loop mode.
+// kick wakes the loop to look at what was posted to it.
 func (l *epollLoop) kick() {
 	var one = [8]byte{7: 1}
 	_, _ = syscall.Write(l.wake, one[:])
@@ -394,25 +359,9 @@ func unwatch(l *epollLoop, own fdOwner, fd int32, closing bool) {
 	}
 }
 
-// add starts watching a new idle connection.
+// add starts watching a new connection, for its whole life (evArm).
 func (l *epollLoop) add(c *clientConn) error {
-	arm := idleArm
-	if l.ev != nil {
-		arm = evArm
-	}
-	return watch(l, fdOwner{conn: c}, c.fd, c.gen, arm)
-}
-
-// rearm watches a connection that went back to idle. The caller holds c.mu,
-// so the connection's fd cannot be closed (and reused) meanwhile.
-func (l *epollLoop) rearm(c *clientConn) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
-		return syscall.EBADF
-	}
-	ev := syscall.EpollEvent{Events: idleArm, Fd: c.fd, Pad: int32(c.gen)}
-	return sysEpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, &ev)
+	return watch(l, fdOwner{conn: c}, c.fd, c.gen, evArm)
 }
 
 // remove stops watching a connection about to be closed.

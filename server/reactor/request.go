@@ -27,14 +27,8 @@ func (c *clientConn) serve() {
 		}
 	}()
 	c.linger = false
-	// A fiber keeps its buffers between connections; off the loops they
-	// come from the pool.
-	var w *serveState
-	if c.fiber != nil {
-		w = c.fiber.ownWork()
-	} else {
-		w = t.work.Get().(*serveState)
-	}
+	// A fiber keeps its buffers between connections.
+	w := c.fiber.ownWork()
 	w.br.Reset(c)
 	w.bw.Reset(c)
 	c.bw = w.bw
@@ -44,9 +38,6 @@ func (c *clientConn) serve() {
 	c.bw = nil
 	w.br.Reset(nil)
 	w.bw.Reset(nil)
-	if c.fiber == nil {
-		t.work.Put(w)
-	}
 
 	if c.detached {
 		// The HTTP/2 server has it now (h2.go), and closes it.

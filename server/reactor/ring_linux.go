@@ -135,9 +135,6 @@ func (s *evState) flush() {
 // rings: with IOUring "on" a kernel that refuses one is an error then, not
 // at the first Serve.
 func (t *reactorTransport) checkRing() error {
-	if !t.eventLoop {
-		return nil
-	}
 	if t.o.IOUring == "off" {
 		t.noteCalls("one syscall each (io_uring: off)")
 		return nil

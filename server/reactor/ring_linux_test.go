@@ -72,7 +72,7 @@ func ringServe(t *testing.T, mode string) (*reactorTransport, string) {
 // ringServeSized is ringServe with rings of entries calls (0: the default).
 func ringServeSized(t *testing.T, mode string, entries uint32) (*reactorTransport, string) {
 	t.Helper()
-	tr, err := New(ringBreaker{}, transport.Options{EventLoop: true, Workers: 1, IOUring: mode,
+	tr, err := New(ringBreaker{}, transport.Options{Workers: 1, IOUring: mode,
 		HeaderTimeout: 2 * time.Second, IdleTimeout: 5 * time.Second, WriteTimeout: 2 * time.Second})
 	if err != nil {
 		if mode == "on" && errors.Is(err, uring.ErrUnsupported) {

@@ -17,17 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Event-loop mode: each loop runs the requests of its connections itself
-// instead of handing them to goroutines. A request runs on a fiber (a
+// Each loop runs the requests of its connections itself. A request runs on a fiber (a
 // coroutine, iter.Pull) that the loop resumes directly, without the Go
 // scheduler: when the request must wait for its client or its backend,
 // the fiber yields back to the loop, which watches the socket in its own
 // epoll set and resumes the fiber when the socket is ready or its
 // deadline passes. Client and upstream sockets are registered once,
 // edge-triggered, so a request costs no epoll_ctl, and no read is tried
-// before epoll said there are bytes. The serving code (parsing, limits,
-// streaming bodies, pipelining) is the dispatch mode's, unchanged: only
-// where it waits differs.
+// before epoll said there are bytes.
 //
 // A filter's bounded blocking call (Ctx.Block) runs on a goroutine of its
 // own while its fiber stays parked on the loop; the goroutine hands the
@@ -35,7 +32,7 @@ import (
 // its loop's goroutine, which can then keep its OS thread (runEvents).
 // Ctx.Sleep parks the fiber on the loop's timers.
 
-// evArm is how event-loop mode watches a socket, once for its life:
+// evArm is how a loop watches a socket, once for its life:
 // readable, writable and hung up, edge-triggered.
 const evArm = uint32(syscall.EPOLLIN|syscall.EPOLLOUT|syscall.EPOLLRDHUP) | 1<<31 // EPOLLET
 
@@ -52,7 +49,8 @@ func (io *evIO) note(events uint32) {
 	}
 }
 
-// evState is a loop's event-loop mode state.
+// evState is what a loop knows of the requests it runs: its fibers, their
+// timers, and the work other goroutines posted to it.
 type evState struct {
 	_  stripe.Pad // one loop writes it: no line shared with a neighbour
 	t  *reactorTransport
@@ -102,7 +100,8 @@ func newEvState(t *reactorTransport, l *epollLoop, id int) *evState {
 	return &evState{t: t, l: l, id: id, nowAt: -1}
 }
 
-// runEvents is run in event-loop mode.
+// runEvents waits for events and resumes the fibers they concern, until
+// the loop stops.
 func (l *epollLoop) runEvents() {
 	s := l.ev
 	if s.t.spareP {

@@ -130,7 +130,6 @@ func (t *reactorTransport) stop() {
 		for _, l := range loops {
 			l.stop()
 		}
-		t.stopWorkers()
 	})
 }
 

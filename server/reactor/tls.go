@@ -87,11 +87,8 @@ func (s tlsSocket) SetReadDeadline(d time.Time) error {
 	if c.detached {
 		return c.nc.SetReadDeadline(d)
 	}
-	if c.loop.ev != nil {
-		c.rdl = c.t.clockAt(d)
-		return nil
-	}
-	return c.nc.SetReadDeadline(d)
+	c.rdl = c.t.clockAt(d)
+	return nil
 }
 
 var _ net.Conn = tlsSocket{}
@@ -104,7 +101,7 @@ func (c *clientConn) startTLS(cfg *tls.Config) {
 
 // socketRead reads the socket itself (under TLS: for crypto/tls).
 func (c *clientConn) socketRead(p []byte) (int, error) {
-	if c.loop.ev != nil && !c.detached {
+	if !c.detached {
 		return c.evRead(p)
 	}
 	return c.nc.Read(p)
@@ -112,7 +109,7 @@ func (c *clientConn) socketRead(p []byte) (int, error) {
 
 // socketWrite writes the socket itself.
 func (c *clientConn) socketWrite(p []byte) (int, error) {
-	if c.loop.ev != nil && !c.detached {
+	if !c.detached {
 		return c.evWrite(p)
 	}
 	return c.nc.Write(p)
@@ -143,12 +140,7 @@ func (c *clientConn) armHandshakeWrites() {
 	if c.warmed || c.rtimeout <= 0 {
 		return
 	}
-	if c.loop.ev != nil {
-		c.wdl = c.rdl
-	} else {
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.rtimeout))
-		c.wset = true
-	}
+	c.wdl = c.rdl
 }
 
 // writePlain writes an answer's bytes, through TLS when the client uses it.

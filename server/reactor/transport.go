@@ -19,25 +19,25 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// reactorTransport is the gateway's reactor: epoll loops watch idle
-// connections, and a connection that turns readable is served by a
-// goroutine of its own, which parses with fasthttp's types, answers every
-// request its input holds (pipelined requests included), flushes once and
-// hands the connection back. A connection holds no goroutine and no parse
-// buffers while it waits between requests.
+// reactorTransport is the gateway's reactor: one epoll loop per worker
+// watches its connections, and a connection that turns readable is served
+// on a fiber of its loop, which parses with fasthttp's types, answers
+// every request its input holds (pipelined requests included), flushes
+// once and gives the connection back to the loop. A connection holds no
+// goroutine and no parse buffers while it waits between requests.
 //
-// Nothing reads a socket but the goroutine serving it, and only when its
+// Nothing reads a socket but the fiber serving it, and only when its
 // bufio.Reader needs bytes: read-ahead per connection is capped at that
 // reader's size (readBufSize), and bytes a client pushes while its
 // connection is busy stay in the kernel's socket buffer, whose TCP window
 // then closes on the client. (The transport was first built on
 // github.com/cloudwego/netpoll, whose poller reads every readable socket
 // into an input buffer without bound and, as of v0.7.2, cannot be told to
-// stop; the name stays for configuration: "transport: netpoll".)
+// stop; "transport: netpoll" still names it.)
 //
 // Idle and first-request timeouts are enforced by one sweeper goroutine per
-// transport; the header, body and write timeouts by socket deadlines while
-// a request is being served.
+// transport; the header, body and write timeouts by the loops' timers
+// while a request is being served.
 type reactorTransport struct {
 	h  transport.Handler
 	lh transport.LoopHandler // h, when it can serve on a loop
@@ -73,13 +73,10 @@ type reactorTransport struct {
 	mu      sync.Mutex
 	live    map[*clientConn]struct{} // admitted connections, for the sweeper and Shutdown
 	lns     []net.Listener
-	loopLns map[net.Listener]*loopListener // the listeners the loops accept from (event-loop mode)
+	loopLns map[net.Listener]*loopListener // the listeners the loops accept from
 	loops   []*epollLoop
 	started bool
 
-	// eventLoop runs requests on the loops themselves (scheduler_linux.go)
-	// instead of dispatching them to goroutines.
-	eventLoop bool
 	// calls says how the loops make their socket calls (SocketCalls);
 	// ringsOK, that the kernel allows them rings (checkRing), and
 	// ringLoops how many have one (IOUringLoops).
@@ -95,7 +92,6 @@ type reactorTransport struct {
 	stopOnce  sync.Once
 	stopSweep chan struct{}
 	sweepDone chan struct{}
-	workers   *workerPool
 }
 
 // serveState is what a goroutine serving a connection borrows from the pool.
@@ -158,8 +154,6 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		loopLns:      make(map[net.Listener]*loopListener),
 		stopSweep:    make(chan struct{}),
 		sweepDone:    make(chan struct{}),
-		workers:      newWorkerPool(),
-		eventLoop:    o.EventLoop,
 		ringEntries:  ringEntries,
 	}
 	t.lh, _ = h.(transport.LoopHandler)
@@ -197,20 +191,14 @@ func (t *reactorTransport) startLocked() error {
 	if t.started {
 		return nil
 	}
-	// In dispatch mode the loops only wait and dispatch; reading and
-	// parsing happen on the goroutines they start, so one loop serves 20
-	// cores. In event-loop mode each loop runs its requests: one per core.
-	cores := t.o.Workers
-	if cores <= 0 {
-		cores = runtime.GOMAXPROCS(0)
+	// Each loop runs its requests: one per core.
+	n := t.o.Workers
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
 	}
-	n := cores/20 + 1
-	if t.eventLoop {
-		n = cores
-		// With a P beyond the loops, goroutines run there: every loop
-		// waits on its own and never yields (waitEvents).
-		t.spareP = runtime.GOMAXPROCS(0) > n
-	}
+	// With a P beyond the loops, goroutines run there: every loop waits on
+	// its own and never yields (waitEvents).
+	t.spareP = runtime.GOMAXPROCS(0) > n
 	loops := make([]*epollLoop, 0, n)
 	for i := range n {
 		l, err := newEpollLoop(t, i)
@@ -223,7 +211,7 @@ func (t *reactorTransport) startLocked() error {
 		}
 		loops = append(loops, l)
 	}
-	if t.eventLoop && n == 1 {
+	if n == 1 {
 		loops[0].single = true
 	}
 	if err := t.setRings(loops); err != nil {
@@ -236,7 +224,6 @@ func (t *reactorTransport) startLocked() error {
 	for _, l := range loops {
 		go l.run()
 	}
-	go t.sweepWorkers()
 	t.loops = loops
 	t.started = true
 	if t.sweepTick > 0 {
@@ -248,9 +235,9 @@ func (t *reactorTransport) startLocked() error {
 	return nil
 }
 
-// Serve implements Transport. In event-loop mode a TCP listener is closed
-// as soon as the loops hold a descriptor of its socket (listenOnLoops):
-// from then on only Shutdown stops the accepting.
+// Serve implements Transport. A TCP listener is closed as soon as the
+// loops hold a descriptor of its socket (listenOnLoops): from then on only
+// Shutdown stops the accepting. Other listeners are accepted from here.
 func (t *reactorTransport) Serve(ln net.Listener) error {
 	t.mu.Lock()
 	if t.shut.Load() {
@@ -268,18 +255,16 @@ func (t *reactorTransport) Serve(ln net.Listener) error {
 	t.mu.Unlock()
 	defer t.serving.Add(-1)
 
-	if t.eventLoop {
-		if ll, ok := t.listenOnLoops(ln); ok {
-			t.mu.Lock()
-			t.loopLns[ln] = ll
-			shut := t.shut.Load()
-			t.mu.Unlock()
-			if shut { // Shutdown took t.lns before ln joined it
-				ll.stop()
-			}
-			<-ll.done
-			return nil
+	if ll, ok := t.listenOnLoops(ln); ok {
+		t.mu.Lock()
+		t.loopLns[ln] = ll
+		shut := t.shut.Load()
+		t.mu.Unlock()
+		if shut { // Shutdown took t.lns before ln joined it
+			ll.stop()
 		}
+		<-ll.done
+		return nil
 	}
 
 	var backoff time.Duration
@@ -377,11 +362,7 @@ func (t *reactorTransport) adopt(c *clientConn, accepting *epollLoop) {
 func (t *reactorTransport) dispatch(c *clientConn) {
 	if c.state.CompareAndSwap(connIdle, connBusy) {
 		t.served(c, 1)
-		if c.loop.ev != nil {
-			c.loop.ev.post(evPost{c: c})
-			return
-		}
-		t.serveOnWorker(c)
+		c.loop.ev.post(evPost{c: c})
 	}
 }
 
@@ -391,9 +372,6 @@ func (t *reactorTransport) Conns() int { return int(t.conns.Load()) }
 // now reads the transport's monotonic clock; connections record their last
 // activity off the coarse copy in clock.
 func (t *reactorTransport) now() int64 { return int64(time.Since(t.epoch)) }
-
-// noDeadline clears a socket deadline.
-var noDeadline time.Time
 
 // clockAt converts a deadline to the transport's clock; 0 is none.
 func (t *reactorTransport) clockAt(d time.Time) int64 {
@@ -448,7 +426,7 @@ func (t *reactorTransport) IOUringLoops() int { return int(t.ringLoops.Load()) }
 
 // SocketCalls says how the event loops make their socket calls: in
 // batches through an io_uring, or one syscall each and why; "" before the
-// transport serves, and in dispatch mode.
+// transport serves.
 func (t *reactorTransport) SocketCalls() string {
 	if p := t.calls.Load(); p != nil {
 		return *p

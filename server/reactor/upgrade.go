@@ -3,7 +3,6 @@
 package reactor
 
 import (
-	"net"
 	"syscall"
 
 	"github.com/tollgate/tollgate/pipeline"
@@ -41,17 +40,9 @@ func (t *reactorTransport) switchProtocols(c *clientConn, w *serveState, up *pip
 	}
 	// The answer's write deadline is over; the relay's writes wait as
 	// long as the other side keeps the relay alive.
-	if c.loop.ev != nil {
-		c.wdl = 0
-	} else {
-		_ = c.nc.SetWriteDeadline(noDeadline)
-	}
-	spawn := transport.Spawn
-	if c.fiber != nil {
-		spawn = c.fiber.spawn
-	}
+	c.wdl = 0
 	c.relaying.Store(true)
-	transport.Relay(client, up.Conn, early, up, spawn, func() {
+	transport.Relay(client, up.Conn, early, up, c.fiber.spawn, func() {
 		c.shutdownSocket()
 		transport.Shutdown(up.Conn)
 	})
@@ -67,11 +58,6 @@ func (c *clientConn) shutdownSocket() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return
-	}
-	if tc, ok := c.nc.(*net.TCPConn); ok && c.loop.ev == nil {
-		_ = tc.CloseRead()
-		_ = tc.CloseWrite()
 		return
 	}
 	_ = syscall.Shutdown(int(c.fd), syscall.SHUT_RDWR)
