@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/server/fasthttpserve"
 	"github.com/tollgate/tollgate/server/h2"
 	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/tollgate/tollgate/server/transport"
@@ -96,7 +97,7 @@ func HTTP2For(f *config.File) *h2.Server {
 func NewTransport(kind string, h Handler, o Options) (Transport, error) {
 	switch {
 	case kind == config.TransportFastHTTP:
-		return newFastHTTPTransport(h, o), nil
+		return fasthttpserve.New(h, o), nil
 	case config.IsReactor(kind):
 		return reactor.New(h, o)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/server/fasthttpserve"
 	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/valyala/fasthttp"
 )
@@ -1003,7 +1004,7 @@ func BenchmarkNetpollTransport(b *testing.B) {
 			}
 			return tr
 		}},
-		{"fasthttp-ref", func() Transport { return newFastHTTPTransport(npBenchHandler{}, o) }},
+		{"fasthttp-ref", func() Transport { return fasthttpserve.New(npBenchHandler{}, o) }},
 	}
 	for _, k := range kinds {
 		b.Run(k.name+"/keepalive", func(b *testing.B) {
