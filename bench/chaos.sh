@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 RELOADS=${CHAOS_RELOADS:-10}
 DURATION=${CHAOS_DURATION:-10}
-TRANSPORTS=${CHAOS_TRANSPORTS:-"netpoll fasthttp"}
+TRANSPORTS=${CHAOS_TRANSPORTS:-"reactor fasthttp"}
 GW=127.0.0.1:18080 ADMIN=127.0.0.1:19901 UP1=127.0.0.1:19101 UP2=127.0.0.1:19102 HANG=127.0.0.1:19103
 
 # shellcheck disable=SC2046 # one word per missing command

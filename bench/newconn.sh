@@ -17,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # ---------------------------------------------------------------- knobs
 SAMPLES=${NEWCONN_SAMPLES:-40}
 WORKERS=${TOLLGATE_WORKERS:-$(nproc)}
-TRANSPORT=${TOLLGATE_TRANSPORT:-netpoll}
+TRANSPORT=${TOLLGATE_TRANSPORT:-reactor}
 NGINX_WORKERS=$WORKERS
 RECORD=${NEWCONN_RECORD:-${BENCH_RECORD:-0}}
 GATEWAY_BIN=${NEWCONN_GATEWAY_BIN:-${BENCH_GATEWAY_BIN:-}}

@@ -16,8 +16,8 @@ func (f *File) Defaults() {
 	if f.TLS != nil {
 		f.TLS.defaults()
 	}
-	if f.Transport == "" {
-		f.Transport = "netpoll"
+	if f.Transport == "" || IsReactor(f.Transport) {
+		f.Transport = TransportReactor
 	}
 	if f.IOUring == "" {
 		f.IOUring = "auto"
@@ -151,10 +151,8 @@ func (f *File) Validate(name string) error {
 	if _, _, err := net.SplitHostPort(f.Listen); err != nil {
 		return bad(0, "listen %q: %v", f.Listen, err)
 	}
-	switch f.Transport {
-	case "netpoll", "netpoll-dispatch", "fasthttp":
-	default:
-		return bad(0, "transport %q: want netpoll, netpoll-dispatch or fasthttp", f.Transport)
+	if err := f.validateTransport(bad); err != nil {
+		return err
 	}
 	switch f.IOUring {
 	case "auto", "on", "off":

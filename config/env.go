@@ -58,9 +58,9 @@ func listFlag(dst func(*File) *[]string) func(*File, string) error {
 // TOLLGATE_CONFIG (the file itself) is read by the command, not here.
 var EnvFlags = []EnvFlag{
 	{"TOLLGATE_LISTEN", ":8080", "address the gateway listens on", strFlag(func(f *File) *string { return &f.Listen })},
-	{"TOLLGATE_WORKERS", "0 (one per core)", "cores the gateway works on: event loops on netpoll (GOMAXPROCS one higher), GOMAXPROCS otherwise", intFlag(func(f *File) *int { return &f.Workers })},
-	{"TOLLGATE_TRANSPORT", "netpoll", "client-side transport: netpoll (epoll event loops), netpoll-dispatch (epoll reactor handing connections to goroutines) or fasthttp", strFlag(func(f *File) *string { return &f.Transport })},
-	{"TOLLGATE_IO_URING", "auto", "how the netpoll transport's loops make socket calls: auto (in batches through io_uring when the kernel allows it), on (io_uring or no start) or off (one syscall each)", strFlag(func(f *File) *string { return &f.IOUring })},
+	{"TOLLGATE_WORKERS", "0 (one per core)", "cores the gateway works on: event loops on reactor (GOMAXPROCS one higher), GOMAXPROCS otherwise", intFlag(func(f *File) *int { return &f.Workers })},
+	{"TOLLGATE_TRANSPORT", "reactor", "client-side transport: reactor (epoll event loops; netpoll is a synonym) or fasthttp", strFlag(func(f *File) *string { return &f.Transport })},
+	{"TOLLGATE_IO_URING", "auto", "how the reactor transport's loops make socket calls: auto (in batches through io_uring when the kernel allows it), on (io_uring or no start) or off (one syscall each)", strFlag(func(f *File) *string { return &f.IOUring })},
 	{"TOLLGATE_NODE_ID", "hostname:port", "this node's name in logs and the cluster", strFlag(func(f *File) *string { return &f.NodeID })},
 	{"TOLLGATE_LOG_LEVEL", "info", "debug, info, warn or error", strFlag(func(f *File) *string { return &f.LogLevel })},
 	{"TOLLGATE_ACCESS_LOG", "stdout", "access log: stdout, stderr, off or a file path", strFlag(func(f *File) *string { return &f.AccessLog.Path })},

@@ -94,6 +94,7 @@ func ParseAs(name string, data []byte, lookup func(string) (string, bool), mode 
 	if err := doc.Decode(f); err != nil {
 		return nil, redactErr(unmarkErr(yamlError(name, err)), values)
 	}
+	f.noteTransport(doc)
 	return f, nil
 }
 

@@ -21,8 +21,8 @@ type File struct {
 	NodeID  string `yaml:"node_id"` // default hostname:port
 	// TLS, when set, adds a TLS listener for clients (see ServerTLS).
 	TLS       *ServerTLS `yaml:"tls"`
-	Transport string     `yaml:"transport"` // netpoll (default) | netpoll-dispatch | fasthttp
-	// IOUring is how the netpoll transport's event loops make their
+	Transport string     `yaml:"transport"` // reactor (default; "netpoll" is a synonym) | fasthttp
+	// IOUring is how the reactor transport's event loops make their
 	// socket calls: auto (default: in batches through an io_uring when
 	// the kernel allows one, else one syscall each), on (an io_uring or
 	// no start) or off (one syscall each).
@@ -68,6 +68,8 @@ type File struct {
 	// sections are the registered top-level sections' configs as their
 	// owners provisioned them (defaults written in), by key.
 	sections map[string]any
+	// transportAt is the transport setting as written (transport.go).
+	transportAt transportSetting
 }
 
 // Client is what a client may send and how long the gateway waits for it.

@@ -20,9 +20,6 @@ import (
 // too, every new connection woke the thread waiting there for nothing
 // (bench/RESULTS.md, "The listener out of the runtime's poller").
 func TestEventLoopListenerLeavesRuntimePoller(t *testing.T) {
-	if npDispatch {
-		t.Skip("event-loop mode only")
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

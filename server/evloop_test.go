@@ -222,7 +222,7 @@ func TestEventLoopUpstreamOnTheLoop(t *testing.T) {
 // TestTransportNamesAgree: every transport a config may name starts, and
 // a name the transports do not know is refused when the config is read.
 func TestTransportNamesAgree(t *testing.T) {
-	for _, kind := range []string{"netpoll", "netpoll-dispatch", "fasthttp", "eventloop"} {
+	for _, kind := range []string{"reactor", "netpoll", "netpoll-dispatch", "fasthttp", "eventloop"} {
 		f, err := config.Parse("t.yaml", []byte("transport: "+kind+"\n"+oneService), func(k string) (string, bool) {
 			return "127.0.0.1:1", k == "UP"
 		})
@@ -471,7 +471,7 @@ func TestLoopPoolReuse(t *testing.T) {
 // process's goroutine stacks.
 func fibersAlive() int {
 	buf := make([]byte, 8<<20)
-	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("netpoll.(*fiber).body("))
+	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("reactor.(*fiber).body("))
 }
 
 // TestEventLoopKeepsFibersForTheNextBurst: the fibers a burst needed are
@@ -587,9 +587,6 @@ func TestEventLoopsWaitOnTheirOwn(t *testing.T) {
 // npServeOneLoop serves h on one event loop run as the gateway runs it,
 // with a P beyond the loop (server.ProcsFor), until the test ends.
 func npServeOneLoop(t *testing.T, h Handler) string {
-	if npDispatch {
-		t.Skip("event-loop mode only")
-	}
 	o := npOptions()
 	o.Workers = 1
 	old := runtime.GOMAXPROCS(o.Workers + 1)
@@ -721,9 +718,6 @@ func TestEventLoopKeepsItsThread(t *testing.T) {
 // burst of keep-alive connections (wrk's start) is spread evenly and not
 // left on whichever loop woke first.
 func TestEventLoopsShareNewConns(t *testing.T) {
-	if npDispatch {
-		t.Skip("event-loop mode only")
-	}
 	o := npOptions()
 	o.Workers = 2
 	_, addr := npServe(t, &loopStub{}, o)

@@ -1,7 +1,8 @@
 // Package server runs the client side of the gateway: a transport (the
-// netpoll reactor, or fasthttp.Server) accepts connections and parses
-// requests, and the Gateway serves each parsed request on the current config
-// snapshot.
+// reactor's event loops, server/reactor, or fasthttp.Server,
+// server/fasthttpserve; transport.go chooses) accepts connections and
+// parses requests, and the Gateway serves each parsed request on the
+// current config snapshot.
 package server
 
 import (

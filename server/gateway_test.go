@@ -319,7 +319,7 @@ func TestProcsFor(t *testing.T) {
 		transport string
 		workers   int
 		want      int
-	}{{"netpoll", 2, 3}, {"netpoll", 1, 2}, {"netpoll-dispatch", 2, 2}, {"fasthttp", 4, 4}} {
+	}{{"reactor", 2, 3}, {"netpoll", 1, 2}, {"fasthttp", 4, 4}} {
 		f := &config.File{Transport: c.transport, Workers: c.workers}
 		if got := ProcsFor(f); got != c.want || WorkersFor(f) != c.workers {
 			t.Errorf("%s with %d workers: GOMAXPROCS %d, workers %d; want %d, %d", c.transport, c.workers, got, WorkersFor(f), c.want, c.workers)

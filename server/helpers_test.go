@@ -14,7 +14,7 @@ import (
 	"github.com/tollgate/tollgate/internal/testutil"
 )
 
-var transports = []string{"netpoll", "netpoll-dispatch", "fasthttp"}
+var transports = []string{"netpoll", "fasthttp"}
 
 // testGateway is a gateway on a real loopback socket.
 type testGateway struct {

@@ -369,7 +369,6 @@ routes:
 				t.Fatal(err)
 			}
 			o := npOptions()
-			o.EventLoop = kind == "netpoll"
 			o.TLS = store.Config(tls.VersionTLS12, nil)
 			var tr Transport
 			if kind == "fasthttp" {

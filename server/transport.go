@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/server/fasthttpserve"
 	"github.com/tollgate/tollgate/server/h2"
 	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/tollgate/tollgate/server/transport"
@@ -58,7 +59,7 @@ func WorkersFor(f *config.File) int {
 // while the loops were busy (bench/RESULTS.md, "Background goroutines
 // under load").
 func ProcsFor(f *config.File) int {
-	if f.Transport == "netpoll" {
+	if config.IsReactor(f.Transport) {
 		return WorkersFor(f) + 1
 	}
 	return WorkersFor(f)
@@ -90,20 +91,15 @@ func HTTP2For(f *config.File) *h2.Server {
 	})
 }
 
-// NewTransport returns the transport named kind: "netpoll" (the epoll
-// reactor running requests on its event loops), "netpoll-dispatch" (the
-// same reactor handing each ready connection to a goroutine) or
-// "fasthttp" (fasthttp.Server, a goroutine per connection).
+// NewTransport returns the transport named kind: "reactor" (the epoll
+// event loops running requests; "netpoll" is a synonym) or "fasthttp"
+// (fasthttp.Server, a goroutine per connection).
 func NewTransport(kind string, h Handler, o Options) (Transport, error) {
-	switch kind {
-	case "fasthttp":
-		return newFastHTTPTransport(h, o), nil
-	case "netpoll":
-		o.EventLoop = true
-		return reactor.New(h, o)
-	case "netpoll-dispatch":
-		o.EventLoop = false
+	switch {
+	case kind == config.TransportFastHTTP:
+		return fasthttpserve.New(h, o), nil
+	case config.IsReactor(kind):
 		return reactor.New(h, o)
 	}
-	return nil, fmt.Errorf("unknown transport %q (want netpoll, netpoll-dispatch or fasthttp)", kind)
+	return nil, fmt.Errorf("unknown transport %q (want reactor or fasthttp)", kind)
 }

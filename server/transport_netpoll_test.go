@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/server/fasthttpserve"
 	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/valyala/fasthttp"
 )
@@ -80,10 +81,6 @@ func (s *npStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Respo
 	resp.SetBodyString(codec.Message(err))
 }
 
-// npDispatch runs the reactor's tests in dispatch mode (connections handed
-// to goroutines) instead of event-loop mode; see TestNetpollDispatchMode.
-var npDispatch bool
-
 func npOptions() Options {
 	return Options{
 		MaxHeaderBytes:  4096,
@@ -94,7 +91,6 @@ func npOptions() Options {
 		IdleTimeout:     5 * time.Second,
 		WriteTimeout:    2 * time.Second,
 		MaxConns:        1000,
-		EventLoop:       !npDispatch,
 		IOUring:         npIOUring,
 	}
 }
@@ -950,16 +946,6 @@ func npReactorTests() map[string]func(*testing.T) {
 	}
 }
 
-// TestNetpollDispatchMode runs the reactor's tests again in dispatch mode
-// ("transport: netpoll-dispatch"); the others run in event-loop mode.
-func TestNetpollDispatchMode(t *testing.T) {
-	npDispatch = true
-	defer func() { npDispatch = false }()
-	for name, test := range npReactorTests() {
-		t.Run(name, test)
-	}
-}
-
 // TestNetpollSyscallsOneByOne runs the reactor's tests again with the
 // event loops making one syscall for each socket call (io_uring: off, and
 // where the kernel refuses a ring); the others make them in batches where
@@ -1018,7 +1004,7 @@ func BenchmarkNetpollTransport(b *testing.B) {
 			}
 			return tr
 		}},
-		{"fasthttp-ref", func() Transport { return newFastHTTPTransport(npBenchHandler{}, o) }},
+		{"fasthttp-ref", func() Transport { return fasthttpserve.New(npBenchHandler{}, o) }},
 	}
 	for _, k := range kinds {
 		b.Run(k.name+"/keepalive", func(b *testing.B) {

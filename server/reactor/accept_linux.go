@@ -31,7 +31,7 @@ import (
 // connection against 0.64 without it and nginx's 0.51 (bench/RESULTS.md,
 // "The listener out of the runtime's poller").
 type loopListener struct {
-	t    *netpollTransport
+	t    *reactorTransport
 	gen  uint32
 	once sync.Once
 	done chan struct{} // closed when the loops stopped accepting from it
@@ -46,7 +46,7 @@ type loopListener struct {
 // listenOnLoops registers ln with every loop; false when ln is not a TCP
 // listener with a descriptor to take (the caller then accepts on a
 // goroutine).
-func (t *netpollTransport) listenOnLoops(ln net.Listener) (*loopListener, bool) {
+func (t *reactorTransport) listenOnLoops(ln net.Listener) (*loopListener, bool) {
 	tl, ok := ln.(*net.TCPListener)
 	if !ok {
 		return nil, false
@@ -106,18 +106,18 @@ func (ll *loopListener) shrinkBacklog() {
 }
 
 // addListener starts watching a listening socket.
-func (l *npLoop) addListener(ll *loopListener) error {
+func (l *epollLoop) addListener(ll *loopListener) error {
 	return watch(l, fdOwner{ln: ll}, ll.fd, ll.gen, syscall.EPOLLIN|unix.EPOLLEXCLUSIVE)
 }
 
 // removeListener stops watching a listening socket.
-func (l *npLoop) removeListener(ll *loopListener) { unwatch(l, fdOwner{ln: ll}, ll.fd, false) }
+func (l *epollLoop) removeListener(ll *loopListener) { unwatch(l, fdOwner{ln: ll}, ll.fd, false) }
 
 // acceptFrom takes the connections waiting on ll (loop only), a bounded
 // number per event: the listener is level-triggered, so the rest wake a
 // loop again. A connection accepted here stays a bare descriptor, never
 // registered with the runtime's poller (acceptFD).
-func (l *npLoop) acceptFrom(ll *loopListener) {
+func (l *epollLoop) acceptFrom(ll *loopListener) {
 	ll.mu.RLock()
 	defer ll.mu.RUnlock()
 	if ll.stopped {
@@ -143,9 +143,9 @@ func (l *npLoop) acceptFrom(ll *loopListener) {
 
 // pauseListener stops watching ll for a moment after an accept error
 // (ll.mu read-locked).
-func (l *npLoop) pauseListener(ll *loopListener) {
+func (l *epollLoop) pauseListener(ll *loopListener) {
 	l.removeListener(ll)
-	time.AfterFunc(npAcceptPause, func() {
+	time.AfterFunc(acceptPause, func() {
 		ll.mu.RLock()
 		defer ll.mu.RUnlock()
 		if !ll.stopped {
@@ -154,9 +154,9 @@ func (l *npLoop) pauseListener(ll *loopListener) {
 	})
 }
 
-// npAcceptPause is how long a loop leaves a listener alone after an
+// acceptPause is how long a loop leaves a listener alone after an
 // accept error such as running out of file descriptors.
-const npAcceptPause = 50 * time.Millisecond
+const acceptPause = 50 * time.Millisecond
 
 // acceptFD is accept for a socket an event loop accepted itself: it stays
 // a bare non-blocking descriptor that only the loops watch. Made a net.Conn
@@ -166,7 +166,7 @@ const npAcceptPause = 50 * time.Millisecond
 // lookups — and needed a second descriptor for a moment, so that at the
 // descriptor limit a connection was accepted and then dropped. Only a
 // connection handed to the HTTP/2 server gets a net.Conn (netConn).
-func (t *netpollTransport) acceptFD(fd int32, peer netip.AddrPort, accepting *npLoop) {
+func (t *reactorTransport) acceptFD(fd int32, peer netip.AddrPort, accepting *epollLoop) {
 	if !t.admit() {
 		_ = sysClose(fd)
 		return
@@ -174,11 +174,11 @@ func (t *netpollTransport) acceptFD(fd int32, peer netip.AddrPort, accepting *np
 	// Answers go out whole, and a pipelined or streamed one must not wait
 	// for the ACK of the last (Nagle's algorithm), as net.TCPConn has it.
 	sysNoDelay(fd)
-	t.adopt(&npConn{t: t, peer: peer, fd: fd}, accepting)
+	t.adopt(&clientConn{t: t, peer: peer, fd: fd}, accepting)
 }
 
 // localAddr is the address a bare socket was accepted on.
-func (c *npConn) localAddr() net.Addr {
+func (c *clientConn) localAddr() net.Addr {
 	if sa, err := syscall.Getsockname(int(c.fd)); err == nil {
 		if a := sockaddrTCP(sa); a != nil {
 			return a
@@ -191,7 +191,7 @@ func (c *npConn) localAddr() net.Addr {
 // reads and writes through the runtime's poller, on a descriptor of its
 // own; c.fd stays open beside it until close. Only the goroutine serving c
 // calls it, before handing the connection over.
-func (c *npConn) netConn() error {
+func (c *clientConn) netConn() error {
 	if c.nc != nil {
 		return nil
 	}

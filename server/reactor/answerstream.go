@@ -1,3 +1,5 @@
+//go:build linux
+
 package reactor
 
 import (
@@ -44,7 +46,7 @@ const defaultStreamWindow = 512 << 10
 
 // errStreamCut is a streamed answer the backend ended early or broke: the
 // client has a part of it, and its connection closes.
-var errStreamCut = errors.New("netpoll: streamed answer cut short")
+var errStreamCut = errors.New("reactor: streamed answer cut short")
 
 // writeStreamed writes an answer whose body streams from the backend: its
 // header section (as read when the handler kept it, w.answer), then the
@@ -57,7 +59,7 @@ var errStreamCut = errors.New("netpoll: streamed answer cut short")
 // client that reads steadily is not cut however long the answer, and one
 // that stops (or takes less than a window per write_timeout) is cut when
 // the timeout passes, the backend's connection closed with it.
-func (t *netpollTransport) writeStreamed(c *npConn, w *npWork, resp *fasthttp.Response, closeConn, http11 bool) (keep bool, err error) {
+func (t *reactorTransport) writeStreamed(c *clientConn, w *serveState, resp *fasthttp.Response, closeConn, http11 bool) (keep bool, err error) {
 	body := resp.BodyStream()
 	length := int64(resp.Header.ContentLength())
 	chunked := length < 0 && http11
@@ -148,7 +150,7 @@ var (
 // noteStream counts how a streamed answer ended: written whole, cut by
 // the backend (or its limit), or cut because the client stopped taking
 // it within write_timeout.
-func (t *netpollTransport) noteStream(err error) {
+func (t *reactorTransport) noteStream(err error) {
 	var ne net.Error
 	switch {
 	case err == nil:
@@ -165,7 +167,7 @@ func (t *netpollTransport) noteStream(err error) {
 // StreamedAnswers reports the answers streamed so far (answer_window): written
 // whole, cut short by the backend or a broken client connection, and cut
 // because the client stopped reading.
-func (t *netpollTransport) StreamedAnswers() (done, cut, stalled uint64) {
+func (t *reactorTransport) StreamedAnswers() (done, cut, stalled uint64) {
 	return t.streamsDone.Load(), t.streamsCut.Load(), t.streamsStalled.Load()
 }
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 package reactor
 
 import (
@@ -21,7 +23,8 @@ func BenchmarkCoroutineSwitch(b *testing.B) {
 }
 
 // BenchmarkGoroutineHandoff is a round trip to another goroutine over
-// unbuffered channels, how dispatch mode hands work over.
+// unbuffered channels, how work changes goroutines off the loops (a
+// blocking call, the retired dispatch mode).
 func BenchmarkGoroutineHandoff(b *testing.B) {
 	to, back := make(chan int), make(chan int)
 	go func() {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package reactor
 
 import (
@@ -16,7 +18,7 @@ import (
 // handshakeForH2 completes the TLS handshake under the header timeout
 // and reports whether the client chose h2. It runs before the first
 // request is read, only when the transport serves h2.
-func (t *netpollTransport) handshakeForH2(c *npConn) (h2 bool, err error) {
+func (t *reactorTransport) handshakeForH2(c *clientConn) (h2 bool, err error) {
 	c.readPhase(t.o.HeaderTimeout)
 	c.armReadDeadline()
 	c.armWrite()
@@ -33,14 +35,12 @@ func (t *netpollTransport) handshakeForH2(c *npConn) (h2 bool, err error) {
 // its own; the connection is closed, and stops counting as in flight,
 // when the server returns. An error (no descriptor left for the net.Conn
 // the server reads) leaves the connection to the caller to drop.
-func (t *netpollTransport) handOffH2(c *npConn) error {
+func (t *reactorTransport) handOffH2(c *clientConn) error {
 	if err := c.netConn(); err != nil {
 		return err
 	}
-	if c.loop.ev != nil {
-		c.loop.remove(c)
-		c.rdl, c.wdl = 0, 0
-	}
+	c.loop.remove(c)
+	c.rdl, c.wdl = 0, 0
 	c.detached = true
 	_ = c.nc.SetDeadline(time.Time{})
 	// Shut with the transport if the HTTP/2 server's own shutdown ran

@@ -17,23 +17,15 @@ import (
 	"github.com/tollgate/tollgate/internal/stripe"
 )
 
-// npArm is the interest of an idle connection: readable, or hung up, once.
-// EPOLLONESHOT disarms it when it fires, so a connection being served is
-// watched by nobody but the goroutine serving it.
-const npArm = uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT)
-
-// npLoop is one epoll instance of the reactor. It watches idle connections
-// and hands each one that turns readable (or hangs up) to a new goroutine;
-// it never reads a socket itself. That is the read-ahead cap: bytes a
-// client sends while its connection is busy stay in the kernel's socket
-// buffer, whose window then closes, until the goroutine serving the
-// connection asks for them through its bounded bufio.Reader.
-//
-// In dispatch mode the loop's goroutine waits for its epoll fd the way any
-// Go code waits for a socket, parked in the runtime's poller: it holds no
-// thread, and it is woken as promptly as the goroutines serving
-// connections are. Event-loop mode waits differently (waitEvents).
-type npLoop struct {
+// epollLoop is one epoll instance of the reactor, one per worker: it
+// watches its client connections, the upstream connections its requests
+// dialed and the listening sockets it accepts from, and runs the requests
+// on fibers (scheduler_linux.go). Nothing reads a socket ahead of the
+// parser: bytes a client sends while its connection is busy stay in the
+// kernel's socket buffer, whose window then closes, until the fiber
+// serving the connection asks for them through its bounded bufio.Reader.
+// How it waits for events is waitEvents'.
+type epollLoop struct {
 	_    stripe.Pad // one loop writes it: no line shared with a neighbour
 	id   int        // index among the transport's loops
 	epfd int
@@ -44,11 +36,11 @@ type npLoop struct {
 	events    []syscall.EpollEvent
 	n         int
 	wait      func(fd uintptr) bool // l.poll, bound once
-	parkUntil int64                 // the epoll fd's read deadline (event-loop mode)
-	single    bool                  // the transport's only loop (event-loop mode)
+	parkUntil int64                 // the epoll fd's read deadline (park)
+	single    bool                  // the transport's only loop
 	idle      bool                  // the last wait ran out with no event: the next one may be long (waitEvents)
 
-	mu sync.RWMutex // writers: watch, unwatch, closing; readers: rearm, walks of owners
+	mu sync.RWMutex // writers: watch, unwatch, closing; readers: walks of owners
 	// owners: the client and upstream connections and listening sockets
 	// watched, by fd; an event also carries its owner's generation.
 	owners fdTable
@@ -56,13 +48,13 @@ type npLoop struct {
 	closed bool          // epfd and wake are closed
 	done   chan struct{} // closed when run returns
 
-	// ev is the event-loop mode's state (nil in dispatch mode): the loop
-	// then runs requests itself, on fibers (see evloop_linux.go).
+	// ev is the state of the requests the loop runs on fibers (see
+	// scheduler_linux.go).
 	ev *evState
 	_  stripe.Pad
 }
 
-func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
+func newEpollLoop(t *reactorTransport, id int) (*epollLoop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -72,11 +64,9 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 		_ = syscall.Close(epfd)
 		return nil, fmt.Errorf("eventfd2: %w", errno)
 	}
-	l := &npLoop{id: id, epfd: epfd, wake: int(r), done: make(chan struct{}),
+	l := &epollLoop{id: id, epfd: epfd, wake: int(r), done: make(chan struct{}),
 		events: make([]syscall.EpollEvent, 256)}
-	if t.eventLoop {
-		l.ev = newEvState(t, l, id)
-	}
+	l.ev = newEvState(t, l, id)
 	l.wait = l.poll
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(l.wake)}
 	err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wake, &ev)
@@ -105,7 +95,7 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 	return l, nil
 }
 
-// waitEvents takes the ready events in event-loop mode: those ready now,
+// waitEvents takes the ready events: those ready now,
 // else it waits until one comes or wake (transport clock, 0 for never)
 // passes.
 //
@@ -121,7 +111,7 @@ func newNpLoop(t *netpollTransport, id int) (*npLoop, error) {
 // then also runs those goroutines and waits for their sockets. With one,
 // goroutines run there and every loop waits on its own: its epoll fd is
 // then not in the runtime's poller at all (l.ep is nil).
-func (l *npLoop) waitEvents(wake int64) error {
+func (l *epollLoop) waitEvents(wake int64) error {
 	l.n = 0
 	if l.ep != nil && (l.single || l.ev.blocked > 0) {
 		return l.park(wake)
@@ -198,7 +188,7 @@ func epollWaitHoldingP(epfd int, events uintptr, n, timeoutMs int) (uintptr, sys
 }
 
 // holdPWaitMs bounds a wait that holds the P. A loop idle that long waits
-// next in an ordinary syscall (npLoop.idle), and so does one with
+// next in an ordinary syscall (epollLoop.idle), and so does one with
 // requests waiting for a blocking call: the runtime may then give the P
 // to other goroutines (the blocking calls themselves, the admin listener,
 // Redis replies), which otherwise have only the spare P, and an idle
@@ -223,7 +213,7 @@ func asyncPreemptOn(godebug string) bool {
 // deadline is the wake time. A deadline still ahead and no later than wake
 // is kept, as the loop's timer was: the earliest request deadline moves
 // with almost every batch, and waking early only costs a look.
-func (l *npLoop) park(wake int64) error {
+func (l *epollLoop) park(wake int64) error {
 	if keep := l.parkUntil > l.ev.clock && (wake == 0 || l.parkUntil <= wake); !keep {
 		l.parkUntil = wake
 		var at time.Time
@@ -245,41 +235,19 @@ func (l *npLoop) park(wake int64) error {
 
 // poll takes the events ready now, without blocking; false makes the
 // RawConn wait until the epoll fd is readable and call it again.
-func (l *npLoop) poll(fd uintptr) bool {
+func (l *epollLoop) poll(fd uintptr) bool {
 	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd,
 		uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
 	l.n = int(r)
 	return errno != 0 || l.n > 0
 }
 
-// run waits for events until stop; it is the loop's only goroutine.
-func (l *npLoop) run() {
-	if l.ev != nil {
-		l.runEvents()
-		return
-	}
-	defer l.closeFDs()
-	for {
-		l.n = 0
-		if err := l.rc.Read(l.wait); err != nil {
-			return
-		}
-		for i := range l.events[:max(l.n, 0)] {
-			ev := &l.events[i]
-			if ev.Fd == int32(l.wake) {
-				return
-			}
-			// A connection closed since the event was queued, and perhaps
-			// replaced by a new one on the same fd, has another generation.
-			if o := l.owners.get(ev.Fd); o != nil && o.conn != nil && o.conn.gen == uint32(ev.Pad) {
-				o.conn.t.dispatch(o.conn)
-			}
-		}
-	}
-}
+// run waits for events and runs their requests until stop; it is the
+// loop's only goroutine.
+func (l *epollLoop) run() { l.runEvents() }
 
 // closeFDs releases the loop's epoll set and wake-up fd as run returns.
-func (l *npLoop) closeFDs() {
+func (l *epollLoop) closeFDs() {
 	l.mu.Lock()
 	l.closed = true
 	_ = syscall.Close(l.wake)
@@ -293,24 +261,21 @@ func (l *npLoop) closeFDs() {
 }
 
 // stop ends run and waits for it.
-func (l *npLoop) stop() {
-	if l.ev != nil {
-		l.ev.stopping.Store(true)
-	}
+func (l *epollLoop) stop() {
+	l.ev.stopping.Store(true)
 	l.kick()
 	<-l.done
 }
 
-// kick wakes the loop: it stops in dispatch mode, and looks at what was
-// posted to it in event-loop mode.
-func (l *npLoop) kick() {
+// kick wakes the loop to look at what was posted to it.
+func (l *epollLoop) kick() {
 	var one = [8]byte{7: 1}
 	_, _ = syscall.Write(l.wake, one[:])
 }
 
 // fdOwner is what a watched descriptor belongs to: one of the three.
 type fdOwner struct {
-	conn *npConn
+	conn *clientConn
 	up   *upConn
 	ln   *loopListener
 }
@@ -365,7 +330,7 @@ func (t *fdTable) each(f func(*fdOwner)) {
 
 // watch starts watching fd for events on behalf of own; an event carries
 // gen, which tells own's events from those of an fd's earlier owner.
-func watch(l *npLoop, own fdOwner, fd int32, gen uint32, events uint32) error {
+func watch(l *epollLoop, own fdOwner, fd int32, gen uint32, events uint32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -383,7 +348,7 @@ func watch(l *npLoop, own fdOwner, fd int32, gen uint32, events uint32) error {
 // unwatch stops watching fd, whose owner own is about to close it; with
 // closing, own's closing of fd (its only descriptor) is what takes it out
 // of the epoll set.
-func unwatch(l *npLoop, own fdOwner, fd int32, closing bool) {
+func unwatch(l *epollLoop, own fdOwner, fd int32, closing bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if o := l.owners.get(fd); o != nil && *o == own {
@@ -394,30 +359,14 @@ func unwatch(l *npLoop, own fdOwner, fd int32, closing bool) {
 	}
 }
 
-// add starts watching a new idle connection.
-func (l *npLoop) add(c *npConn) error {
-	arm := npArm
-	if l.ev != nil {
-		arm = evArm
-	}
-	return watch(l, fdOwner{conn: c}, c.fd, c.gen, arm)
-}
-
-// rearm watches a connection that went back to idle. The caller holds c.mu,
-// so the connection's fd cannot be closed (and reused) meanwhile.
-func (l *npLoop) rearm(c *npConn) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
-		return syscall.EBADF
-	}
-	ev := syscall.EpollEvent{Events: npArm, Fd: c.fd, Pad: int32(c.gen)}
-	return sysEpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, &ev)
+// add starts watching a new connection, for its whole life (evArm).
+func (l *epollLoop) add(c *clientConn) error {
+	return watch(l, fdOwner{conn: c}, c.fd, c.gen, evArm)
 }
 
 // remove stops watching a connection about to be closed.
-func (l *npLoop) remove(c *npConn) { unwatch(l, fdOwner{conn: c}, c.fd, false) }
+func (l *epollLoop) remove(c *clientConn) { unwatch(l, fdOwner{conn: c}, c.fd, false) }
 
 // forget stops watching a connection whose only descriptor is about to be
 // closed.
-func (l *npLoop) forget(c *npConn) { unwatch(l, fdOwner{conn: c}, c.fd, true) }
+func (l *epollLoop) forget(c *clientConn) { unwatch(l, fdOwner{conn: c}, c.fd, true) }

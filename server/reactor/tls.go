@@ -1,3 +1,5 @@
+//go:build linux
+
 package reactor
 
 import (
@@ -6,8 +8,8 @@ import (
 	"time"
 )
 
-// TLS on the reactor. A TLS connection's npConn reads and writes through
-// a tls.Conn whose transport is the connection's own socket (npSocket), so
+// TLS on the reactor. A TLS connection's clientConn reads and writes through
+// a tls.Conn whose transport is the connection's own socket (tlsSocket), so
 // waiting for bytes is the reactor's, in either mode, and the parser still
 // reads only what it asks for (plus, inside crypto/tls, the rest of the
 // record it is in). What crypto/tls may hold that the socket no longer
@@ -15,10 +17,10 @@ import (
 // probe decrypts such a record without touching the socket, and the
 // connection is served again at once.
 
-// npSocket is the socket under a TLS connection.
-type npSocket struct{ c *npConn }
+// tlsSocket is the socket under a TLS connection.
+type tlsSocket struct{ c *clientConn }
 
-// wouldBlock is what npSocket returns while probing: temporary, so
+// wouldBlock is what tlsSocket returns while probing: temporary, so
 // crypto/tls does not make it the connection's error.
 type wouldBlock struct{}
 
@@ -26,7 +28,7 @@ func (wouldBlock) Error() string   { return "tls probe: no input" }
 func (wouldBlock) Timeout() bool   { return true }
 func (wouldBlock) Temporary() bool { return true }
 
-func (s npSocket) Read(p []byte) (int, error) {
+func (s tlsSocket) Read(p []byte) (int, error) {
 	c := s.c
 	if c.probing {
 		return 0, wouldBlock{}
@@ -34,28 +36,28 @@ func (s npSocket) Read(p []byte) (int, error) {
 	return c.socketRead(p)
 }
 
-func (s npSocket) Write(p []byte) (int, error) { return s.c.socketWrite(p) }
+func (s tlsSocket) Write(p []byte) (int, error) { return s.c.socketWrite(p) }
 
-// Close is a no-op while the reactor serves the connection: the npConn
+// Close is a no-op while the reactor serves the connection: the clientConn
 // closes its socket itself (without a close_notify: HTTP/1.1 frames every
 // answer, so a truncation shows). Handed to the HTTP/2 server, closing
-// ends the socket's reads and writes; the npConn closes it when the
+// ends the socket's reads and writes; the clientConn closes it when the
 // server returns.
-func (s npSocket) Close() error {
+func (s tlsSocket) Close() error {
 	if s.c.detached {
 		s.c.shutdownSocket()
 	}
 	return nil
 }
 
-func (s npSocket) LocalAddr() net.Addr {
+func (s tlsSocket) LocalAddr() net.Addr {
 	if s.c.nc == nil {
 		return s.c.localAddr()
 	}
 	return s.c.nc.LocalAddr()
 }
 
-func (s npSocket) RemoteAddr() net.Addr {
+func (s tlsSocket) RemoteAddr() net.Addr {
 	if s.c.nc == nil {
 		return net.TCPAddrFromAddrPort(s.c.peer)
 	}
@@ -63,15 +65,15 @@ func (s npSocket) RemoteAddr() net.Addr {
 }
 
 // SetDeadline and SetWriteDeadline are the HTTP/2 server's, once it has
-// the connection; the npConn's own writes arm theirs per answer.
-func (s npSocket) SetDeadline(d time.Time) error {
+// the connection; the clientConn's own writes arm theirs per answer.
+func (s tlsSocket) SetDeadline(d time.Time) error {
 	if s.c.detached {
 		return s.c.nc.SetDeadline(d)
 	}
 	return nil
 }
 
-func (s npSocket) SetWriteDeadline(d time.Time) error {
+func (s tlsSocket) SetWriteDeadline(d time.Time) error {
 	if s.c.detached {
 		return s.c.nc.SetWriteDeadline(d)
 	}
@@ -79,38 +81,35 @@ func (s npSocket) SetWriteDeadline(d time.Time) error {
 }
 
 // SetReadDeadline is for a relay and the HTTP/2 server (crypto/tls sets
-// none itself): the npConn's own reads arm theirs per phase.
-func (s npSocket) SetReadDeadline(d time.Time) error {
+// none itself): the clientConn's own reads arm theirs per phase.
+func (s tlsSocket) SetReadDeadline(d time.Time) error {
 	c := s.c
 	if c.detached {
 		return c.nc.SetReadDeadline(d)
 	}
-	if c.loop.ev != nil {
-		c.rdl = c.t.clockAt(d)
-		return nil
-	}
-	return c.nc.SetReadDeadline(d)
+	c.rdl = c.t.clockAt(d)
+	return nil
 }
 
-var _ net.Conn = npSocket{}
+var _ net.Conn = tlsSocket{}
 
 // startTLS makes c a TLS connection; the handshake runs within the first
 // read, under the header timeout.
-func (c *npConn) startTLS(cfg *tls.Config) {
-	c.tls = tls.Server(npSocket{c}, cfg)
+func (c *clientConn) startTLS(cfg *tls.Config) {
+	c.tls = tls.Server(tlsSocket{c}, cfg)
 }
 
 // socketRead reads the socket itself (under TLS: for crypto/tls).
-func (c *npConn) socketRead(p []byte) (int, error) {
-	if c.loop.ev != nil && !c.detached {
+func (c *clientConn) socketRead(p []byte) (int, error) {
+	if !c.detached {
 		return c.evRead(p)
 	}
 	return c.nc.Read(p)
 }
 
 // socketWrite writes the socket itself.
-func (c *npConn) socketWrite(p []byte) (int, error) {
-	if c.loop.ev != nil && !c.detached {
+func (c *clientConn) socketWrite(p []byte) (int, error) {
+	if !c.detached {
 		return c.evWrite(p)
 	}
 	return c.nc.Write(p)
@@ -118,7 +117,7 @@ func (c *npConn) socketWrite(p []byte) (int, error) {
 
 // readPlain reads what the parser gets: the socket's bytes, or TLS's
 // plaintext (a byte a probe took first).
-func (c *npConn) readPlain(p []byte) (int, error) {
+func (c *clientConn) readPlain(p []byte) (int, error) {
 	if c.tls == nil {
 		return c.socketRead(p)
 	}
@@ -137,20 +136,15 @@ func (c *npConn) readPlain(p []byte) (int, error) {
 // its hello and then stops reading would otherwise hold the connection
 // and its fiber or goroutine for as long as it likes once the flight
 // outgrows the socket buffers.
-func (c *npConn) armHandshakeWrites() {
+func (c *clientConn) armHandshakeWrites() {
 	if c.warmed || c.rtimeout <= 0 {
 		return
 	}
-	if c.loop.ev != nil {
-		c.wdl = c.rdl
-	} else {
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.rtimeout))
-		c.wset = true
-	}
+	c.wdl = c.rdl
 }
 
 // writePlain writes an answer's bytes, through TLS when the client uses it.
-func (c *npConn) writePlain(p []byte) (int, error) {
+func (c *clientConn) writePlain(p []byte) (int, error) {
 	if c.tls == nil {
 		return c.socketWrite(p)
 	}
@@ -160,7 +154,7 @@ func (c *npConn) writePlain(p []byte) (int, error) {
 // tlsPending reports whether crypto/tls holds a request's bytes the socket
 // no longer shows; it decrypts them without reading the socket and keeps
 // their first byte for the next read.
-func (c *npConn) tlsPending() bool {
+func (c *clientConn) tlsPending() bool {
 	if c.tls == nil || c.probed || c.rerr != nil {
 		return c.probed
 	}
@@ -173,6 +167,6 @@ func (c *npConn) tlsPending() bool {
 
 // tlsHandshakeFailed reports whether a read error came from a TLS
 // handshake that did not complete: nothing can be answered then.
-func (c *npConn) tlsHandshakeFailed() bool {
+func (c *clientConn) tlsHandshakeFailed() bool {
 	return c.tls != nil && !c.tls.ConnectionState().HandshakeComplete
 }

@@ -1,7 +1,8 @@
+//go:build linux
+
 package reactor
 
 import (
-	"net"
 	"syscall"
 
 	"github.com/tollgate/tollgate/pipeline"
@@ -12,7 +13,7 @@ import (
 // the backend's both ways (transport.Relay) on the goroutine or fiber that
 // served the request, with a second one for the other direction. The
 // connection closes afterwards; it reports false for serveOne.
-func (t *netpollTransport) switchProtocols(c *npConn, w *npWork, up *pipeline.Upgrade) bool {
+func (t *reactorTransport) switchProtocols(c *clientConn, w *serveState, up *pipeline.Upgrade) bool {
 	resp := &w.resp
 	c.armWrite()
 	err := resp.Write(w.bw)
@@ -33,23 +34,15 @@ func (t *netpollTransport) switchProtocols(c *npConn, w *npWork, up *pipeline.Up
 		early = append(early, b...)
 		_, _ = w.br.Discard(n)
 	}
-	var client transport.Endpoint = npSocket{c}
+	var client transport.Endpoint = tlsSocket{c}
 	if c.tls != nil {
 		client = c.tls
 	}
 	// The answer's write deadline is over; the relay's writes wait as
 	// long as the other side keeps the relay alive.
-	if c.loop.ev != nil {
-		c.wdl = 0
-	} else {
-		_ = c.nc.SetWriteDeadline(noDeadline)
-	}
-	spawn := transport.Spawn
-	if c.fiber != nil {
-		spawn = c.fiber.spawn
-	}
+	c.wdl = 0
 	c.relaying.Store(true)
-	transport.Relay(client, up.Conn, early, up, spawn, func() {
+	transport.Relay(client, up.Conn, early, up, c.fiber.spawn, func() {
 		c.shutdownSocket()
 		transport.Shutdown(up.Conn)
 	})
@@ -61,15 +54,10 @@ func (t *netpollTransport) switchProtocols(c *npConn, w *npWork, up *pipeline.Up
 
 // shutdownSocket ends the client socket's pending reads and writes
 // without closing it.
-func (c *npConn) shutdownSocket() {
+func (c *clientConn) shutdownSocket() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return
-	}
-	if tc, ok := c.nc.(*net.TCPConn); ok && c.loop.ev == nil {
-		_ = tc.CloseRead()
-		_ = tc.CloseWrite()
 		return
 	}
 	_ = syscall.Shutdown(int(c.fd), syscall.SHUT_RDWR)

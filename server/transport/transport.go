@@ -69,11 +69,7 @@ type Options struct {
 	IdleTimeout     time.Duration // keep-alive wait between requests
 	WriteTimeout    time.Duration // writing one answer
 	MaxConns        int           // open client connections
-	Workers         int           // cores the gateway works on (server.WorkersFor), 0 for GOMAXPROCS; the reactor runs one epoll loop per 20
-	// EventLoop makes the netpoll reactor run requests on its loops (one
-	// per core), with upstream sockets in the same epoll sets, instead of
-	// handing each ready connection to a goroutine.
-	EventLoop bool
+	Workers         int           // cores the gateway works on (server.WorkersFor), 0 for GOMAXPROCS; the reactor runs one epoll loop each
 	// IOUring is how the event loops make their socket calls: "auto" (in
 	// batches through an io_uring when the kernel allows one, else one
 	// syscall each; also ""), "on" (through an io_uring, or the transport

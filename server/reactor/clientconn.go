@@ -1,3 +1,5 @@
+//go:build linux
+
 package reactor
 
 import (
@@ -15,42 +17,41 @@ import (
 	"github.com/tollgate/tollgate/codec"
 )
 
-// npConn is the state of one client connection on the reactor, allocated
+// clientConn is the state of one client connection on the reactor, allocated
 // once when the connection is accepted. While a request is being served it
 // is the io.Reader/io.Writer the pooled bufio reader and writer wrap: reads
 // go to the socket only when the reader needs bytes, so what a connection
 // holds is bounded by the reader's size, whatever the client sends.
-type npConn struct {
-	t *netpollTransport
+type clientConn struct {
+	t *reactorTransport
 	// nc is the connection as the runtime's poller knows it; nil for a
 	// socket a loop accepted (acceptFD), which is the bare fd until the
 	// HTTP/2 server needs a net.Conn (netConn).
 	nc   net.Conn
 	rc   syscall.RawConn
-	loop *npLoop
+	loop *epollLoop
 	fd   int32
 	gen  uint32 // tells this connection's events from those of an fd's earlier owner
 	peer netip.AddrPort
 
-	state    atomic.Int32 // npIdle, npBusy, npClosed
+	state    atomic.Int32 // connIdle, connBusy, connClosed
 	relaying atomic.Bool  // relaying a switched protocol (upgrade.go)
 	last     atomic.Int64 // transport clock at the last activity
 	used     atomic.Bool  // a request has been read
 
-	// mu orders going back to idle (re-arming the fd) against closing it,
-	// so that a re-arm never reaches an fd that was closed and reused.
+	// mu orders closing the connection against looking at its socket
+	// (inputWaiting, shutdownSocket), so that neither reaches an fd that
+	// was closed and reused.
 	mu     sync.Mutex
 	closed bool
 
 	// Used only by the goroutine serving the connection.
 	bw       *bufio.Writer
-	answer   *codec.Answer    // the answer held as read, while a request is served (npWork.answer)
+	answer   *codec.Answer    // the answer held as read, while a request is served (serveState.answer)
 	pending  bool             // answers written but not flushed
 	rtimeout time.Duration    // read timeout of the current phase (header, body)
 	rarmed   bool             // the read deadline for this phase is set
-	rset     bool             // a read deadline is set on the socket
 	warmed   bool             // the write deadline for this answer is set
-	wset     bool             // a read phase set a write deadline on the socket (armHandshakeWrites)
 	rerr     error            // first read error; sticky
 	werr     error            // first write error; sticky
 	body     codec.Body       // the streamed body of the current request
@@ -60,11 +61,7 @@ type npConn struct {
 	peekN    int              // what peek saw; guarded by mu
 	peekFn   func(fd uintptr) // c.peek, bound once
 
-	// rdeadline is the read deadline set on the socket (runtime poller
-	// mode), which LimitReads may bring forward.
-	rdeadline time.Time
-
-	// Event-loop mode (see evloop_linux.go): the socket's readiness, the
+	// The loop's view (see scheduler_linux.go): the socket's readiness, the
 	// fiber serving the connection, and the current read and write
 	// deadlines on the transport clock (0 for none).
 	io       evIO
@@ -102,7 +99,7 @@ func (io *evIO) readable() bool { return io.rready.Load() || io.hup.Load() }
 // Read gives what the socket has, waiting for at least one byte under the
 // phase's deadline. Before it waits it sends answers still held for
 // pipelined requests, so a client waiting for them is not stalled.
-func (c *npConn) Read(p []byte) (int, error) {
+func (c *clientConn) Read(p []byte) (int, error) {
 	if c.rerr != nil {
 		return 0, c.rerr
 	}
@@ -127,14 +124,14 @@ func (c *npConn) Read(p []byte) (int, error) {
 		c.hdr.Feed(p[:n])
 	}
 	if err != nil {
-		c.rerr = npReadError(err)
+		c.rerr = readError(err)
 		return n, c.rerr
 	}
 	return n, nil
 }
 
 // Write sends p, under the answer's write deadline, set at its first write.
-func (c *npConn) Write(p []byte) (int, error) {
+func (c *clientConn) Write(p []byte) (int, error) {
 	if c.werr != nil {
 		return 0, c.werr
 	}
@@ -148,65 +145,40 @@ func (c *npConn) Write(p []byte) (int, error) {
 
 // armReadDeadline sets the read phase's deadline at its first read of
 // the socket.
-func (c *npConn) armReadDeadline() {
+func (c *clientConn) armReadDeadline() {
 	if c.rarmed {
 		return
 	}
 	c.rarmed = true
-	if c.loop.ev != nil {
-		c.rdl = 0
-		if c.rtimeout > 0 {
-			c.rdl = c.loop.ev.clock + int64(c.rtimeout)
-		}
-	} else if c.rtimeout > 0 {
-		c.rdeadline = time.Now().Add(c.rtimeout)
-		_ = c.nc.SetReadDeadline(c.rdeadline)
-		c.rset = true
-	} else if c.rset {
-		_ = c.nc.SetReadDeadline(time.Time{})
-		c.rset, c.rdeadline = false, time.Time{}
+	c.rdl = 0
+	if c.rtimeout > 0 {
+		c.rdl = c.loop.ev.clock + int64(c.rtimeout)
 	}
 }
 
 // LimitReads implements codec.ReadLimiter: the current read phase ends at
 // t if its own deadline is later (a streamed body's exchange budget).
-func (c *npConn) LimitReads(t time.Time) {
+func (c *clientConn) LimitReads(t time.Time) {
 	c.armReadDeadline()
-	if c.loop.ev != nil {
-		if at := c.t.clockAt(t); c.rdl == 0 || at < c.rdl {
-			c.rdl = at
-		}
-		return
-	}
-	if !c.rset || t.Before(c.rdeadline) {
-		c.rdeadline = t
-		_ = c.nc.SetReadDeadline(t)
-		c.rset = true
+	if at := c.t.clockAt(t); c.rdl == 0 || at < c.rdl {
+		c.rdl = at
 	}
 }
 
 // armWriteDeadline sets the answer's write deadline at its first write.
-func (c *npConn) armWriteDeadline() {
+func (c *clientConn) armWriteDeadline() {
 	if c.warmed {
 		return
 	}
 	c.warmed = true
-	switch d := c.t.o.WriteTimeout; {
-	case c.loop.ev != nil:
-		c.wdl = 0
-		if d > 0 {
-			c.wdl = c.loop.ev.clock + int64(d)
-		}
-	case d > 0:
-		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
-	case c.wset:
-		_ = c.nc.SetWriteDeadline(noDeadline)
+	c.wdl = 0
+	if d := c.t.o.WriteTimeout; d > 0 {
+		c.wdl = c.loop.ev.clock + int64(d)
 	}
-	c.wset = false
 }
 
 // flushOut sends everything written so far.
-func (c *npConn) flushOut() error {
+func (c *clientConn) flushOut() error {
 	c.pending = false
 	if c.bw != nil && c.bw.Buffered() > 0 {
 		if err := c.bw.Flush(); err != nil {
@@ -219,18 +191,20 @@ func (c *npConn) flushOut() error {
 
 // readPhase starts a read phase (header, body) bounded by d from its first
 // read of the socket.
-func (c *npConn) readPhase(d time.Duration) {
+func (c *clientConn) readPhase(d time.Duration) {
 	c.rtimeout, c.rarmed = d, false
 }
 
 // armWrite starts the write timeout of a new answer.
-func (c *npConn) armWrite() { c.warmed = false }
+func (c *clientConn) armWrite() { c.warmed = false }
 
-// idle hands the connection back to the reactor after a request; it
-// reports false if the connection is gone instead.
-func (c *npConn) idle() bool {
+// idle hands the connection back to its loop after a request, which
+// watched it all along: input that came meanwhile is the loop's to serve
+// once the fiber is done. It reports false if the connection is gone
+// instead.
+func (c *clientConn) idle() bool {
 	c.last.Store(c.t.clock.Load())
-	c.state.Store(npIdle)
+	c.state.Store(connIdle)
 	if c.t.shut.Load() {
 		// Draining: a request already waiting is answered (with
 		// Connection: close), not dropped with the connection.
@@ -241,31 +215,20 @@ func (c *npConn) idle() bool {
 		c.closeIfIdle()
 		return false
 	}
-	if c.loop.ev != nil {
-		// Watched all along; input that came meanwhile is the loop's to
-		// serve once the fiber is done.
-		return true
-	}
-	c.mu.Lock()
-	ok := !c.closed && c.loop.rearm(c) == nil
-	c.mu.Unlock()
-	if !ok {
-		c.closeIfIdle()
-	}
-	return ok
+	return true
 }
 
 // closeIfIdle closes the connection unless a request is being served on it.
-func (c *npConn) closeIfIdle() {
-	if c.state.CompareAndSwap(npIdle, npClosed) {
+func (c *clientConn) closeIfIdle() {
+	if c.state.CompareAndSwap(connIdle, connClosed) {
 		c.close()
 	}
 }
 
 // close releases the connection once. Only the goroutine serving it, or
 // whoever moved it from idle to closed, calls it.
-func (c *npConn) close() {
-	c.state.Store(npClosed)
+func (c *clientConn) close() {
+	c.state.Store(connClosed)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -292,7 +255,7 @@ func (c *npConn) close() {
 // closeSocket closes the connection's descriptors: nc, and c.fd when the
 // connection came from a loop's accept (no RawConn then: c.fd is its own,
 // not nc's).
-func (c *npConn) closeSocket() {
+func (c *clientConn) closeSocket() {
 	if c.nc != nil {
 		_ = c.nc.Close()
 	}
@@ -306,28 +269,23 @@ func (c *npConn) closeSocket() {
 // the connection, and a reset can destroy the answer in the client's
 // buffer before it reads it.
 const (
-	npLingerTime  = time.Second // longest wait for the client to stop sending
-	npLingerBytes = 1 << 20     // most bytes read and dropped meanwhile
+	lingerTime  = time.Second // longest wait for the client to stop sending
+	lingerBytes = 1 << 20     // most bytes read and dropped meanwhile
 )
 
 // finish closes the connection from the goroutine serving it. Unless the
 // client has already gone, when input is waiting or was left unread it
 // first ends the answer with a FIN and reads and drops what comes for a
 // while.
-func (c *npConn) finish() {
+func (c *clientConn) finish() {
 	if !isGone(c.rerr) && c.werr == nil && (c.linger || c.inputWaiting()) && c.closeWrite() == nil {
-		if c.loop.ev != nil {
-			c.evLinger()
-		} else {
-			_ = c.nc.SetReadDeadline(time.Now().Add(npLingerTime))
-			_, _ = io.CopyN(io.Discard, c.nc, npLingerBytes)
-		}
+		c.evLinger()
 	}
 	c.close()
 }
 
 // closeWrite sends a FIN (the serving goroutine only: the socket is open).
-func (c *npConn) closeWrite() error {
+func (c *clientConn) closeWrite() error {
 	if c.nc == nil {
 		return sysShutdown(c.fd, syscall.SHUT_WR)
 	}
@@ -341,7 +299,7 @@ func (c *npConn) closeWrite() error {
 // reading or blocking. While draining, Shutdown's sweep and the goroutine
 // that just served the connection may both ask: the lock keeps their peeks
 // apart and off a socket already closed.
-func (c *npConn) inputWaiting() bool {
+func (c *clientConn) inputWaiting() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.peekN = 0
@@ -356,7 +314,7 @@ func (c *npConn) inputWaiting() bool {
 	return c.peekN > 0
 }
 
-func (c *npConn) peek(fd uintptr) {
+func (c *clientConn) peek(fd uintptr) {
 	c.peekN = sysPeek(int32(fd))
 }
 
@@ -366,9 +324,9 @@ func isGone(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// npReadError maps the socket's read errors to the ones fasthttp and the
+// readError maps the socket's read errors to the ones fasthttp and the
 // handler understand; timeouts stay net.Errors (answered 408).
-func npReadError(err error) error {
+func readError(err error) error {
 	if errors.Is(err, net.ErrClosed) {
 		return net.ErrClosed
 	}

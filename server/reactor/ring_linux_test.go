@@ -64,15 +64,15 @@ func (ringBreaker) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Res
 
 // ringServe serves ringBreaker on one event loop until the test ends,
 // with the io_uring option mode.
-func ringServe(t *testing.T, mode string) (*netpollTransport, string) {
+func ringServe(t *testing.T, mode string) (*reactorTransport, string) {
 	t.Helper()
 	return ringServeSized(t, mode, 0)
 }
 
 // ringServeSized is ringServe with rings of entries calls (0: the default).
-func ringServeSized(t *testing.T, mode string, entries uint32) (*netpollTransport, string) {
+func ringServeSized(t *testing.T, mode string, entries uint32) (*reactorTransport, string) {
 	t.Helper()
-	tr, err := New(ringBreaker{}, transport.Options{EventLoop: true, Workers: 1, IOUring: mode,
+	tr, err := New(ringBreaker{}, transport.Options{Workers: 1, IOUring: mode,
 		HeaderTimeout: 2 * time.Second, IdleTimeout: 5 * time.Second, WriteTimeout: 2 * time.Second})
 	if err != nil {
 		if mode == "on" && errors.Is(err, uring.ErrUnsupported) {
@@ -81,7 +81,7 @@ func ringServeSized(t *testing.T, mode string, entries uint32) (*netpollTranspor
 		t.Fatal(err)
 	}
 	if entries > 0 {
-		tr.(*netpollTransport).ringEntries = entries
+		tr.(*reactorTransport).ringEntries = entries
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -102,7 +102,7 @@ func ringServeSized(t *testing.T, mode string, entries uint32) (*netpollTranspor
 		_ = tr.Shutdown(ctx)
 		<-done
 	})
-	return tr.(*netpollTransport), ln.Addr().String()
+	return tr.(*reactorTransport), ln.Addr().String()
 }
 
 // get sends GETs for paths on conn, pipelined, and checks each answer.
@@ -280,7 +280,7 @@ func TestRingFullSubmitsEarly(t *testing.T) {
 
 // loopRing is the transport's first loop's ring and the calls it has made
 // so far; the loops and their rings are set under t.mu.
-func loopRing(tr *netpollTransport) (uint64, *uring.Ring) {
+func loopRing(tr *reactorTransport) (uint64, *uring.Ring) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	r := tr.loops[0].ev.ring

@@ -239,11 +239,11 @@ func (u *upConn) SetWriteDeadline(t time.Time) error {
 }
 
 // addUp starts watching an upstream connection.
-func (l *npLoop) addUp(u *upConn) error {
+func (l *epollLoop) addUp(u *upConn) error {
 	return watch(l, fdOwner{up: u}, u.fd, u.gen, evArm)
 }
 
 // removeUp stops watching an upstream connection about to be closed; its
 // descriptor is its socket's only one, so closing it is what takes it out
 // of the epoll set.
-func (l *npLoop) removeUp(u *upConn) { unwatch(l, fdOwner{up: u}, u.fd, true) }
+func (l *epollLoop) removeUp(u *upConn) { unwatch(l, fdOwner{up: u}, u.fd, true) }

@@ -13,11 +13,11 @@ import (
 	"github.com/tollgate/tollgate/internal/uring"
 )
 
-// evRead reads the client's socket in event-loop mode: once epoll has
+// evRead reads the client's socket on its loop: once epoll has
 // said there are bytes, waiting on the loop (under the phase's deadline)
 // otherwise. The waiting fiber is the one running: the connection's own,
 // or a relay's second one.
-func (c *npConn) evRead(p []byte) (int, error) {
+func (c *clientConn) evRead(p []byte) (int, error) {
 	n, err := c.loop.ev.readFD(c.loop.ev.cur, &c.io, c.fd, p, c.rdl)
 	if err != nil && err != io.EOF {
 		err = &net.OpError{Op: "read", Net: "tcp", Err: err}
@@ -25,9 +25,9 @@ func (c *npConn) evRead(p []byte) (int, error) {
 	return n, err
 }
 
-// evWrite writes all of p to the client's socket in event-loop mode,
+// evWrite writes all of p to the client's socket on its loop,
 // waiting on the loop (under the answer's deadline) while it is full.
-func (c *npConn) evWrite(p []byte) (int, error) {
+func (c *clientConn) evWrite(p []byte) (int, error) {
 	n, err := c.loop.ev.writeFD(c.loop.ev.cur, &c.io, c.fd, p, c.wdl)
 	if err != nil {
 		err = &net.OpError{Op: "write", Net: "tcp", Err: err}
@@ -94,14 +94,14 @@ var lingerBufs = sync.Pool{New: func() any { return new([4096]byte) }}
 
 // evLinger reads and drops what the client still sends, for a while
 // (see finish).
-func (c *npConn) evLinger() {
-	c.rdl = c.t.now() + int64(npLingerTime)
+func (c *clientConn) evLinger() {
+	c.rdl = c.t.now() + int64(lingerTime)
 	// From a pool, not this frame: a read the loop makes in a batch needs
 	// its buffer on the heap (sockCall).
 	bp := lingerBufs.Get().(*[4096]byte)
 	defer lingerBufs.Put(bp)
 	buf := bp[:]
-	for left := npLingerBytes; left > 0; {
+	for left := lingerBytes; left > 0; {
 		n, err := c.evRead(buf[:min(len(buf), left)])
 		left -= n
 		if err != nil {

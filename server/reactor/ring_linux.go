@@ -134,10 +134,7 @@ func (s *evState) flush() {
 // checkRing sees, once the transport is made, whether its loops can have
 // rings: with IOUring "on" a kernel that refuses one is an error then, not
 // at the first Serve.
-func (t *netpollTransport) checkRing() error {
-	if !t.eventLoop {
-		return nil
-	}
+func (t *reactorTransport) checkRing() error {
 	if t.o.IOUring == "off" {
 		t.noteCalls("one syscall each (io_uring: off)")
 		return nil
@@ -158,7 +155,7 @@ func (t *netpollTransport) checkRing() error {
 
 // setRings gives each event loop a ring when checkRing found the kernel
 // allows them; with IOUring "on", a ring refused now is an error.
-func (t *netpollTransport) setRings(loops []*npLoop) error {
+func (t *reactorTransport) setRings(loops []*epollLoop) error {
 	if !t.ringsOK {
 		return nil
 	}
@@ -183,7 +180,7 @@ func (t *netpollTransport) setRings(loops []*npLoop) error {
 
 // ringFailed notes that a loop's ring was refused mid-run: that loop makes
 // its calls one by one from then on.
-func (t *netpollTransport) ringFailed(err error) {
+func (t *reactorTransport) ringFailed(err error) {
 	t.ringLoops.Add(-1)
 	t.noteCalls("one syscall each on a loop since its io_uring failed (" + err.Error() + ")")
 }

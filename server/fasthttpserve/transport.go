@@ -1,4 +1,8 @@
-package server
+// Package fasthttpserve is the gateway's portable transport
+// (transport: fasthttp): fasthttp.Server, a goroutine per connection, with
+// the reactor's limits on what a connection may make the gateway hold.
+// The name keeps it apart from the fasthttp package it serves with.
+package fasthttpserve
 
 import (
 	"context"
@@ -38,7 +42,7 @@ type fastHTTPTransport struct {
 	maxConns    int
 	relays      sync.Map // client connections being relayed (hijacked)
 	conns       atomic.Int64
-	h           Handler
+	h           transport.Handler
 	maxBody     int64
 	streamBytes int
 	hdrLimit    int
@@ -54,7 +58,13 @@ type fastHTTPTransport struct {
 	noversized atomic.Int64
 }
 
-func newFastHTTPTransport(h Handler, o Options) *fastHTTPTransport {
+// New returns the fasthttp transport: portable, a goroutine per
+// connection.
+func New(h transport.Handler, o transport.Options) transport.Transport {
+	return newFastHTTPTransport(h, o)
+}
+
+func newFastHTTPTransport(h transport.Handler, o transport.Options) *fastHTTPTransport {
 	t := &fastHTTPTransport{h: h, maxBody: max(o.MaxBodyBytes, 0), streamBytes: o.StreamBodyBytes, tlsConf: o.TLS,
 		h2: o.HTTP2, hdrTimeout: o.HeaderTimeout, maxConns: o.MaxConns, writeTimeout: o.WriteTimeout}
 	if t.streamBytes <= 0 {

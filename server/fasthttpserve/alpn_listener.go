@@ -1,4 +1,4 @@
-package server
+package fasthttpserve
 
 import (
 	"crypto/tls"
@@ -17,7 +17,7 @@ type alpnListener struct {
 	net.Listener
 	conf    *tls.Config
 	h2      transport.ConnServer
-	h       Handler
+	h       transport.Handler
 	timeout time.Duration
 	// shaking bounds the handshakes in progress; an h2 connection is
 	// refused once open() — every client connection, h2 and HTTP/1.1 —
@@ -32,7 +32,7 @@ type alpnListener struct {
 	err   error         // why; set before done closes
 }
 
-func newALPNListener(ln net.Listener, conf *tls.Config, h2 transport.ConnServer, h Handler, timeout time.Duration,
+func newALPNListener(ln net.Listener, conf *tls.Config, h2 transport.ConnServer, h transport.Handler, timeout time.Duration,
 	maxConns int, open func() int) *alpnListener {
 	if maxConns <= 0 {
 		maxConns = 1 << 20

@@ -3,7 +3,6 @@
 package reactor
 
 import (
-	"iter"
 	"net"
 	"os"
 	"runtime"
@@ -12,24 +11,20 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/internal/uring"
 	"github.com/tollgate/tollgate/pipeline"
 	"golang.org/x/sys/unix"
 )
 
-// Event-loop mode: each loop runs the requests of its connections itself
-// instead of handing them to goroutines. A request runs on a fiber (a
+// Each loop runs the requests of its connections itself. A request runs on a fiber (a
 // coroutine, iter.Pull) that the loop resumes directly, without the Go
 // scheduler: when the request must wait for its client or its backend,
 // the fiber yields back to the loop, which watches the socket in its own
 // epoll set and resumes the fiber when the socket is ready or its
 // deadline passes. Client and upstream sockets are registered once,
 // edge-triggered, so a request costs no epoll_ctl, and no read is tried
-// before epoll said there are bytes. The serving code (parsing, limits,
-// streaming bodies, pipelining) is the dispatch mode's, unchanged: only
-// where it waits differs.
+// before epoll said there are bytes.
 //
 // A filter's bounded blocking call (Ctx.Block) runs on a goroutine of its
 // own while its fiber stays parked on the loop; the goroutine hands the
@@ -37,33 +32,9 @@ import (
 // its loop's goroutine, which can then keep its OS thread (runEvents).
 // Ctx.Sleep parks the fiber on the loop's timers.
 
-// evArm is how event-loop mode watches a socket, once for its life:
+// evArm is how a loop watches a socket, once for its life:
 // readable, writable and hung up, edge-triggered.
 const evArm = uint32(syscall.EPOLLIN|syscall.EPOLLOUT|syscall.EPOLLRDHUP) | 1<<31 // EPOLLET
-
-// fiberEvent is what a fiber tells its loop when it yields.
-type fiberEvent uint8
-
-const (
-	fiberDone     fiberEvent = iota // the connection was served; the fiber is free
-	fiberWait                       // waiting for a socket, a deadline or a blocking call
-	fiberReturned                   // (posted) its blocking call returned: resume it
-)
-
-// A free fiber is retired once the loop has started no request for
-// fiberIdle, so that the goroutine count falls back to its base soon
-// after the load ends. While requests keep coming it is kept for
-// fiberKeep: a loop's fibers are as many as its requests in flight at the
-// last peak, and the next burst finds them ready. Retired after fiberIdle
-// under steady traffic, the fibers a burst needed were created again by
-// each burst, while its requests waited (a goroutine, its stack grown
-// again, its buffers): at 13,000 req/s with bursts of up to 64 requests,
-// 107–138 fibers created in 8 s (bench/RESULTS.md, "Fibers kept for the
-// next burst").
-const (
-	fiberIdle = time.Second
-	fiberKeep = 30 * time.Second
-)
 
 // note records what an event reports.
 func (io *evIO) note(events uint32) {
@@ -78,11 +49,12 @@ func (io *evIO) note(events uint32) {
 	}
 }
 
-// evState is a loop's event-loop mode state.
+// evState is what a loop knows of the requests it runs: its fibers, their
+// timers, and the work other goroutines posted to it.
 type evState struct {
 	_  stripe.Pad // one loop writes it: no line shared with a neighbour
-	t  *netpollTransport
-	l  *npLoop
+	t  *reactorTransport
+	l  *epollLoop
 	id int
 
 	cur  *fiber   // the fiber the loop is running now
@@ -103,7 +75,7 @@ type evState struct {
 
 	ready []*fiber // unparked fibers, resumed once the running one yields
 
-	// ring makes the fibers' socket calls in batches (evbatch_linux.go);
+	// ring makes the fibers' socket calls in batches (ring_linux.go);
 	// nil makes each at once. inRing are the fibers whose call is queued,
 	// by tag.
 	ring      *uring.Ring
@@ -119,106 +91,18 @@ type evState struct {
 // evPost is a connection to serve, or a fiber whose blocking call
 // returned (ev fiberReturned).
 type evPost struct {
-	c  *npConn
+	c  *clientConn
 	f  *fiber
 	ev fiberEvent
 }
 
-func newEvState(t *netpollTransport, l *npLoop, id int) *evState {
+func newEvState(t *reactorTransport, l *epollLoop, id int) *evState {
 	return &evState{t: t, l: l, id: id, nowAt: -1}
 }
 
-// fiber runs requests on its loop; see the top of this file.
-type fiber struct {
-	s     *evState
-	next  func() (fiberEvent, bool)
-	stop  func()
-	yield func(fiberEvent) bool
-	conn  *npConn // the connection being served
-	job   func()  // or the function it runs (spawn)
-
-	waitIO   *evIO // what the fiber waits for, nil for a deadline only
-	waitW    bool  // to write to it
-	deadline int64 // transport clock; 0 for none
-	heapAt   int   // index in the loop's timers, -1 when not there
-	timedOut bool
-	woken    bool  // unparked from a ParkQueue
-	queued   bool  // in the loop's ready list
-	freeAt   int64 // when it was freed (transport clock)
-
-	// The buffers and the request context of the connections the fiber
-	// serves, one at a time: kept from one to the next instead of taken
-	// from and given back to the process's pools, which cost a pinned
-	// slot and a shared ring's atomics each way (1.4 % of the gateway's
-	// samples under wrk), and stay warm in this loop's cache.
-	work *npWork
-	ctx  *pipeline.Ctx
-
-	// The socket call queued in the loop's ring (sockCall) and its result.
-	ioBuf []byte
-	ioOp  uint8
-	ioFd  int32
-	ioRes int32
-}
-
-func (s *evState) newFiber() *fiber {
-	f := &fiber{s: s, heapAt: -1}
-	f.next, f.stop = iter.Pull(f.body)
-	return f
-}
-
-// ownWork returns the fiber's buffers, taken from the transport's pool
-// the first time.
-func (f *fiber) ownWork() *npWork {
-	if f.work == nil {
-		f.work = f.s.t.work.Get().(*npWork)
-	}
-	return f.work
-}
-
-// OwnCtx implements pipeline.CtxOwner: the context for the request the
-// fiber serves, nil for a fiber running a job or when the context is in
-// use (a request of its own must not share it).
-func (f *fiber) OwnCtx() *pipeline.Ctx {
-	if f.conn == nil {
-		return nil
-	}
-	if f.ctx == nil {
-		f.ctx = pipeline.NewOwned()
-	}
-	if f.ctx.Req != nil {
-		return nil
-	}
-	return f.ctx
-}
-
-// end stops a fiber no longer kept; its buffers go back to the pool.
-func (f *fiber) end() {
-	f.stop()
-	if f.work != nil {
-		f.s.t.work.Put(f.work)
-		f.work = nil
-	}
-	f.ctx = nil
-}
-
-// body serves the connection the loop gives the fiber, then the next.
-func (f *fiber) body(yield func(fiberEvent) bool) {
-	f.yield = yield
-	for {
-		if f.job != nil {
-			f.job()
-		} else {
-			f.conn.serve()
-		}
-		if !yield(fiberDone) {
-			return
-		}
-	}
-}
-
-// runEvents is run in event-loop mode.
-func (l *npLoop) runEvents() {
+// runEvents waits for events and resumes the fibers they concern, until
+// the loop stops.
+func (l *epollLoop) runEvents() {
 	s := l.ev
 	if s.t.spareP {
 		// The loop keeps its OS thread. Unlocked, the runtime's monitor
@@ -308,15 +192,15 @@ func (l *npLoop) runEvents() {
 }
 
 // dispatch starts serving an idle connection with input (loop only).
-func (s *evState) dispatch(c *npConn) {
-	if c.state.CompareAndSwap(npIdle, npBusy) {
+func (s *evState) dispatch(c *clientConn) {
+	if c.state.CompareAndSwap(connIdle, connBusy) {
 		s.t.served(c, 1)
 		s.start(c)
 	}
 }
 
 // start serves c, already marked busy, on a free fiber.
-func (s *evState) start(c *npConn) {
+func (s *evState) start(c *clientConn) {
 	if s.stopping.Load() {
 		c.close()
 		s.t.served(c, -1)
@@ -338,27 +222,6 @@ func (s *evState) takeFiber() *fiber {
 		return f
 	}
 	return s.newFiber()
-}
-
-// spawn runs fn on another fiber of f's loop, started once f yields; the
-// returned wait parks f until fn is done.
-func (f *fiber) spawn(fn func()) (wait func()) {
-	s := f.s
-	var done bool
-	var q pipeline.ParkQueue
-	g := s.takeFiber()
-	g.queued = true
-	g.job = func() {
-		fn()
-		done = true
-		q.WakeOne()
-	}
-	s.ready = append(s.ready, g)
-	return func() {
-		for !done {
-			f.Park(&q, time.Hour)
-		}
-	}
 }
 
 // run resumes f on the loop until it yields.
@@ -388,7 +251,7 @@ func (s *evState) after(f *fiber, ev fiberEvent) {
 		f.freeAt = s.clock
 		s.free = append(s.free, f)
 		// Bytes that arrived while it was busy gave their edge already.
-		if c.state.Load() == npIdle && c.io.readable() {
+		if c.state.Load() == connIdle && c.io.readable() {
 			s.dispatch(c)
 		}
 	case fiberReturned:
@@ -451,18 +314,6 @@ func (s *evState) resume(f *fiber) {
 	f.waitIO = nil
 	s.timers.remove(f)
 	s.run(f)
-}
-
-// unwait takes f off the socket it waits for.
-func (f *fiber) unwait() {
-	if io := f.waitIO; io != nil {
-		if f.waitW {
-			io.wwaiter = nil
-		} else {
-			io.rwaiter = nil
-		}
-		f.waitIO = nil
-	}
 }
 
 // runReady resumes the fibers unparked meanwhile, and those they unpark,
@@ -658,161 +509,4 @@ func (s *evState) block(fd int32, write bool, deadline int64) error {
 		}
 		return err
 	}
-}
-
-// sleep parks the running fiber until d has passed.
-func (f *fiber) sleep(d time.Duration) {
-	s := f.s
-	if s.cur != f {
-		time.Sleep(d)
-		return
-	}
-	f.waitIO = nil
-	f.deadline = s.t.now() + int64(d)
-	s.timers.push(f)
-	f.yield(fiberWait)
-	f.timedOut = false
-}
-
-// Park implements pipeline.Loop: the fiber waits in q, on the loop's
-// timers, until a request of the same loop unparks it or d passes.
-func (f *fiber) Park(q *pipeline.ParkQueue, d time.Duration) bool {
-	s := f.s
-	if s.cur != f {
-		return false // off the loop nothing can wake it: as if timed out
-	}
-	f.woken = false
-	f.waitIO = nil
-	f.deadline = s.t.now() + int64(d)
-	q.Push(f)
-	s.timers.push(f)
-	f.yield(fiberWait)
-	if !f.woken {
-		q.Remove(f)
-	}
-	return f.woken
-}
-
-// Unpark implements pipeline.Parked; it runs on the loop, in the request
-// that wakes f.
-func (f *fiber) Unpark() {
-	f.woken = true
-	f.s.timers.remove(f)
-	f.queued = true
-	f.s.ready = append(f.s.ready, f)
-}
-
-// Sleep implements pipeline.Waiter.
-func (f *fiber) Sleep(_ *pipeline.Ctx, d time.Duration) { f.sleep(d) }
-
-// Block implements pipeline.Waiter: the call runs on a goroutine of its
-// own while the fiber waits on the loop, and the loop serves the others.
-func (f *fiber) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) {
-	s := f.s
-	if s.cur != f {
-		call.Run() // off the loop: this goroutine may block
-		return
-	}
-	s.blocked++
-	// The goroutine's post is taken by the loop, after this yield.
-	go s.runBlocking(f, call)
-	f.yield(fiberWait)
-}
-
-// ID implements pipeline.Loop.
-func (f *fiber) ID() int { return f.s.id }
-
-// Answer implements pipeline.AnswerHolder: the answer of the request the
-// fiber serves, nil for a fiber running a job.
-func (f *fiber) Answer() *codec.Answer {
-	if f.conn == nil {
-		return nil
-	}
-	return f.conn.answer
-}
-
-// Now implements pipeline.Loop: the clock read when the loop last woke.
-func (f *fiber) Now() time.Time {
-	s := f.s
-	if s.nowAt != s.clock {
-		s.now, s.nowAt = s.t.epoch.Add(time.Duration(s.clock)), s.clock
-	}
-	return s.now
-}
-
-// Dial implements pipeline.Loop: a connection watched by the fiber's loop.
-func (f *fiber) Dial(addr string, timeout time.Duration) (net.Conn, error) {
-	return f.s.dial(f, addr, timeout)
-}
-
-// fiberHeap is a min-heap of fibers by deadline.
-type fiberHeap []*fiber
-
-func (h *fiberHeap) push(f *fiber) {
-	*h = append(*h, f)
-	f.heapAt = len(*h) - 1
-	h.up(f.heapAt)
-}
-
-func (h *fiberHeap) pop() *fiber {
-	f := (*h)[0]
-	h.removeAt(0)
-	return f
-}
-
-func (h *fiberHeap) remove(f *fiber) {
-	if f.heapAt >= 0 {
-		h.removeAt(f.heapAt)
-	}
-}
-
-func (h *fiberHeap) removeAt(i int) {
-	a := *h
-	f := a[i]
-	last := len(a) - 1
-	if i != last {
-		a[i] = a[last]
-		a[i].heapAt = i
-	}
-	a[last] = nil
-	*h = a[:last]
-	if i != last {
-		h.down(i)
-		h.up(i)
-	}
-	f.heapAt = -1
-}
-
-func (h fiberHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if h[p].deadline <= h[i].deadline {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-func (h fiberHeap) down(i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && h[r].deadline < h[l].deadline {
-			m = r
-		}
-		if h[i].deadline <= h[m].deadline {
-			return
-		}
-		h.swap(i, m)
-		i = m
-	}
-}
-
-func (h fiberHeap) swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapAt, h[j].heapAt = i, j
 }
