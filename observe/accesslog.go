@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
-	"github.com/tollgate/tollgate/internal/rest"
+	"github.com/tollgate/tollgate/internal/pacer"
 	"github.com/tollgate/tollgate/pipeline"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -209,22 +209,22 @@ func (l *AccessLog) run() {
 	defer close(l.done)
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
-	pace := rest.New()
+	pace := pacer.New()
 	defer pace.Stop()
 	for {
 		select {
-		case e := <-rest.Queue(pace, l.queue):
+		case e := <-pacer.Queue(pace, l.queue):
 			l.wakes.Add(1)
 			l.write(e)
-			pace.Drained(1+rest.Drain(l.queue, l.write), len(l.queue), cap(l.queue))
+			pace.Drained(1+pacer.Drain(l.queue, l.write), len(l.queue), cap(l.queue))
 		case <-pace.Resting():
-			pace.Drained(rest.Drain(l.queue, l.write), len(l.queue), cap(l.queue))
+			pace.Drained(pacer.Drain(l.queue, l.write), len(l.queue), cap(l.queue))
 		case <-tick.C:
 			l.out.flush()
 		case reply := <-l.reopenCh:
 			reply <- l.out.reopen()
 		case <-l.stop:
-			for rest.Drain(l.queue, l.write) > 0 {
+			for pacer.Drain(l.queue, l.write) > 0 {
 			}
 			l.closeErr = l.out.close()
 			return

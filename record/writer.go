@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/rest"
+	"github.com/tollgate/tollgate/internal/pacer"
 	"go.uber.org/zap"
 )
 
@@ -137,15 +137,15 @@ func (w *Writer) run() {
 	defer close(w.done)
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
-	pace := rest.New()
+	pace := pacer.New()
 	defer pace.Stop()
 	for {
 		select {
-		case e := <-rest.Queue(pace, w.queue):
+		case e := <-pacer.Queue(pace, w.queue):
 			w.write(e)
-			pace.Drained(1+rest.Drain(w.queue, w.write), len(w.queue), cap(w.queue))
+			pace.Drained(1+pacer.Drain(w.queue, w.write), len(w.queue), cap(w.queue))
 		case <-pace.Resting():
-			pace.Drained(rest.Drain(w.queue, w.write), len(w.queue), cap(w.queue))
+			pace.Drained(pacer.Drain(w.queue, w.write), len(w.queue), cap(w.queue))
 		case <-tick.C:
 			w.flush()
 			if w.f != nil && w.size > 0 && w.now().Sub(w.opened) >= w.set.MaxFileAge {

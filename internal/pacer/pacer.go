@@ -1,4 +1,4 @@
-// Package rest paces a goroutine that writes out what requests queue (the
+// Package pacer paces a goroutine that writes out what requests queue (the
 // access log, traffic recording), so that the requests do not wake it one
 // item at a time.
 //
@@ -8,7 +8,7 @@
 // write. Paced, the writer still waits on the queue while idle; once an
 // item comes it drains the queue and then rests on a timer before the next
 // drain, until a drain finds nothing. No request wakes a resting writer.
-package rest
+package pacer
 
 import "time"
 
