@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/valyala/fasthttp"
 )
@@ -93,7 +94,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 	const backend = "HTTP/1.1 200 OK\r\nx-Backend-Case: Kept\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n" +
 		"Upgrade: h2c\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-Request-Id: forged\r\n" +
 		"X-Request-Id: forged-again\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nX-RateLimit-Remaining: 99\r\nContent-Length: 2\r\n\r\nok"
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			up := testutil.StartRecordingUpstream(t)
 			const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
@@ -110,7 +111,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 				}
 				return testutil.ScriptedAnswer{Raw: backend}
 			})
-			g := startGateway(t, kind, answerRoutes, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, answerRoutes, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			conn, err := net.Dial("tcp", g.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -201,7 +202,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 // the client on every transport, and the connection serves the next
 // request.
 func TestUpstreamEarlyAnswer(t *testing.T) {
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			up := testutil.StartRecordingUpstream(t)
 			up.SetAnswer(func(r testutil.RawRequest) testutil.ScriptedAnswer {
@@ -210,7 +211,7 @@ func TestUpstreamEarlyAnswer(t *testing.T) {
 				}
 				return testutil.ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}
 			})
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			conn, err := net.Dial("tcp", g.Addr)
 			if err != nil {
 				t.Fatal(err)

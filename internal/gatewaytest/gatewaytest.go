@@ -171,3 +171,38 @@ func (g *Gateway) Get(tb testing.TB, path string) (int, string) {
 func HasJSONCode(body []byte, code string) bool {
 	return strings.HasPrefix(string(body), `{"code":`+code+`,"message":`) && strings.Contains(string(body), `"trace_id":"`)
 }
+
+// Serve serves tr on a loopback listener until the test ends, and returns
+// its address.
+func Serve(tb testing.TB, tr server.Transport) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ServeOn(tb, tr, ln)
+}
+
+// ServeOn serves ln with tr until the test ends, and returns its address;
+// the cleanup fails the test when tr does not shut down cleanly.
+func ServeOn(tb testing.TB, tr server.Transport, ln net.Listener) string {
+	tb.Helper()
+	served := make(chan error, 1)
+	go func() { served <- tr.Serve(ln) }()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(ctx); err != nil {
+			tb.Errorf("shutdown: %v", err)
+		}
+		select {
+		case err := <-served:
+			if err != nil {
+				tb.Errorf("serve: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			tb.Errorf("Serve did not return after Shutdown")
+		}
+	})
+	return ln.Addr().String()
+}
