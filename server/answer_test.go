@@ -96,6 +96,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 		"X-Request-Id: forged-again\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nX-RateLimit-Remaining: 99\r\nContent-Length: 2\r\n\r\nok"
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
 			up.SetAnswer(func(r testutil.RawRequest) testutil.ScriptedAnswer {
@@ -204,6 +205,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 func TestUpstreamEarlyAnswer(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			up.SetAnswer(func(r testutil.RawRequest) testutil.ScriptedAnswer {
 				if len(r.Values("Content-Length")) > 0 {

@@ -196,9 +196,10 @@ func readWholeAnswer(t testing.TB, br *bufio.Reader, method string) (resp *http.
 // the client's and the backend's connections are kept for the next
 // request.
 func TestAnswersStreamedWhole(t *testing.T) {
-	up := startBigUpstream(t)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			up := startBigUpstream(t) // its own: the test counts its dials
 			gw := gatewaytest.Start(t, bigConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}})
 			conn, err := net.Dial("tcp", gw.Addr)
 			if err != nil {
@@ -248,6 +249,7 @@ func TestStreamedToHTTP10Client(t *testing.T) {
 	up := startBigUpstream(t)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			gw := gatewaytest.Start(t, bigConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}})
 			const n = 2<<20 + 3
 			for _, frame := range []string{"chunked", "length"} {
@@ -291,6 +293,7 @@ func TestAnswerCutShortClosesClient(t *testing.T) {
 	up.cut.Store(1 << 20)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			gw := gatewaytest.Start(t, bigConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}})
 			for _, frame := range []string{"length", "chunked"} {
 				conn, err := net.Dial("tcp", gw.Addr)
@@ -473,6 +476,7 @@ routes:
 `
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			gw := gatewaytest.Start(t, oneConn, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}})
 			for i := range 3 {
 				// A client that goes away in the middle of a streamed answer.

@@ -50,6 +50,7 @@ var malformed = []struct{ name, raw string }{
 func TestMalformedRequestsAreRefusedAndNeverForwarded(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRawUpstream(t)
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			for _, tc := range malformed {
@@ -82,6 +83,7 @@ func TestMalformedRequestsAreRefusedAndNeverForwarded(t *testing.T) {
 func TestOneUpstreamRequestPerClientRequest(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "GET /one HTTP/1.1\r\nHost: a\r\n\r\n" +
@@ -120,6 +122,7 @@ func TestClientLimits(t *testing.T) {
 	cfg := gatewaytest.OneService + "client: {max_header_bytes: 2048, max_uri_bytes: 512, max_body_bytes: 1000, stream_body_bytes: 100}\n"
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			cases := []struct {
@@ -158,6 +161,7 @@ func TestClientLimits(t *testing.T) {
 func TestHeaderTimeoutCutsSlowloris(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) {
 				o.HeaderTimeout = 400 * time.Millisecond
@@ -202,6 +206,7 @@ func TestHeaderTimeoutCutsSlowloris(t *testing.T) {
 func TestIdleTimeoutClosesKeepAlive(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) {
 				o.IdleTimeout = 500 * time.Millisecond

@@ -421,6 +421,7 @@ func TestFidelity(t *testing.T) {
 	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			r := rand.New(rand.NewPCG(1, uint64(len(kind))))

@@ -80,6 +80,7 @@ consumers:
 func TestRewriteCannotEscapeItsRoute(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, escapeRoutes, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			// The ones a backend could read as dot segments are refused outright.
@@ -130,6 +131,7 @@ func TestRewriteCannotEscapeItsRoute(t *testing.T) {
 func TestForwardedFieldsCannotBeSpoofed(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "GET /x HTTP/1.1\r\nX-Forwarded-For: 6.6.6.6\r\nHost: api.example.com\r\nx-forwarded-for: 7.7.7.7\r\n" +
@@ -176,6 +178,7 @@ routes:
 func TestTrustedProxyChainIsReadWhole(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, trustedACL, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			for _, c := range []struct {
@@ -228,6 +231,7 @@ routes:
 `
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			for _, raw := range []string{
@@ -270,6 +274,7 @@ routes:
 func TestInternalNamesCannotBeSmuggled(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			q := "a=1&internal_role=x&internal.role=x&internal+role=x&%20internal_role=x&INTERNAL-role=x&%69nternal_x=1;internal_y=2&b=2"
@@ -330,6 +335,7 @@ func TestInternalNamesCannotBeSmuggled(t *testing.T) {
 func TestForwardedFaithfully(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "POST /a%2Fb/%7Ec?a=1;b=2&c=~!$'()*,:@/?&d=%zz&e=%2F+x HTTP/1.1\r\nHost: h\r\n" +
@@ -393,6 +399,7 @@ routes:
 		"authorization: Basic y\r\nCookie: s=1\r\nContent-Type: text/plain\r\nX-Forwarded-For: 1.1.1.1\r\nContent-Length: 1\r\n\r\nz"
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			names := func(r testutil.RawRequest) []string {

@@ -18,6 +18,7 @@ import (
 func TestTraceAndForwardedHeaders(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -63,6 +64,7 @@ not_found: {status: 404, body: '{"code":404,"message":"no route"}'}
 `
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			res := testutil.RawExchange(t, g.Addr, []byte("GET /nothing HTTP/1.1\r\nHost: a\r\n\r\n"), 1, 2*time.Second)
@@ -96,6 +98,7 @@ not_found: {status: 404, body: '{"code":404,"message":"no route"}'}
 func TestSwapUnderLoad(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			a := testutil.StartUpstream(t, "a")
 			b := testutil.StartUpstream(t, "b")
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": a.Addr}})
@@ -154,6 +157,7 @@ func TestSwapUnderLoad(t *testing.T) {
 func TestMaxConnsRefusesExcess(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) { o.MaxConns = 2 }})
 			conns := make([]interface{ Close() error }, 0, 2)
@@ -256,6 +260,7 @@ func serveBench(gw *server.Gateway, req *fasthttp.Request, resp *fasthttp.Respon
 func TestHeaderCaseCannotSmuggle(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "GET /h HTTP/1.1\r\nHost: a\r\nconnection: keep-alive, x-secret\r\nx-secret: 1\r\nupgrade: h2c\r\n" +
@@ -299,6 +304,7 @@ func TestHeaderCaseCannotSmuggle(t *testing.T) {
 func TestCookieForwardedVerbatim(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "GET /c HTTP/1.1\r\nHost: a\r\nCookie: sid=\"q 1\"; theme=dark\r\nX-Internal-A: x\r\n\r\n"

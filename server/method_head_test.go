@@ -35,6 +35,7 @@ consumers:
 func TestHeadTakesTheGetRoute(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g, up := gatewaytest.StartRecorded(t, headRoutes, gatewaytest.Options{Transport: kind})
 			status, _, _, forwarded := g.Exchange(t, up, "HEAD /priv/secret HTTP/1.1\r\nHost: h\r\n\r\n")
 			if status != 401 || forwarded {

@@ -55,6 +55,7 @@ var pathCases = []struct {
 func TestPathForwardedAsSent(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g, up := gatewaytest.StartRecorded(t, pathRoutes, gatewaytest.Options{Transport: kind})
 			for _, c := range pathCases {
 				status, _, got, forwarded := g.Exchange(t, up, "GET "+c.sent+" HTTP/1.1\r\nHost: h\r\n\r\n")

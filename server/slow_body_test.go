@@ -87,6 +87,7 @@ func trickle(t *testing.T, addr string, stall bool) (status int, after time.Dura
 func TestSlowBodyCutByTheTotalBudget(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g, up := gatewaytest.StartRecorded(t, slowBodyRoutes, gatewaytest.Options{Transport: kind})
 			for _, stall := range []bool{false, true} {
 				status, after := trickle(t, g.Addr, stall)

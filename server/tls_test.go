@@ -145,6 +145,7 @@ func TestTLSKeepAliveAndPipelining(t *testing.T) {
 func TestTLSCertificateReload(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind})
 			old, err := e.Dial(t, "a.test", 0)
 			if err != nil {
@@ -356,6 +357,7 @@ func TestTLSHandshakeWritesTimeOut(t *testing.T) {
 	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) {
 				o.TLS = store.Config(tls.VersionTLS12, []string{"http/1.1"})
@@ -405,6 +407,7 @@ func (s stalledReads) Read([]byte) (int, error) {
 func TestTLSSlowHandshakeCut(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Tweak: func(o *server.Options) { o.HeaderTimeout = 300 * time.Millisecond }})
 			conn := gatewaytest.Dial(t, e.Addr)
 			gatewaytest.Write(t, conn, "\x16\x03\x01\x02\x00\x01") // a ClientHello's first bytes, then nothing

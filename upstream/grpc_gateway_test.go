@@ -86,6 +86,7 @@ func doJSON(t *testing.T, addr, method, target, ct, body string) (int, map[strin
 func TestGRPCTranscoding(t *testing.T) {
 	for _, kind := range []string{"netpoll", "fasthttp"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			be := grpcorders.Start(t)
 			g := gatewaytest.Start(t, grpcRoutes, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)}})
 			st, m, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json",
@@ -223,6 +224,7 @@ routes:
 func TestGRPCPassThrough(t *testing.T) {
 	for _, kind := range []string{"netpoll", "fasthttp"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			be := grpcorders.Start(t)
 			e := gatewaytest.StartH2(t, grpcPassRoutes, h2.Options{}, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": be.Addr}})
 			conn, err := grpc.NewClient(e.Addr, grpc.WithTransportCredentials(credentials.NewTLS(

@@ -113,6 +113,7 @@ func TestWebSocketRelay(t *testing.T) {
 	up := wsUpstream(t)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
@@ -149,6 +150,7 @@ func TestWebSocketOnlyWhereAllowed(t *testing.T) {
 	up := wsUpstream(t)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			for path, status := range map[string]int{"/signed/x": 401, "/plain": 400} {
 				conn := gatewaytest.Dial(t, g.Addr)
@@ -176,6 +178,7 @@ func TestWebSocketOverTLSAndCap(t *testing.T) {
 	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {max_bytes: 1000}", 1)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}, Tweak: func(o *server.Options) {
 				o.TLS = store.Config(tls.VersionTLS12, nil)
 			}})
@@ -216,6 +219,7 @@ func TestWebSocketThroughSignedRoute(t *testing.T) {
 	up := wsUpstream(t)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			r, _ := http.NewRequest(http.MethodGet, "http://x/signed/chat", nil)
 			if err := sign.SignRequest(r, "app", "a-secret-of-some-length", time.Time{}, ""); err != nil {
@@ -248,6 +252,7 @@ func TestWebSocketRelayEndsWhenTheDrainGivesUp(t *testing.T) {
 	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {idle_timeout: 60s}", 1)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
@@ -273,6 +278,7 @@ func TestWebSocketBackendEndsRelay(t *testing.T) {
 	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {idle_timeout: 60s}", 1)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
@@ -298,6 +304,7 @@ func TestWebSocketRefusedStaysHTTP(t *testing.T) {
 	up := wsUpstream(t)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
@@ -320,6 +327,7 @@ func TestWebSocketLongRefusalNotHeld(t *testing.T) {
 	up := wsUpstream(t)
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)

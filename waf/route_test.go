@@ -25,6 +25,7 @@ routes:
 	const jsonAttack = `{"q":{"n":"<img src=x onerror=alert(1)>"}}`
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			for _, raw := range []string{

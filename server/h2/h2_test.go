@@ -379,7 +379,12 @@ func TestHTTP2ContinuationFlood(t *testing.T) {
 func TestHTTP2Drain(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			inflight := make(chan struct{}, 1)
 			slow := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/inflight" {
+					inflight <- struct{}{}
+				}
 				time.Sleep(400 * time.Millisecond)
 				_, _ = io.WriteString(w, "slow")
 			})}
@@ -400,7 +405,7 @@ func TestHTTP2Drain(t *testing.T) {
 				resp, body := e.Do(t, c, "GET", "/inflight", nil, nil)
 				done <- fmt.Sprint(resp.StatusCode, " ", string(body))
 			}()
-			time.Sleep(100 * time.Millisecond)
+			<-inflight // the request reached the backend: it is in flight
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			start := time.Now()
@@ -425,6 +430,7 @@ func TestHTTP2Drain(t *testing.T) {
 func TestHTTP2MaxConns(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartH2(t, h2Routes, h2.Options{}, gatewaytest.Options{Transport: kind, Tweak: func(o *server.Options) { o.MaxConns = 2 }})
 			var open []*gatewaytest.H2Conn
 			for range 2 {
