@@ -141,6 +141,7 @@ func (r *slowReader) Read(p []byte) (int, error) {
 func TestSlowBodyCutOverH2(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartH2(t, slowBodyRoutes, h2.Options{}, gatewaytest.Options{Transport: kind})
 			for _, stall := range []bool{false, true} {
 				req, err := http.NewRequest("POST", "https://"+e.Addr+"/upload", &slowReader{stall: stall})

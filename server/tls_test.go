@@ -42,6 +42,7 @@ func tlsGet(t *testing.T, c *tls.Conn, br *bufio.Reader, path string) *fasthttp.
 func TestTLSCertificateBySNI(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind})
 			for sni, org := range map[string]string{"a.test": "A", "b.test": "B", "x.wild.test": "W", "A.TEST": "A"} {
 				c, err := e.Dial(t, sni, 0)
@@ -84,6 +85,7 @@ func TestTLSCertificateBySNI(t *testing.T) {
 func TestTLSKeepAliveAndPipelining(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind})
 			c, err := e.Dial(t, "a.test", 0)
 			if err != nil {
@@ -203,6 +205,7 @@ func TestTLSWatchPicksUpNewFiles(t *testing.T) {
 func TestTLSPlaintextOnTLSPortDropped(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind})
 			conn := gatewaytest.Dial(t, e.Addr)
 			gatewaytest.Write(t, conn, "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")

@@ -48,6 +48,7 @@ routes:
 func TestHTTP2SameAsHTTP1(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartH2(t, h2Routes, h2.Options{StreamBodyBytes: 64 << 10, MaxBodyBytes: 1 << 20}, gatewaytest.Options{Transport: kind})
 			h1c, h2c := e.Client(false), e.Client(true)
 			hdr := map[string]string{"X-Test": "v1", "User-Agent": "probe", "X-Forwarded-For": "6.6.6.6"}
@@ -178,6 +179,7 @@ func TestHTTP2Curl(t *testing.T) {
 func TestHTTP2EdgeSafety(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartH2(t, h2Routes, h2.Options{}, gatewaytest.Options{Transport: kind})
 			r := e.DialH2(t)
 			for _, tc := range []struct {
@@ -323,6 +325,7 @@ func TestHTTP2RapidReset(t *testing.T) {
 func TestHTTP2ContinuationFlood(t *testing.T) {
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			e := gatewaytest.StartH2(t, h2Routes, h2.Options{MaxHeaderListBytes: 8192, IdleTimeout: time.Second}, gatewaytest.Options{Transport: kind})
 
 			// Large: fields of 4 KiB each, 16 KiB per frame, up to 64 MiB.
