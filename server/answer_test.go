@@ -203,6 +203,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 // the client on every transport, and the connection serves the next
 // request.
 func TestUpstreamEarlyAnswer(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -196,6 +196,7 @@ func readWholeAnswer(t testing.TB, br *bufio.Reader, method string) (resp *http.
 // the client's and the backend's connections are kept for the next
 // request.
 func TestAnswersStreamedWhole(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -48,6 +48,7 @@ var malformed = []struct{ name, raw string }{
 }
 
 func TestMalformedRequestsAreRefusedAndNeverForwarded(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -81,6 +82,7 @@ func TestMalformedRequestsAreRefusedAndNeverForwarded(t *testing.T) {
 }
 
 func TestOneUpstreamRequestPerClientRequest(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -159,6 +161,7 @@ func TestClientLimits(t *testing.T) {
 }
 
 func TestHeaderTimeoutCutsSlowloris(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -204,6 +207,7 @@ func TestHeaderTimeoutCutsSlowloris(t *testing.T) {
 }
 
 func TestIdleTimeoutClosesKeepAlive(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -78,6 +78,7 @@ consumers:
 // turn into "..": refused with 400, never forwarded; escapes that are not
 // dots go upstream exactly as sent.
 func TestRewriteCannotEscapeItsRoute(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -129,6 +130,7 @@ func TestRewriteCannotEscapeItsRoute(t *testing.T) {
 // proxy the whole X-Forwarded-For (all lines) is read, so a deny list sees
 // the real client.
 func TestForwardedFieldsCannotBeSpoofed(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -176,6 +178,7 @@ routes:
 `
 
 func TestTrustedProxyChainIsReadWhole(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -272,6 +275,7 @@ routes:
 // backend folds to the same name, in the query and in a form body, and in
 // header names with '_'.
 func TestInternalNamesCannotBeSmuggled(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -333,6 +337,7 @@ func TestInternalNamesCannotBeSmuggled(t *testing.T) {
 // repeated fields in their order even when others are removed, names as
 // the client spelled them, no Content-Type invented.
 func TestForwardedFaithfully(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -16,6 +16,7 @@ import (
 )
 
 func TestTraceAndForwardedHeaders(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -96,6 +97,7 @@ not_found: {status: 404, body: '{"code":404,"message":"no route"}'}
 // TestSwapUnderLoad swaps snapshots while clients run: every request must
 // succeed, each on a complete snapshot.
 func TestSwapUnderLoad(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -155,6 +157,7 @@ func TestSwapUnderLoad(t *testing.T) {
 }
 
 func TestMaxConnsRefusesExcess(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -258,6 +261,7 @@ func serveBench(gw *server.Gateway, req *fasthttp.Request, resp *fasthttp.Respon
 // client must not get hop-by-hop fields, a forged X-Forwarded-For or an
 // internal header through by spelling them in lower case.
 func TestHeaderCaseCannotSmuggle(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -302,6 +306,7 @@ func TestHeaderCaseCannotSmuggle(t *testing.T) {
 // fasthttp re-serialize Cookie, so the upstream gets the client's bytes
 // (quotes, odd pairs, two Cookie lines) exactly.
 func TestCookieForwardedVerbatim(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

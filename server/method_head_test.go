@@ -33,6 +33,7 @@ consumers:
 // passed to the public route behind it, and HEAD counts against a
 // GET-only limit. Over HTTP/1.1 on every transport and over h2.
 func TestHeadTakesTheGetRoute(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -53,6 +53,7 @@ var pathCases = []struct {
 // TestPathForwardedAsSent: pathCases over HTTP/1.1 on every transport and
 // over h2, against a recording upstream.
 func TestPathForwardedAsSent(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

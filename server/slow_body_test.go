@@ -85,6 +85,9 @@ func trickle(t *testing.T, addr string, stall bool) (status int, after time.Dura
 // total, 2 s), answered 408 (the client was slow, not the backend), and
 // the backend connection it held is closed; on every transport.
 func TestSlowBodyCutByTheTotalBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trickles bodies until the budget runs out")
+	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -139,6 +142,9 @@ func (r *slowReader) Read(p []byte) (int, error) {
 
 // TestSlowBodyCutOverH2: the same over h2, on every transport.
 func TestSlowBodyCutOverH2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trickles bodies until the budget runs out")
+	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

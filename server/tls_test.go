@@ -40,6 +40,7 @@ func tlsGet(t *testing.T, c *tls.Conn, br *bufio.Reader, path string) *fasthttp.
 // first certificate for any other name; TLS 1.1 and older refused; the
 // request goes upstream marked https.
 func TestTLSCertificateBySNI(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -83,6 +84,7 @@ func TestTLSCertificateBySNI(t *testing.T) {
 // one write (the later ones are decrypted before the connection would go
 // idle, so none is left waiting).
 func TestTLSKeepAliveAndPipelining(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -145,6 +147,7 @@ func TestTLSKeepAliveAndPipelining(t *testing.T) {
 // TestTLSCertificateReload: a certificate replaced on disk is served to new
 // connections after a reload, while a connection made before keeps working.
 func TestTLSCertificateReload(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -203,6 +206,7 @@ func TestTLSWatchPicksUpNewFiles(t *testing.T) {
 // TestTLSPlaintextOnTLSPortDropped: a client speaking cleartext HTTP to the
 // TLS listener gets no HTTP answer and the connection closes.
 func TestTLSPlaintextOnTLSPortDropped(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -408,6 +412,7 @@ func (s stalledReads) Read([]byte) (int, error) {
 
 // stalls in its headers.
 func TestTLSSlowHandshakeCut(t *testing.T) {
+	t.Parallel()
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

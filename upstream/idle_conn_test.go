@@ -113,6 +113,9 @@ func idleGatewayCall(t *testing.T, addr, method string) (int, string) {
 // it: the common one read on the loop, and a chunked one read by
 // fasthttp. The other transports go through fasthttp's client.
 func TestPoolKeepsBelowAnnouncedKeepAlive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("idles past the announced keep-alive")
+	}
 	for _, kind := range gatewaytest.Transports {
 		for _, chunked := range []bool{false, true} {
 			name := kind + "/" + map[bool]string{false: "length", true: "chunked"}[chunked]
@@ -142,6 +145,9 @@ func TestPoolKeepsBelowAnnouncedKeepAlive(t *testing.T) {
 // the backend still keeps and is answered: the kept one is not used, and
 // refusing it costs the request nothing.
 func TestPoolStreamedBodyAfterAnnouncedKeepAlive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("idles past the announced keep-alive")
+	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -176,6 +182,9 @@ func TestPoolStreamedBodyAfterAnnouncedKeepAlive(t *testing.T) {
 // after 2 s: it learns 2 s less the margin, an upper bound, and a
 // connection idle 1.9 s must not carry a request.
 func TestPoolLearnsTheBackendsIdleClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("idles past the backend's close")
+	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -214,6 +223,9 @@ func TestPoolLearnsTheBackendsIdleClose(t *testing.T) {
 // timeout longer than the 4 s they were once limited to, so a burst's
 // connections are there for the next one.
 func TestPoolKeepsConnectionsPastFourSeconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("idles 4.5 s")
+	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -401,6 +401,9 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 // back; the relay then waits on the loop like any fiber, and the loop (the
 // only one here) goes on serving other connections.
 func TestWebSocketStalledClientHoldsNoLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stalls a client for seconds")
+	}
 	up := wsUpstream(t)
 	yaml := strings.Replace(wsConfig, "idle_timeout: 400ms", "idle_timeout: 10s", 1)
 	g := gatewaytest.Start(t, yaml, gatewaytest.Options{Vars: map[string]string{"UP": up}, Tweak: func(o *server.Options) { o.Workers = 1 }})

@@ -276,6 +276,9 @@ func TestHTTP2Settings(t *testing.T) {
 // resetting them at once is cut off after a bounded number of them, most
 // never reach the backend, memory stays bounded, and others are served.
 func TestHTTP2RapidReset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods resets")
+	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			e := gatewaytest.StartH2(t, h2Routes, h2.Options{}, gatewaytest.Options{Transport: kind})
@@ -323,6 +326,9 @@ func TestHTTP2RapidReset(t *testing.T) {
 // CONTINUATION frames past the header-list limit, or empty ones forever —
 // ends the connection, having cost a bounded amount of reading.
 func TestHTTP2ContinuationFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the idle timeout")
+	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -102,6 +102,9 @@ func (s *loopStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Res
 // and requests in a blocking call leave the loop free for the others: the
 // quick requests sent after them are all answered before any of them.
 func TestEventLoopWaitsHoldNoLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes seconds")
+	}
 	h := &loopStub{wait: 3 * time.Second}
 	o := npOptions()
 	o.Workers = 1
@@ -481,6 +484,9 @@ func fibersAlive() int {
 // does not create them again; once requests stop they are retired, and
 // the goroutine count falls back.
 func TestEventLoopKeepsFibersForTheNextBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the fibers' idle time")
+	}
 	upAddr, _ := testutil.StartHandler(t, func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/slow" {
 			time.Sleep(100 * time.Millisecond)
@@ -680,6 +686,9 @@ func TestEventLoopLeavesGoroutinesAProc(t *testing.T) {
 // by the runtime's monitor was resumed on whichever thread was free: 4
 // threads over these 40 requests.
 func TestEventLoopKeepsItsThread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("watches the loop for seconds")
+	}
 	addr := npServeOneLoop(t, &loopStub{})
 
 	stop := make(chan struct{})

@@ -66,6 +66,9 @@ func pushUntilBlocked(conn net.Conn, limit int64, stall time.Duration) (int64, b
 // socket takes bytes, up to 256 MiB, and stops once a write has made no
 // progress for 300ms.
 func TestStreamingWhileBusyIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pushes up to 256 MiB behind a busy request")
+	}
 	const limit = 256 * testutil.MiB
 	// The first 16 KiB of a body go with its header: fasthttp waits for
 	// 8 KiB of it before the handler runs.
@@ -208,6 +211,9 @@ func TestStreamingGiBThroughBusyHandler(t *testing.T) {
 // the bytes that arrive, so the gateway holds a few KiB per connection,
 // not the 8 GiB the claims add up to.
 func TestClaimedBodySizeIsNotAllocated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 1,000 connections")
+	}
 	const (
 		conns   = 1000
 		batch   = 50
@@ -338,6 +344,9 @@ func TestBareLFHeaderSectionAnsweredAtOnce(t *testing.T) {
 // §2.2), and blank lines in a body that arrives slowly are body bytes: none
 // of it may be mistaken for a header section ending in a bare LF.
 func TestBareLFCheckLeavesGoodRequestsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes seconds")
+	}
 	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			up := testutil.StartUpstream(t, "ok")

@@ -584,6 +584,9 @@ func TestNetpollSlowlorisCutAtHeaderTimeout(t *testing.T) {
 }
 
 func TestNetpollIdleTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out idle timeouts")
+	}
 	h := &npStub{}
 	o := npOptions()
 	o.IdleTimeout = 500 * time.Millisecond
@@ -858,6 +861,9 @@ func npReactorTests() map[string]func(*testing.T) {
 // TestNetpollDispatchMode runs the reactor's tests again in dispatch mode
 // ("transport: netpoll-dispatch"); the others run in event-loop mode.
 func TestNetpollDispatchMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the reactor tests again in dispatch mode")
+	}
 	npDispatch = true
 	defer func() { npDispatch = false }()
 	for name, test := range npReactorTests() {
@@ -870,6 +876,9 @@ func TestNetpollDispatchMode(t *testing.T) {
 // where the kernel refuses a ring); the others make them in batches where
 // it allows one.
 func TestNetpollSyscallsOneByOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the reactor tests again without io_uring")
+	}
 	npIOUring = "off"
 	defer func() { npIOUring = "auto" }()
 	for name, test := range npReactorTests() {
