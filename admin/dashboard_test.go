@@ -65,6 +65,9 @@ func observeRequests(m *observe.Metrics, n, status int) {
 // them, itself with its live figures, and the sum. A node that stops is
 // no longer counted; with Redis away the figures are this node's alone.
 func TestLiveClusterFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and waits for figures")
+	}
 	r := testutil.StartRedis(t)
 	const every = 100 * time.Millisecond
 	start := time.Now()

@@ -435,6 +435,9 @@ func TestSetViewPropagation(t *testing.T) {
 // command to Redis while the set does not change; a control view whose
 // cache TTL is 1ms shows what polling would cost.
 func TestSetViewSteadyStateFromCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes seconds")
+	}
 	r := testutil.StartRedis(t)
 	a := newClient(t, r.Addr)
 	b := newClient(t, r.Addr)
@@ -505,6 +508,9 @@ func TestSetViewKeepsContentsWhileRedisDown(t *testing.T) {
 }
 
 func TestLiveNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for nodes to expire")
+	}
 	r := testutil.StartRedis(t)
 	var cs []*Client
 	for i := range 3 {
@@ -708,6 +714,9 @@ func TestClaimsDecidedWhileDegradedReachRedisAfterRecovery(t *testing.T) {
 // HGETALL when asked and nothing when nobody asks, and a node that left
 // or stopped heartbeating drops out.
 func TestNodeLoads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for heartbeats")
+	}
 	r := testutil.StartRedis(t)
 	const every = 100 * time.Millisecond
 	start := time.Now()

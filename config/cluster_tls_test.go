@@ -71,6 +71,9 @@ func writeCert(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecds
 // and refused without it, with another CA, or without the client
 // certificate.
 func TestClientTLSReachesRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server with TLS")
+	}
 	dir := t.TempDir()
 	ca, caKey := writeCert(t, dir, "ca", nil, nil)
 	writeCert(t, dir, "server", ca, caKey)

@@ -64,6 +64,9 @@ func drive(nodes []*realNode, d time.Duration) (ok int, slowest time.Duration) {
 // decision waits on Redis, the nodes fall back to their local share, and
 // they return to leases by themselves when Redis answers again.
 func TestRedisFrozenOrKilledNeverStallsDecisions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("freezes and kills redis-server")
+	}
 	rd := testutil.StartRedis(t)
 	nodes := newRealNodes(t, rd.Addr, 2, "[{by: route, rate: 200, per: 1s, burst: 200, scope: cluster}]")
 	r0 := nodes[0].f.rules[0]
@@ -161,6 +164,9 @@ func (l *releaseLog) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.R
 // offered twice the cluster's leaky rate, release the rate between them
 // from the one schedule in Redis, none held beyond max_delay.
 func TestClusterLeakyBucketOnRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes seconds")
+	}
 	rd := testutil.StartRedis(t)
 	nodes := newRealNodes(t, rd.Addr, 2, "[{by: route, rate: 200, per: 1s, scope: cluster, algorithm: leaky_bucket, max_delay: 200ms}]")
 	log := &releaseLog{}

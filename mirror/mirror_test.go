@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 )
 
@@ -22,7 +23,7 @@ routes:
     service: primary
 `
 
-func mirrorGateway(t *testing.T, primary, shadow string, sample float64, queue int) (*gateway, *Filter) {
+func mirrorGateway(t *testing.T, primary, shadow string, sample float64, queue int) (*gatewaytest.Gateway, *Filter) {
 	t.Helper()
 	g := startGateway(t, mirrorConfig, map[string]string{"P": primary, "S": shadow,
 		"SAMPLE": strconv.FormatFloat(sample, 'g', -1, 64), "Q": strconv.Itoa(queue)})
@@ -33,7 +34,7 @@ func mirrorGateway(t *testing.T, primary, shadow string, sample float64, queue i
 func settled(t *testing.T, m *Filter) Counts {
 	t.Helper()
 	var last Counts
-	waitFor(t, "the mirror queue to drain", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the mirror queue to drain", func() bool {
 		c := m.Counts()
 		done := len(m.pool.queue) == 0 && c == last
 		last = c
@@ -57,7 +58,7 @@ func TestMirrorSendsTheSampledShare(t *testing.T) {
 	shadow := testutil.StartUpstream(t, `{"v":1,"ts":2}`)
 	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 0.3, 1024)
 	const n = 1000
-	res := drive(t, g.addr, n, 8, getPath("/a?x=1"))
+	res := drive(t, g.Addr, n, 8, getPath("/a?x=1"))
 	allOK(t, "mirroring", res, n)
 	c := settled(t, m)
 	got := shadow.Requests.Load()
@@ -79,16 +80,19 @@ func TestMirrorSendsTheSampledShare(t *testing.T) {
 // and no added latency whether the mirror service answers, is killed, or
 // hangs; the copies it cannot take are counted.
 func TestMirrorDeadOrHangingChangesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits on a hanging shadow")
+	}
 	primary := testutil.StartQuietUpstream(t, "ok")
 	shadow := testutil.StartUpstream(t, "ok")
 	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 1, 16)
 	const n = 300
-	base := drive(t, g.addr, n, 4, getPath("/"))
+	base := drive(t, g.Addr, n, 4, getPath("/"))
 	allOK(t, "healthy mirror", base, n)
 	settled(t, m)
 
 	shadow.Close()
-	dead := drive(t, g.addr, n, 4, getPath("/"))
+	dead := drive(t, g.Addr, n, 4, getPath("/"))
 	allOK(t, "killed mirror", dead, n)
 	if c := settled(t, m); c.Failed == 0 {
 		t.Fatalf("a dead mirror's failures are not counted: %+v", c)
@@ -98,7 +102,7 @@ func TestMirrorDeadOrHangingChangesNothing(t *testing.T) {
 	hanging.Delay.Store(int64(3 * time.Second))
 	g2, m2 := mirrorGateway(t, primary.Addr, hanging.Addr, 1, 16)
 	// A client that waited for the mirror would give up after a second.
-	slow := driveWithin(t, g2.addr, n, 4, time.Second, getPath("/"))
+	slow := driveWithin(t, g2.Addr, n, 4, time.Second, getPath("/"))
 	allOK(t, "hanging mirror", slow, n)
 	// Waiting on the mirror would cost every request 3 s.
 	limit := max(50*time.Millisecond, 5*base.p99())
@@ -115,7 +119,7 @@ func TestCountsDifferences(t *testing.T) {
 	shadow := testutil.StartUpstream(t, `{"v":2,"ts":2}`)
 	shadow.Status.Store(201)
 	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 1, 1024)
-	allOK(t, "compare", drive(t, g.addr, 20, 2, getPath("/")), 20)
+	allOK(t, "compare", drive(t, g.Addr, 20, 2, getPath("/")), 20)
 	if c := settled(t, m); c.Compared != 20 || c.BodyDiffers != 20 || c.StatusDiffers != 20 {
 		t.Fatalf("differences not counted: %+v", c)
 	}

@@ -78,10 +78,10 @@ func BenchmarkGatewayRecording(b *testing.B) {
 				defer release()
 			}
 			g := startGateway(b, bc.yaml, map[string]string{"UP": up.Addr, "DIR": b.TempDir(), "Q": "1024"})
-			drive(b, g.addr, 2000, 8, post) // warm the pools
+			drive(b, g.Addr, 2000, 8, post) // warm the pools
 			b.ResetTimer()
 			start := time.Now()
-			res := drive(b, g.addr, b.N, 8, post)
+			res := drive(b, g.Addr, b.N, 8, post)
 			took := time.Since(start)
 			b.StopTimer()
 			if res.errors > 0 || res.statuses[200] != b.N {

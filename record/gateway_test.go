@@ -1,68 +1,28 @@
 package record
 
 import (
-	"context"
-	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/config"
-	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/valyala/fasthttp"
 )
 
-// gateway is a real gateway on a loopback socket, serving a configuration
-// compiled here (only the features this package registers).
-type gateway struct {
-	addr string
-	gw   *server.Gateway
-}
-
-func startGateway(tb testing.TB, yaml string, vars map[string]string) *gateway {
+// startGateway serves yaml, its ${NAME} references taken from vars, on a
+// real gateway (with only the features this package registers).
+func startGateway(tb testing.TB, yaml string, vars map[string]string) *gatewaytest.Gateway {
 	tb.Helper()
-	for k, v := range vars {
-		yaml = strings.ReplaceAll(yaml, "${"+k+"}", v)
-	}
-	comp := config.NewCompiler()
-	f, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		tb.Fatal(err)
-	}
-	f.Defaults()
-	snap, err := comp.Compile(f, "test.yaml")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	comp.Release(snap)
-	gw := server.NewGateway(snap, nil)
-	tr, err := server.NewTransport("netpoll", gw, server.OptionsFor(f))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- tr.Serve(ln) }()
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tr.Shutdown(ctx)
-		<-done
-		comp.Close()
-	})
-	return &gateway{addr: ln.Addr().String(), gw: gw}
+	return gatewaytest.Start(tb, yaml, gatewaytest.Options{Vars: vars})
 }
 
 // filter returns the route's filter of type T.
-func filter[T any](tb testing.TB, g *gateway, route string) T {
+func filter[T any](tb testing.TB, g *gatewaytest.Gateway, route string) T {
 	tb.Helper()
-	for _, r := range g.gw.Snapshot().Routes {
+	for _, r := range g.GW.Snapshot().Routes {
 		if r.Name != route {
 			continue
 		}

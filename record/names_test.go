@@ -114,7 +114,7 @@ func TestRecordMasksSecretsByMeaning(t *testing.T) {
 		{"form", "application/x-www-form-urlencoded", form()},
 		{"multipart", "multipart/form-data; boundary=XyZ", multipart()},
 	}
-	conn, err := net.Dial("tcp", g.addr)
+	conn, err := net.Dial("tcp", g.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

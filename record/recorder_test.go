@@ -41,14 +41,14 @@ func TestRecordStalledWriterChangesNothing(t *testing.T) {
 		req.Header.SetHost("api.test")
 		req.SetBodyString(body)
 	}
-	base := drive(t, plain.addr, n, 4, post)
+	base := drive(t, plain.Addr, n, 4, post)
 	allOK(t, "without recording", base, n)
 
 	release := stallWriter(t)
 	defer release() // before the gateway's cleanup closes the writer
 	g := startGateway(t, recordConfig, map[string]string{"UP": up.Addr, "DIR": t.TempDir(), "Q": "8"})
 	rec := filter[*Recorder](t, g, "rec")
-	res := driveWithin(t, g.addr, n, 4, time.Second, post)
+	res := driveWithin(t, g.Addr, n, 4, time.Second, post)
 	allOK(t, "stalled writer", res, n)
 	// The writer took what fits in its buffer before its first write stuck;
 	// then the queue filled, and the rest was dropped.

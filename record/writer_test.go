@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/testutil"
 )
 
 // testEntry is a record of about size bytes once encoded.
@@ -57,17 +59,6 @@ func readAll(t *testing.T, names []string) []string {
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestWriterRotatesBySizeAndKeepsMaxFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "rec")
 	w := newWriter(Settings{Dir: dir, MaxFileBytes: 4096, MaxFiles: 3}.withDefaults(), nil, time.Now)
@@ -111,14 +102,14 @@ func TestWriterRotatesByAge(t *testing.T) {
 	w := newWriter(Settings{Dir: dir, MaxFileAge: time.Minute}.withDefaults(), nil, clock)
 	defer w.Close()
 	w.enqueue(testEntry(1, 300))
-	waitFor(t, "the first file", func() bool { return len(files(t, dir)) == 1 })
+	testutil.Eventually(t, 5*time.Second, "the first file", func() bool { return len(files(t, dir)) == 1 })
 	now.Add(int64(59 * time.Second))
 	time.Sleep(3 * flushEvery)
 	if w.Stats().Rotations != 0 {
 		t.Fatal("rotated before max_file_age")
 	}
 	now.Add(int64(2 * time.Second))
-	waitFor(t, "rotation by age", func() bool { return w.Stats().Rotations == 1 })
+	testutil.Eventually(t, 5*time.Second, "rotation by age", func() bool { return w.Stats().Rotations == 1 })
 	w.enqueue(testEntry(2, 300))
 	w.Close()
 	if got := readAll(t, files(t, dir)); strings.Join(got, ",") != "/n/1,/n/2" {

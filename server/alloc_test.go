@@ -1,6 +1,6 @@
 //go:build !race
 
-package server
+package server_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/server"
 	"github.com/valyala/fasthttp"
 )
 
@@ -55,7 +56,7 @@ func TestParseErrorAnswerAllocs(t *testing.T) {
 	errs := append([]error{fasthttp.ErrBodyTooLarge, fmt.Errorf("wrapped: %w", codec.ErrBadPath),
 		errors.New("something else")}, codec.Errors...)
 	for _, err := range errs {
-		if n := testing.AllocsPerRun(50, func() { _ = cannedFor(err) }); n != 0 {
+		if n := testing.AllocsPerRun(50, func() { _ = server.CannedFor(err) }); n != 0 {
 			t.Errorf("%v: %v allocations", err, n)
 		}
 	}

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/valyala/fasthttp"
 )
@@ -93,8 +94,9 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 	const backend = "HTTP/1.1 200 OK\r\nx-Backend-Case: Kept\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n" +
 		"Upgrade: h2c\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-Request-Id: forged\r\n" +
 		"X-Request-Id: forged-again\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nX-RateLimit-Remaining: 99\r\nContent-Length: 2\r\n\r\nok"
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
 			up.SetAnswer(func(r testutil.RawRequest) testutil.ScriptedAnswer {
@@ -110,7 +112,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 				}
 				return testutil.ScriptedAnswer{Raw: backend}
 			})
-			g := startGateway(t, kind, answerRoutes, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, answerRoutes, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			conn, err := net.Dial("tcp", g.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -142,7 +144,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 				if n := strings.Count(a.head, "\r\nX-Ratelimit-Remaining: 99\r\n") + strings.Count(a.head, "\r\nX-RateLimit-Remaining: 99\r\n"); n != 1 {
 					t.Errorf("%s: the backend's X-RateLimit-Remaining not passed once:\n%s", path, a.head)
 				}
-				if asRead := strings.Contains(a.head, "\r\nx-Backend-Case: Kept\r\n"); asRead != (kind == "netpoll" && path == "/plain") {
+				if asRead := strings.Contains(a.head, "\r\nx-Backend-Case: Kept\r\n"); asRead != (kind == "reactor" && path == "/plain") {
 					t.Errorf("%s: section passed as read: %v, on %s:\n%s", path, asRead, kind, a.head)
 				}
 			}
@@ -158,7 +160,7 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 			}
 			// The loop's pool closes it; fasthttp's client drops what its
 			// reader holds with the reader and keeps the connection.
-			if kind == "netpoll" && up.Conns.Load() == before {
+			if kind == "reactor" && up.Conns.Load() == before {
 				t.Error("the upstream connection with bytes behind its answer was used again")
 			}
 
@@ -201,8 +203,10 @@ func TestUpstreamAnswerPassedOn(t *testing.T) {
 // the client on every transport, and the connection serves the next
 // request.
 func TestUpstreamEarlyAnswer(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
 			up.SetAnswer(func(r testutil.RawRequest) testutil.ScriptedAnswer {
 				if len(r.Values("Content-Length")) > 0 {
@@ -210,7 +214,7 @@ func TestUpstreamEarlyAnswer(t *testing.T) {
 				}
 				return testutil.ScriptedAnswer{Raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}
 			})
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			conn, err := net.Dial("tcp", g.Addr)
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
+	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/server/h2"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // bigBlock is what the big-answer upstream sends, over and over: one
@@ -194,10 +196,12 @@ func readWholeAnswer(t testing.TB, br *bufio.Reader, method string) (resp *http.
 // the client's and the backend's connections are kept for the next
 // request.
 func TestAnswersStreamedWhole(t *testing.T) {
-	up := startBigUpstream(t)
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			gw := startGateway(t, kind, bigConfig, map[string]string{"UP": up.addr}, nil)
+			t.Parallel()
+			up := startBigUpstream(t) // its own: the test counts its dials
+			gw := gatewaytest.Start(t, bigConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}})
 			conn, err := net.Dial("tcp", gw.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -244,9 +248,10 @@ func TestAnswersStreamedWhole(t *testing.T) {
 // connection's close, and one with a length keeps its connection.
 func TestStreamedToHTTP10Client(t *testing.T) {
 	up := startBigUpstream(t)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			gw := startGateway(t, kind, bigConfig, map[string]string{"UP": up.addr}, nil)
+			t.Parallel()
+			gw := gatewaytest.Start(t, bigConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}})
 			const n = 2<<20 + 3
 			for _, frame := range []string{"chunked", "length"} {
 				c, err := net.Dial("tcp", gw.Addr)
@@ -287,9 +292,10 @@ func TestStreamedToHTTP10Client(t *testing.T) {
 func TestAnswerCutShortClosesClient(t *testing.T) {
 	up := startBigUpstream(t)
 	up.cut.Store(1 << 20)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			gw := startGateway(t, kind, bigConfig, map[string]string{"UP": up.addr}, nil)
+			t.Parallel()
+			gw := gatewaytest.Start(t, bigConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}})
 			for _, frame := range []string{"length", "chunked"} {
 				conn, err := net.Dial("tcp", gw.Addr)
 				if err != nil {
@@ -339,12 +345,12 @@ func TestStalledClientsHoldNoAnswer(t *testing.T) {
 		t.Skip("moves 600 MB of answers")
 	}
 	up := startBigUpstream(t)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			gw := startGateway(t, kind, bigConfig, map[string]string{"UP": up.addr}, func(o *Options) {
+			gw := gatewaytest.Start(t, bigConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}, Tweak: func(o *server.Options) {
 				o.WriteTimeout = 3 * time.Second
-			})
-			base := sampleMem()
+			}})
+			base := testutil.SampleMem()
 			var conns []net.Conn
 			for range 10 {
 				c, err := dialSmallWindow(gw.Addr)
@@ -355,19 +361,19 @@ func TestStalledClientsHoldNoAnswer(t *testing.T) {
 				fmt.Fprintf(c, "GET /big?n=%d HTTP/1.1\r\nHost: x\r\n\r\n", 60_000_000)
 			}
 			time.Sleep(1500 * time.Millisecond) // long enough to read 600 MB from loopback
-			held := sampleMem()
+			held := testutil.SampleMem()
 			// Another client is served meanwhile.
 			st, body, err := fasthttp.GetTimeout(nil, "http://"+gw.Addr+"/big?n=1000", 2*time.Second)
 			if err != nil || st != 200 || len(body) != 1000 {
 				t.Fatalf("a reading client was not served while others stalled: %d, %d bytes, %v", st, len(body), err)
 			}
-			if g := grew(base.rss, held.rss); g > 100*mib {
-				t.Errorf("RSS grew %d MiB with 10 stalled 60 MB answers (want < 100)", g/mib)
+			if g := testutil.Grew(base.RSS, held.RSS); g > 100*testutil.MiB {
+				t.Errorf("RSS grew %d MiB with 10 stalled 60 MB answers (want < 100)", g/testutil.MiB)
 			}
-			if g := grew(base.live, held.live); g > 40*mib {
-				t.Errorf("live heap grew %d MiB with 10 stalled 60 MB answers", g/mib)
+			if g := testutil.Grew(base.Live, held.Live); g > 40*testutil.MiB {
+				t.Errorf("live heap grew %d MiB with 10 stalled 60 MB answers", g/testutil.MiB)
 			}
-			t.Logf("%s: RSS %d → %d MiB, live heap %d → %d MiB", kind, base.rss/mib, held.rss/mib, base.live/mib, held.live/mib)
+			t.Logf("%s: RSS %d → %d MiB, live heap %d → %d MiB", kind, base.RSS/testutil.MiB, held.RSS/testutil.MiB, base.Live/testutil.MiB, held.Live/testutil.MiB)
 			// The stalled answers are cut when write_timeout passes, and
 			// their backend connections closed: the upstream sees them go.
 			deadline := time.Now().Add(15 * time.Second)
@@ -377,10 +383,10 @@ func TestStalledClientsHoldNoAnswer(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			after := sampleMem()
-			t.Logf("%s: after the stalled answers were cut: RSS %d MiB, live heap %d MiB", kind, after.rss/mib, after.live/mib)
-			if g := grew(base.live, after.live); g > 8*mib {
-				t.Errorf("live heap still %d MiB above the start once the answers were cut", g/mib)
+			after := testutil.SampleMem()
+			t.Logf("%s: after the stalled answers were cut: RSS %d MiB, live heap %d MiB", kind, after.RSS/testutil.MiB, after.Live/testutil.MiB)
+			if g := testutil.Grew(base.Live, after.Live); g > 8*testutil.MiB {
+				t.Errorf("live heap still %d MiB above the start once the answers were cut", g/testutil.MiB)
 			}
 			for _, c := range conns {
 				c.Close()
@@ -400,57 +406,43 @@ func TestH2ZeroWindowHoldsNoAnswer(t *testing.T) {
 		t.Skip("opens 100 streams of 20 MB")
 	}
 	up := startBigUpstream(t)
-	e := startH2EdgeOn(t, "netpoll", h2.Options{MaxConcurrentStreams: 128, WriteTimeout: 3 * time.Second}, bigConfig, up.addr, func(o *Options) {
+	e := gatewaytest.StartH2(t, bigConfig, h2.Options{MaxConcurrentStreams: 128, WriteTimeout: 3 * time.Second}, gatewaytest.Options{Vars: map[string]string{"UP": up.addr}, Tweak: func(o *server.Options) {
 		o.WriteTimeout = 3 * time.Second
-	})
-	base := sampleMem()
-	conn, err := tls.Dial("tcp", e.g.Addr, &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool(), NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r := &h2Raw{t: t, conn: conn, next: 1}
-	r.fr = http2.NewFramer(conn, bufio.NewReader(conn))
-	r.fr.ReadMetaHeaders = hpack.NewDecoder(65536, nil)
-	r.enc = hpack.NewEncoder(&r.hbuf)
-	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
-		t.Fatal(err)
-	}
+	}})
+	base := testutil.SampleMem()
+	r := e.DialH2(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	// The client acknowledges the server's settings and otherwise reads
 	// only headers: no window is ever given.
 	var writing sync.Mutex // the framer writes from both goroutines
 	go func() {
 		for {
-			f, err := r.fr.ReadFrame()
+			f, err := r.Framer.ReadFrame()
 			if err != nil {
 				return
 			}
 			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
 				writing.Lock()
-				_ = r.fr.WriteSettingsAck()
+				_ = r.Framer.WriteSettingsAck()
 				writing.Unlock()
 			}
 		}
 	}()
 	for range 100 {
 		writing.Lock()
-		r.send(nil, get("/big?n=20000000")...)
+		r.Send(nil, gatewaytest.H2Get("/big?n=20000000")...)
 		writing.Unlock()
 	}
 	time.Sleep(1500 * time.Millisecond)
-	held := sampleMem()
-	if resp, body := e.do(t, e.client(true), "GET", "/big?n=1000", nil, nil); resp.StatusCode != 200 || len(body) != 1000 {
+	held := testutil.SampleMem()
+	if resp, body := e.Do(t, e.Client(true), "GET", "/big?n=1000", nil, nil); resp.StatusCode != 200 || len(body) != 1000 {
 		t.Fatalf("another h2 client was not served meanwhile: %d, %d bytes", resp.StatusCode, len(body))
 	}
-	t.Logf("RSS %d → %d MiB, live heap %d → %d MiB, %d answers being written upstream", base.rss/mib, held.rss/mib, base.live/mib, held.live/mib, up.answering.Load())
-	if g := grew(base.rss, held.rss); g > 100*mib {
-		t.Errorf("RSS grew %d MiB with 100 zero-window streams of 20 MB (want < 100)", g/mib)
+	t.Logf("RSS %d → %d MiB, live heap %d → %d MiB, %d answers being written upstream", base.RSS/testutil.MiB, held.RSS/testutil.MiB, base.Live/testutil.MiB, held.Live/testutil.MiB, up.answering.Load())
+	if g := testutil.Grew(base.RSS, held.RSS); g > 100*testutil.MiB {
+		t.Errorf("RSS grew %d MiB with 100 zero-window streams of 20 MB (want < 100)", g/testutil.MiB)
 	}
-	if g := grew(base.live, held.live); g > 60*mib {
-		t.Errorf("live heap grew %d MiB with 100 zero-window streams of 20 MB", g/mib)
+	if g := testutil.Grew(base.Live, held.Live); g > 60*testutil.MiB {
+		t.Errorf("live heap grew %d MiB with 100 zero-window streams of 20 MB", g/testutil.MiB)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for up.answering.Load() > 0 {
@@ -459,10 +451,10 @@ func TestH2ZeroWindowHoldsNoAnswer(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	after := sampleMem()
-	t.Logf("after the streams were cut: RSS %d MiB, live heap %d MiB", after.rss/mib, after.live/mib)
-	if g := grew(base.live, after.live); g > 8*mib {
-		t.Errorf("live heap still %d MiB above the start once the streams were cut", g/mib)
+	after := testutil.SampleMem()
+	t.Logf("after the streams were cut: RSS %d MiB, live heap %d MiB", after.RSS/testutil.MiB, after.Live/testutil.MiB)
+	if g := testutil.Grew(base.Live, after.Live); g > 8*testutil.MiB {
+		t.Errorf("live heap still %d MiB above the start once the streams were cut", g/testutil.MiB)
 	}
 }
 
@@ -483,9 +475,10 @@ routes:
     match: {prefix: /}
     service: up
 `
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			gw := startGateway(t, kind, oneConn, map[string]string{"UP": up.addr}, nil)
+			t.Parallel()
+			gw := gatewaytest.Start(t, oneConn, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}})
 			for i := range 3 {
 				// A client that goes away in the middle of a streamed answer.
 				c, err := net.Dial("tcp", gw.Addr)
@@ -552,12 +545,12 @@ routes:
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			gw := startGateway(t, kind, windowed, map[string]string{"UP": up.addr}, func(o *Options) {
+			gw := gatewaytest.Start(t, windowed, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.addr}, Tweak: func(o *server.Options) {
 				o.WriteTimeout = time.Second
-			})
+			}})
 			c, err := dialSmallWindow(gw.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -580,10 +573,10 @@ routes:
 	}
 	t.Run("h2", func(t *testing.T) {
 		t.Parallel()
-		e := startH2EdgeOn(t, "netpoll", h2.Options{WriteTimeout: time.Second, StreamWindow: 64 << 10, ConnWindow: 64 << 10}, windowed, up.addr)
-		conf := &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool()}
+		e := gatewaytest.StartH2(t, windowed, h2.Options{WriteTimeout: time.Second, StreamWindow: 64 << 10, ConnWindow: 64 << 10}, gatewaytest.Options{Vars: map[string]string{"UP": up.addr}})
+		conf := &tls.Config{ServerName: "a.test", RootCAs: e.CA.Pool()}
 		client := &http.Client{Transport: &http2.Transport{TLSClientConfig: conf, DisableCompression: true}}
-		req, _ := http.NewRequest("GET", "https://"+e.g.Addr+fmt.Sprintf("/big?n=%d", n), nil)
+		req, _ := http.NewRequest("GET", "https://"+e.Addr+fmt.Sprintf("/big?n=%d", n), nil)
 		req.Host = "a.test"
 		resp, err := client.Do(req)
 		if err != nil {

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"fmt"
@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/server"
 )
 
 // malformed lists every request SPEC §1 says the edge refuses with 400 and
@@ -46,10 +48,12 @@ var malformed = []struct{ name, raw string }{
 }
 
 func TestMalformedRequestsAreRefusedAndNeverForwarded(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRawUpstream(t)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			for _, tc := range malformed {
 				t.Run(tc.name, func(t *testing.T) {
 					res := testutil.RawExchange(t, g.Addr, []byte(tc.raw), 2, 3*time.Second)
@@ -60,7 +64,7 @@ func TestMalformedRequestsAreRefusedAndNeverForwarded(t *testing.T) {
 					if st := r.StatusCode(); st != 400 && st != 405 {
 						t.Fatalf("status %d (%s), want 400", st, r.Body())
 					}
-					if !hasJSONCode(r.Body(), fmt.Sprint(r.StatusCode())) || string(r.Header.ContentType()) != "application/json" {
+					if !gatewaytest.HasJSONCode(r.Body(), fmt.Sprint(r.StatusCode())) || string(r.Header.ContentType()) != "application/json" {
 						t.Fatalf("body %q is not the JSON error shape", r.Body())
 					}
 					if !res.Closed {
@@ -78,10 +82,12 @@ func TestMalformedRequestsAreRefusedAndNeverForwarded(t *testing.T) {
 }
 
 func TestOneUpstreamRequestPerClientRequest(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "GET /one HTTP/1.1\r\nHost: a\r\n\r\n" +
 				"POST /two HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n" +
 				"POST /three HTTP/1.1\r\nHost: a\r\nContent-Length: 35\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n" +
@@ -115,11 +121,12 @@ func TestOneUpstreamRequestPerClientRequest(t *testing.T) {
 }
 
 func TestClientLimits(t *testing.T) {
-	cfg := oneService + "client: {max_header_bytes: 2048, max_uri_bytes: 512, max_body_bytes: 1000, stream_body_bytes: 100}\n"
-	for _, kind := range transports {
+	cfg := gatewaytest.OneService + "client: {max_header_bytes: 2048, max_uri_bytes: 512, max_body_bytes: 1000, stream_body_bytes: 100}\n"
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			cases := []struct {
 				name string
 				raw  string
@@ -135,9 +142,9 @@ func TestClientLimits(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					res := testutil.RawExchange(t, g.Addr, []byte(tc.raw), 1, 3*time.Second)
 					if len(res.Responses) != 1 || res.Responses[0].StatusCode() != tc.want {
-						t.Fatalf("got %d responses %v, want one %d", len(res.Responses), statuses(res), tc.want)
+						t.Fatalf("got %d responses %v, want one %d", len(res.Responses), res.Statuses(), tc.want)
 					}
-					if !hasJSONCode(res.Responses[0].Body(), fmt.Sprint(tc.want)) {
+					if !gatewaytest.HasJSONCode(res.Responses[0].Body(), fmt.Sprint(tc.want)) {
 						t.Fatalf("body %q", res.Responses[0].Body())
 					}
 				})
@@ -147,27 +154,21 @@ func TestClientLimits(t *testing.T) {
 			body := strings.Repeat("y", 900)
 			res := testutil.RawExchange(t, g.Addr, []byte("POST /ok HTTP/1.1\r\nHost: a\r\nContent-Length: 900\r\n\r\n"+body), 1, 3*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 || string(up.Last().Body) != body {
-				t.Fatalf("streamed body: %v, upstream got %d bytes", statuses(res), len(up.Last().Body))
+				t.Fatalf("streamed body: %v, upstream got %d bytes", res.Statuses(), len(up.Last().Body))
 			}
 		})
 	}
 }
 
-func statuses(r testutil.RawResult) []int {
-	var out []int
-	for _, x := range r.Responses {
-		out = append(out, x.StatusCode())
-	}
-	return out
-}
-
 func TestHeaderTimeoutCutsSlowloris(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) {
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) {
 				o.HeaderTimeout = 400 * time.Millisecond
-			})
+			}})
 			conn, err := net.Dial("tcp", g.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -206,12 +207,14 @@ func TestHeaderTimeoutCutsSlowloris(t *testing.T) {
 }
 
 func TestIdleTimeoutClosesKeepAlive(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) {
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) {
 				o.IdleTimeout = 500 * time.Millisecond
-			})
+			}})
 			conn, err := net.Dial("tcp", g.Addr)
 			if err != nil {
 				t.Fatal(err)

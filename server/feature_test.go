@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/pipeline"
 )
@@ -60,11 +61,11 @@ routes:
 `
 	up := testutil.StartUpstream(t, "ok")
 	yaml := func(h string) string { return fmt.Sprintf(cfg, h) }
-	g := startGateway(t, "netpoll", yaml("X-Count"), map[string]string{"UP": up.Addr}, nil)
+	g := gatewaytest.Start(t, yaml("X-Count"), gatewaytest.Options{Vars: map[string]string{"UP": up.Addr}})
 	get := func(h string) string {
 		res := testutil.RawExchange(t, g.Addr, []byte("GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"), 1, 2*time.Second)
 		if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 {
-			t.Fatalf("answers %v", statuses(res))
+			t.Fatalf("answers %v", res.Statuses())
 		}
 		return string(res.Responses[0].Header.Peek(h))
 	}
@@ -110,7 +111,7 @@ func (o *countingObserver) Observe(c *pipeline.Ctx, _ time.Time) {
 // answered and refused requests alike.
 func TestObserversSeeEveryRequest(t *testing.T) {
 	up := testutil.StartUpstream(t, "ok")
-	g := startGateway(t, "netpoll", oneService, map[string]string{"UP": up.Addr}, nil)
+	g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Vars: map[string]string{"UP": up.Addr}})
 	var o countingObserver
 	g.GW.AddObserver(&o)
 	testutil.RawExchange(t, g.Addr, []byte("GET /x HTTP/1.1\r\nHost: h\r\n\r\nGET /%zz HTTP/1.1\r\nHost: h\r\n\r\n"), 2, 2*time.Second)

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/valyala/fasthttp"
 )
@@ -418,10 +419,11 @@ func TestFidelity(t *testing.T) {
 	if testing.Short() {
 		cases = 200
 	}
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			r := rand.New(rand.NewPCG(1, uint64(len(kind))))
 			refused, failures := 0, 0
 			for i := range cases {
@@ -449,7 +451,7 @@ func FuzzFidelity(f *testing.F) {
 	f.Add("POST", "//a/..%2F../b?c=~!$'()*,:@/?", "Cookie: a=1\nConnection: x-a\nx-a: 2\nCookie: b=2")
 	f.Add("GET", "/%252e%252e/admin", "X-Internal-Role: x")
 	up := testutil.StartRecordingUpstream(f)
-	g := startGateway(f, "netpoll", oneService, map[string]string{"UP": up.Addr}, nil)
+	g := gatewaytest.Start(f, gatewaytest.OneService, gatewaytest.Options{Vars: map[string]string{"UP": up.Addr}})
 	f.Fuzz(func(t *testing.T, method, target, header string) {
 		switch method {
 		case "GET", "POST", "PUT", "DELETE", "OPTIONS":

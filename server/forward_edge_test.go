@@ -1,13 +1,15 @@
-package server
+package server_test
 
 import (
 	"bufio"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/valyala/fasthttp"
 )
@@ -18,7 +20,7 @@ import (
 
 // exchange sends raw and returns the status of the one answer and what the
 // upstream received for it (ok=false when nothing reached it).
-func exchange(t *testing.T, g *testGateway, up *testutil.RecordingUpstream, raw string) (status int, body string, got testutil.RawRequest, ok bool) {
+func exchange(t *testing.T, g *gatewaytest.Gateway, up *testutil.RecordingUpstream, raw string) (status int, body string, got testutil.RawRequest, ok bool) {
 	t.Helper()
 	before := up.Count()
 	conn, err := net.DialTimeout("tcp", g.Addr, time.Second)
@@ -76,24 +78,26 @@ consumers:
 // turn into "..": refused with 400, never forwarded; escapes that are not
 // dots go upstream exactly as sent.
 func TestRewriteCannotEscapeItsRoute(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, escapeRoutes, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, escapeRoutes, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			// The ones a backend could read as dot segments are refused outright.
 			for _, target := range []string{
 				"/api/order/%252e%252e/%252e%252e/v1/order/create",
 				"/orders/..%252f..%252fadmin", "/orders/..%2F..%2Fadmin", "/orders/..;/admin", `/orders/..\admin`,
 			} {
-				status, body, _, forwarded := exchange(t, g, up, "GET "+target+" HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
-				if status != 400 || forwarded || !hasJSONCode([]byte(body), "400") {
+				status, body, _, forwarded := g.Exchange(t, up, "GET "+target+" HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+				if status != 400 || forwarded || !gatewaytest.HasJSONCode([]byte(body), "400") {
 					t.Errorf("%s: status %d forwarded=%v body %s, want 400 and nothing forwarded", target, status, forwarded, body)
 				}
 			}
 			// Plain dot segments are resolved before routing: the request
 			// is routed (and authenticated) as what it names.
 			for _, target := range []string{"/api/order/../../v1/order/create", "/api/order/%2e%2e/%2E%2e/v1/order/create", "//v1//order/./create"} {
-				status, _, _, forwarded := exchange(t, g, up, "GET "+target+" HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+				status, _, _, forwarded := g.Exchange(t, up, "GET "+target+" HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
 				if status != 401 || forwarded {
 					t.Errorf("%s: status %d forwarded=%v, want 401 from the signed route", target, status, forwarded)
 				}
@@ -105,7 +109,7 @@ func TestRewriteCannotEscapeItsRoute(t *testing.T) {
 				"/orders/a%2fb%3Fc%23d":  "GET /o/a%2Fb%3Fc%23d HTTP/1.1",
 				"/orders/x%252fy":        "GET /o/x%252fy HTTP/1.1",
 			} {
-				status, _, got, forwarded := exchange(t, g, up, "GET "+target+" HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+				status, _, got, forwarded := g.Exchange(t, up, "GET "+target+" HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
 				if status != 200 || !forwarded || got.Line() != want {
 					t.Errorf("%s: status %d, upstream got %q, want %q", target, status, got.Line(), want)
 				}
@@ -114,7 +118,7 @@ func TestRewriteCannotEscapeItsRoute(t *testing.T) {
 			res := testutil.RawExchange(t, g.Addr, []byte("GET /old/a%2Fb%3F?x=%2F HTTP/1.1\r\nHost: h\r\n\r\n"), 1, 2*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 308 ||
 				string(res.Responses[0].Header.Peek("Location")) != "/new/a%2Fb%3F?x=%2F" {
-				t.Errorf("offline redirect: %v %q", statuses(res), res.Responses[0].Header.Peek("Location"))
+				t.Errorf("offline redirect: %v %q", res.Statuses(), res.Responses[0].Header.Peek("Location"))
 			}
 		})
 	}
@@ -126,17 +130,19 @@ func TestRewriteCannotEscapeItsRoute(t *testing.T) {
 // proxy the whole X-Forwarded-For (all lines) is read, so a deny list sees
 // the real client.
 func TestForwardedFieldsCannotBeSpoofed(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "GET /x HTTP/1.1\r\nX-Forwarded-For: 6.6.6.6\r\nHost: api.example.com\r\nx-forwarded-for: 7.7.7.7\r\n" +
 				"X-Real-IP: 6.6.6.6\r\nX-Real-Ip: 6.6.6.7\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Proto: https\r\n" +
 				"X-Forwarded-Host: evil.example\r\nForwarded: for=6.6.6.6;proto=https\r\nX-Forwarded-Port: 443\r\n" +
 				"X-Forwarded-Prefix: /admin\r\nX-Original-URL: /admin\r\nX-Rewrite-URL: /admin\r\nTrue-Client-IP: 6.6.6.6\r\n" +
 				"X-Client-IP: 6.6.6.6\r\nX_Forwarded_For: 6.6.6.6\r\nX-HTTP-Method-Override: DELETE\r\n" +
 				"X-Consumer: root\r\nX_Consumer: root\r\nX-User-Id: 1\r\nX-Tollgate-Mirror: 1\r\nX-Keep: 1\r\n\r\n"
-			status, _, got, ok := exchange(t, g, up, raw)
+			status, _, got, ok := g.Exchange(t, up, raw)
 			if status != 200 || !ok {
 				t.Fatalf("status %d forwarded %v", status, ok)
 			}
@@ -172,10 +178,12 @@ routes:
 `
 
 func TestTrustedProxyChainIsReadWhole(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, trustedACL, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, trustedACL, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			for _, c := range []struct {
 				fields string
 				status int
@@ -192,7 +200,7 @@ func TestTrustedProxyChainIsReadWhole(t *testing.T) {
 				{"X-Forwarded-For: unknown\r\n", 400, ""},
 				{"X-Forwarded-For: 203.0.113.5:99999\r\n", 400, ""},
 			} {
-				status, _, got, ok := exchange(t, g, up, "GET /x HTTP/1.1\r\nHost: h\r\n"+c.fields+"\r\n")
+				status, _, got, ok := g.Exchange(t, up, "GET /x HTTP/1.1\r\nHost: h\r\n"+c.fields+"\r\n")
 				if status != c.status {
 					t.Errorf("%q: status %d, want %d", c.fields, status, c.status)
 					continue
@@ -224,10 +232,11 @@ services:
 routes:
   - {name: api, match: {host: api.example.com, prefix: /}, service: up}
 `
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			for _, raw := range []string{
 				"GET /x HTTP/1.1\r\nHost: api.example.com:1@internal.local\r\n\r\n",
 				"GET /x HTTP/1.1\r\nHost: {api}\r\n\r\n",
@@ -237,8 +246,8 @@ routes:
 				"GET http:///x HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
 				"GET /x HTTP/1.0\r\n\r\n",
 			} {
-				status, body, _, ok := exchange(t, g, up, raw)
-				if status != 400 || ok || !hasJSONCode([]byte(body), "400") {
+				status, body, _, ok := g.Exchange(t, up, raw)
+				if status != 400 || ok || !gatewaytest.HasJSONCode([]byte(body), "400") {
 					t.Errorf("%q: status %d forwarded=%v, want 400", raw, status, ok)
 				}
 			}
@@ -248,7 +257,7 @@ routes:
 				"GET http://API.example.com:8080 HTTP/1.1\r\nHost: internal.local\r\n\r\n": "GET / HTTP/1.1",
 				"GET /z HTTP/1.1\r\nhost: api.example.com\r\n\r\n":                         "GET /z HTTP/1.1",
 			} {
-				status, _, got, ok := exchange(t, g, up, raw)
+				status, _, got, ok := g.Exchange(t, up, raw)
 				if status != 200 || !ok || got.Line() != line {
 					t.Errorf("%q: status %d, upstream %q, want %q", raw, status, got.Line(), line)
 					continue
@@ -266,16 +275,18 @@ routes:
 // backend folds to the same name, in the query and in a form body, and in
 // header names with '_'.
 func TestInternalNamesCannotBeSmuggled(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			q := "a=1&internal_role=x&internal.role=x&internal+role=x&%20internal_role=x&INTERNAL-role=x&%69nternal_x=1;internal_y=2&b=2"
 			form := "c=3&internal.role=admin&+internal_role=admin&d=4"
 			raw := "POST /x?" + q + " HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\n" +
 				"X_Internal_Role: admin\r\nx-internal-role: admin\r\nX-INTERNAL-ROLE: admin\r\nContent-Length: " +
-				itoa(len(form)) + "\r\n\r\n" + form
-			status, _, got, ok := exchange(t, g, up, raw)
+				strconv.Itoa(len(form)) + "\r\n\r\n" + form
+			status, _, got, ok := g.Exchange(t, up, raw)
 			if status != 200 || !ok {
 				t.Fatalf("status %d forwarded %v", status, ok)
 			}
@@ -293,27 +304,27 @@ func TestInternalNamesCannotBeSmuggled(t *testing.T) {
 			// A multipart part named like a reserved parameter cannot be cut
 			// out of the body: refused.
 			mp := "--B\r\nContent-Disposition: form-data; name=\"internal.role\"\r\n\r\nadmin\r\n--B--\r\n"
-			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=B\r\n"+
-				"Content-Length: "+itoa(len(mp))+"\r\n\r\n"+mp)
+			status, _, _, ok = g.Exchange(t, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=B\r\n"+
+				"Content-Length: "+strconv.Itoa(len(mp))+"\r\n\r\n"+mp)
 			if status != 400 || ok {
 				t.Errorf("multipart with a reserved name: status %d forwarded %v", status, ok)
 			}
 			mp = strings.Replace(mp, "internal.role", "role", 1)
-			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=B\r\n"+
-				"Content-Length: "+itoa(len(mp))+"\r\n\r\n"+mp)
+			status, _, _, ok = g.Exchange(t, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: multipart/form-data; boundary=B\r\n"+
+				"Content-Length: "+strconv.Itoa(len(mp))+"\r\n\r\n"+mp)
 			if status != 200 || !ok {
 				t.Errorf("plain multipart: status %d forwarded %v", status, ok)
 			}
 			// A compressed form hides its names from the gateway, not from a
 			// backend that inflates it: refused.
-			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+			status, _, _, ok = g.Exchange(t, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
 				"Content-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd")
 			if status != 415 || ok {
 				t.Errorf("gzip form: status %d forwarded %v, want 415", status, ok)
 			}
 			// Two Content-Types: the gateway and the backend could each read
 			// another, so neither is believed.
-			status, _, _, ok = exchange(t, g, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+			status, _, _, ok = g.Exchange(t, up, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
 				"Content-Type: text/plain\r\nContent-Length: 14\r\n\r\ninternal_a=1&b")
 			if status != 400 || ok {
 				t.Errorf("two Content-Types: status %d forwarded %v", status, ok)
@@ -326,14 +337,16 @@ func TestInternalNamesCannotBeSmuggled(t *testing.T) {
 // repeated fields in their order even when others are removed, names as
 // the client spelled them, no Content-Type invented.
 func TestForwardedFaithfully(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "POST /a%2Fb/%7Ec?a=1;b=2&c=~!$'()*,:@/?&d=%zz&e=%2F+x HTTP/1.1\r\nHost: h\r\n" +
 				"Cookie: a=1\r\nVia: 1.0 first\r\nConnection: x-hop\r\nx-hop: 1\r\nCookie: sid=\"q 1\"; b=2\r\n" +
 				"X-Forwarded-For: 9.9.9.9\r\nVia: 1.1 second\r\nx-lower-Case: v\r\nCookie: c=3\r\nContent-Length: 3\r\n\r\nabc"
-			status, _, got, ok := exchange(t, g, up, raw)
+			status, _, got, ok := g.Exchange(t, up, raw)
 			if status != 200 || !ok {
 				t.Fatalf("status %d forwarded %v", status, ok)
 			}
@@ -368,19 +381,6 @@ func TestForwardedFaithfully(t *testing.T) {
 	}
 }
 
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
-}
-
 // TestHeaderPolicy: a route's allow or deny list and its credential
 // switches apply to the client's fields only; the gateway's own fields are
 // written after them.
@@ -402,10 +402,11 @@ routes:
 `
 	fields := "X-Tenant: t1\r\nAccept: */*\r\nX-Debug: 1\r\nX_Debug: 1\r\nUser-Agent: ua\r\nAuthorization: Bearer x\r\n" +
 		"authorization: Basic y\r\nCookie: s=1\r\nContent-Type: text/plain\r\nX-Forwarded-For: 1.1.1.1\r\nContent-Length: 1\r\n\r\nz"
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			names := func(r testutil.RawRequest) []string {
 				var out []string
 				for _, f := range r.Fields() {
@@ -414,13 +415,13 @@ routes:
 				}
 				return out
 			}
-			_, _, got, ok := exchange(t, g, up, "POST /allow/x HTTP/1.1\r\nHost: h\r\n"+fields)
+			_, _, got, ok := g.Exchange(t, up, "POST /allow/x HTTP/1.1\r\nHost: h\r\n"+fields)
 			want := []string{"Host", "X-Tenant", "Accept", "Content-Type", "X-Forwarded-For", "X-Real-IP", "X-Forwarded-Proto",
 				"X-Forwarded-Host", "traceparent", "X-Request-Id", "Content-Length"}
 			if !ok || !slices.Equal(names(got), want) {
 				t.Errorf("allow: fields %q, want %q", names(got), want)
 			}
-			_, _, got, ok = exchange(t, g, up, "POST /deny/x HTTP/1.1\r\nHost: h\r\n"+fields)
+			_, _, got, ok = g.Exchange(t, up, "POST /deny/x HTTP/1.1\r\nHost: h\r\n"+fields)
 			want = []string{"Host", "X-Tenant", "Accept", "Content-Type", "X-Forwarded-For", "X-Real-IP", "X-Forwarded-Proto",
 				"X-Forwarded-Host", "traceparent", "X-Request-Id", "Content-Length"}
 			if !ok || !slices.Equal(names(got), want) {

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"net/netip"
@@ -9,15 +9,19 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/server"
 	"github.com/valyala/fasthttp"
 )
 
 func TestTraceAndForwardedHeaders(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 			raw := "GET /t HTTP/1.1\r\nHost: api.example.com\r\ntraceparent: " + tp + "\r\nX-Request-Id: abc-123\r\n\r\n" +
 				"GET /u HTTP/1.1\r\nHost: api.example.com\r\n\r\n"
@@ -59,31 +63,32 @@ routes:
   - {name: api, match: {prefix: /api/}, service: up}
 not_found: {status: 404, body: '{"code":404,"message":"no route"}'}
 `
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			res := testutil.RawExchange(t, g.Addr, []byte("GET /nothing HTTP/1.1\r\nHost: a\r\n\r\n"), 1, 2*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 404 ||
 				string(res.Responses[0].Body()) != `{"code":404,"message":"no route"}` {
-				t.Fatalf("not found: %v", statuses(res))
+				t.Fatalf("not found: %v", res.Statuses())
 			}
 			if res.Closed {
 				t.Fatal("a 404 must not close the connection")
 			}
 			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\nHost: a\r\n\r\n"), 1, 2*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 || !res.Closed {
-				t.Fatalf("HTTP/1.0: %v closed=%v, want 200 then close", statuses(res), res.Closed)
+				t.Fatalf("HTTP/1.0: %v closed=%v, want 200 then close", res.Statuses(), res.Closed)
 			}
 			// Without Host the gateway has nothing to route on nor to send
 			// upstream: a client error, not an upstream one.
 			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\n\r\n"), 1, 2*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 400 {
-				t.Fatalf("HTTP/1.0 without Host: %v, want 400", statuses(res))
+				t.Fatalf("HTTP/1.0 without Host: %v, want 400", res.Statuses())
 			}
 			res = testutil.RawExchange(t, g.Addr, []byte("GET /api/x HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\nGET /api/y HTTP/1.0\r\nHost: a\r\n\r\n"), 2, 2*time.Second)
 			if len(res.Responses) != 2 {
-				t.Fatalf("HTTP/1.0 keep-alive: %v", statuses(res))
+				t.Fatalf("HTTP/1.0 keep-alive: %v", res.Statuses())
 			}
 		})
 	}
@@ -92,14 +97,16 @@ not_found: {status: 404, body: '{"code":404,"message":"no route"}'}
 // TestSwapUnderLoad swaps snapshots while clients run: every request must
 // succeed, each on a complete snapshot.
 func TestSwapUnderLoad(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			a := testutil.StartUpstream(t, "a")
 			b := testutil.StartUpstream(t, "b")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": a.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": a.Addr}})
 			snaps := make([]*config.Snapshot, 2)
 			for i, addr := range []string{a.Addr, b.Addr} {
-				f, err := config.Parse("t", []byte(oneService), func(string) (string, bool) { return addr, true })
+				f, err := config.Parse("t", []byte(gatewaytest.OneService), func(string) (string, bool) { return addr, true })
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -150,10 +157,12 @@ func TestSwapUnderLoad(t *testing.T) {
 }
 
 func TestMaxConnsRefusesExcess(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) { o.MaxConns = 2 })
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) { o.MaxConns = 2 }})
 			conns := make([]interface{ Close() error }, 0, 2)
 			for range 2 {
 				conns = append(conns, dialAndServe(t, g.Addr))
@@ -217,16 +226,16 @@ func BenchmarkGatewayServe(b *testing.B) {
 	}
 }
 
-func benchGateway(tb testing.TB) (*Gateway, *fasthttp.Request, *fasthttp.Response, netip.AddrPort) {
+func benchGateway(tb testing.TB) (*server.Gateway, *fasthttp.Request, *fasthttp.Response, netip.AddrPort) {
 	up := testutil.StartQuietUpstream(tb, "ok")
 	return oneServiceGateway(tb, up.Addr), &fasthttp.Request{}, &fasthttp.Response{}, netip.MustParseAddrPort("127.0.0.1:40000")
 }
 
 // oneServiceGateway is a Gateway on the oneService config with its
 // instance at upAddr.
-func oneServiceGateway(tb testing.TB, upAddr string) *Gateway {
+func oneServiceGateway(tb testing.TB, upAddr string) *server.Gateway {
 	tb.Helper()
-	f, err := config.Parse("b", []byte(oneService), func(string) (string, bool) { return upAddr, true })
+	f, err := config.Parse("b", []byte(gatewaytest.OneService), func(string) (string, bool) { return upAddr, true })
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -235,12 +244,12 @@ func oneServiceGateway(tb testing.TB, upAddr string) *Gateway {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return NewGateway(snap, nil)
+	return server.NewGateway(snap, nil)
 }
 
 var benchRaw = "GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: bench\r\nAccept: application/json\r\n\r\n"
 
-func serveBench(gw *Gateway, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
+func serveBench(gw *server.Gateway, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
 	req.Reset()
 	resp.Reset()
 	req.Header.DisableNormalizing()
@@ -252,16 +261,18 @@ func serveBench(gw *Gateway, req *fasthttp.Request, resp *fasthttp.Response, pee
 // client must not get hop-by-hop fields, a forged X-Forwarded-For or an
 // internal header through by spelling them in lower case.
 func TestHeaderCaseCannotSmuggle(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "GET /h HTTP/1.1\r\nHost: a\r\nconnection: keep-alive, x-secret\r\nx-secret: 1\r\nupgrade: h2c\r\n" +
 				"keep-alive: 5\r\nx-forwarded-for: 6.6.6.6\r\nx-real-ip: 6.6.6.6\r\nx-internal-role: admin\r\n" +
 				"proxy-authorization: basic x\r\nte: trailers\r\nx-request-id: client-id\r\n\r\n"
 			res := testutil.RawExchange(t, g.Addr, []byte(raw), 1, 3*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 {
-				t.Fatalf("%v", statuses(res))
+				t.Fatalf("%v", res.Statuses())
 			}
 			seen := up.Last().Headers
 			for k, v := range seen {
@@ -295,14 +306,16 @@ func TestHeaderCaseCannotSmuggle(t *testing.T) {
 // fasthttp re-serialize Cookie, so the upstream gets the client's bytes
 // (quotes, odd pairs, two Cookie lines) exactly.
 func TestCookieForwardedVerbatim(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			raw := "GET /c HTTP/1.1\r\nHost: a\r\nCookie: sid=\"q 1\"; theme=dark\r\nX-Internal-A: x\r\n\r\n"
 			res := testutil.RawExchange(t, g.Addr, []byte(raw), 1, 3*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 {
-				t.Fatalf("%v", statuses(res))
+				t.Fatalf("%v", res.Statuses())
 			}
 			if got := up.Last().Header("Cookie"); got != `sid="q 1"; theme=dark` {
 				t.Fatalf("upstream Cookie %q, want the client's bytes", got)
@@ -321,11 +334,11 @@ func TestProcsFor(t *testing.T) {
 		want      int
 	}{{"reactor", 2, 3}, {"netpoll", 1, 2}, {"fasthttp", 4, 4}} {
 		f := &config.File{Transport: c.transport, Workers: c.workers}
-		if got := ProcsFor(f); got != c.want || WorkersFor(f) != c.workers {
-			t.Errorf("%s with %d workers: GOMAXPROCS %d, workers %d; want %d, %d", c.transport, c.workers, got, WorkersFor(f), c.want, c.workers)
+		if got := server.ProcsFor(f); got != c.want || server.WorkersFor(f) != c.workers {
+			t.Errorf("%s with %d workers: GOMAXPROCS %d, workers %d; want %d, %d", c.transport, c.workers, got, server.WorkersFor(f), c.want, c.workers)
 		}
 	}
-	if f := (&config.File{Transport: "netpoll"}); WorkersFor(f) != defaultProcs || ProcsFor(f) != defaultProcs+1 {
-		t.Errorf("workers 0: %d workers, GOMAXPROCS %d; want the runtime's %d, and one more", WorkersFor(f), ProcsFor(f), defaultProcs)
+	if f := (&config.File{Transport: "netpoll"}); server.WorkersFor(f) != server.DefaultProcs || server.ProcsFor(f) != server.DefaultProcs+1 {
+		t.Errorf("workers 0: %d workers, GOMAXPROCS %d; want the runtime's %d, and one more", server.WorkersFor(f), server.ProcsFor(f), server.DefaultProcs)
 	}
 }

@@ -1,8 +1,9 @@
-package server
+package server_test
 
 import (
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/server/h2"
 )
 
@@ -32,40 +33,42 @@ consumers:
 // passed to the public route behind it, and HEAD counts against a
 // GET-only limit. Over HTTP/1.1 on every transport and over h2.
 func TestHeadTakesTheGetRoute(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g, up := startWithRecorder(t, kind, headRoutes)
-			status, _, _, forwarded := exchange(t, g, up, "HEAD /priv/secret HTTP/1.1\r\nHost: h\r\n\r\n")
+			t.Parallel()
+			g, up := gatewaytest.StartRecorded(t, headRoutes, gatewaytest.Options{Transport: kind})
+			status, _, _, forwarded := g.Exchange(t, up, "HEAD /priv/secret HTTP/1.1\r\nHost: h\r\n\r\n")
 			if status != 401 || forwarded {
 				t.Errorf("HEAD /priv/secret: status %d forwarded=%v, want 401 and nothing forwarded", status, forwarded)
 			}
-			status, _, _, forwarded = exchange(t, g, up, "POST /priv/secret HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n")
+			status, _, _, forwarded = g.Exchange(t, up, "POST /priv/secret HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n")
 			if status != 200 || !forwarded {
 				t.Errorf("POST /priv/secret: status %d forwarded=%v, want the public route's 200", status, forwarded)
 			}
-			status, _, _, _ = exchange(t, g, up, "GET /lim/a HTTP/1.1\r\nHost: h\r\n\r\n")
+			status, _, _, _ = g.Exchange(t, up, "GET /lim/a HTTP/1.1\r\nHost: h\r\n\r\n")
 			if status != 200 {
 				t.Fatalf("first GET /lim/a: %d", status)
 			}
-			status, _, _, forwarded = exchange(t, g, up, "HEAD /lim/a HTTP/1.1\r\nHost: h\r\n\r\n")
+			status, _, _, forwarded = g.Exchange(t, up, "HEAD /lim/a HTTP/1.1\r\nHost: h\r\n\r\n")
 			if status != 911 || forwarded {
 				t.Errorf("HEAD after the GET limit is spent: status %d forwarded=%v, want the local limit's 911", status, forwarded)
 			}
 		})
 		t.Run(kind+"/h2", func(t *testing.T) {
-			e := startH2EdgeOn(t, kind, h2.Options{}, headRoutes, "")
-			r := e.raw(t)
+			e := gatewaytest.StartH2(t, headRoutes, h2.Options{}, gatewaytest.Options{Transport: kind})
+			r := e.DialH2(t)
 			head := func(path string) []string {
 				return []string{":method", "HEAD", ":scheme", "https", ":authority", "a.test", ":path", path}
 			}
-			before := e.up.Count()
-			if o := r.await(r.send(nil, head("/priv/secret")...)); o.status != "401" || e.up.Count() != before {
-				t.Errorf("h2 HEAD /priv/secret: %+v, forwarded %d, want 401 and nothing forwarded", o, e.up.Count()-before)
+			before := e.Up.Count()
+			if o := r.Await(r.Send(nil, head("/priv/secret")...)); o.Status != "401" || e.Up.Count() != before {
+				t.Errorf("h2 HEAD /priv/secret: %+v, forwarded %d, want 401 and nothing forwarded", o, e.Up.Count()-before)
 			}
-			if o := r.await(r.send(nil, get("/lim/a")...)); o.status != "200" {
+			if o := r.Await(r.Send(nil, gatewaytest.H2Get("/lim/a")...)); o.Status != "200" {
 				t.Fatalf("h2 first GET /lim/a: %+v", o)
 			}
-			if o := r.await(r.send(nil, head("/lim/a")...)); o.status != "911" {
+			if o := r.Await(r.Send(nil, head("/lim/a")...)); o.Status != "911" {
 				t.Errorf("h2 HEAD after the GET limit is spent: %+v, want 911", o)
 			}
 		})

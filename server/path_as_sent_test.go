@@ -1,8 +1,10 @@
-package server
+package server_test
 
 import (
+	"strconv"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/server/h2"
 )
 
@@ -51,11 +53,13 @@ var pathCases = []struct {
 // TestPathForwardedAsSent: pathCases over HTTP/1.1 on every transport and
 // over h2, against a recording upstream.
 func TestPathForwardedAsSent(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g, up := startWithRecorder(t, kind, pathRoutes)
+			t.Parallel()
+			g, up := gatewaytest.StartRecorded(t, pathRoutes, gatewaytest.Options{Transport: kind})
 			for _, c := range pathCases {
-				status, _, got, forwarded := exchange(t, g, up, "GET "+c.sent+" HTTP/1.1\r\nHost: h\r\n\r\n")
+				status, _, got, forwarded := g.Exchange(t, up, "GET "+c.sent+" HTTP/1.1\r\nHost: h\r\n\r\n")
 				if status != c.status || forwarded != (c.upstream != "") {
 					t.Errorf("%s: status %d forwarded=%v, want %d", c.sent, status, forwarded, c.status)
 					continue
@@ -66,14 +70,14 @@ func TestPathForwardedAsSent(t *testing.T) {
 			}
 		})
 		t.Run(kind+"/h2", func(t *testing.T) {
-			e := startH2EdgeOn(t, kind, h2.Options{}, pathRoutes, "")
-			r := e.raw(t)
+			e := gatewaytest.StartH2(t, pathRoutes, h2.Options{}, gatewaytest.Options{Transport: kind})
+			r := e.DialH2(t)
 			for _, c := range pathCases {
-				before := e.up.Count()
-				o := r.await(r.send(nil, get(c.sent)...))
-				got, _ := e.up.Last()
-				forwarded := e.up.Count() > before
-				if o.status != itoa(c.status) || forwarded != (c.upstream != "") {
+				before := e.Up.Count()
+				o := r.Await(r.Send(nil, gatewaytest.H2Get(c.sent)...))
+				got, _ := e.Up.Last()
+				forwarded := e.Up.Count() > before
+				if o.Status != strconv.Itoa(c.status) || forwarded != (c.upstream != "") {
 					t.Errorf("h2 %s: %+v forwarded=%v, want %d", c.sent, o, forwarded, c.status)
 					continue
 				}

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/server"
 	"github.com/valyala/fasthttp"
 )
 
@@ -95,7 +96,7 @@ func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 // proxyPath is one proxied keep-alive GET on an event loop, from the
 // client's bytes to the answer's, with the upstream in memory (memLoop).
 type proxyPath struct {
-	gw   *Gateway
+	gw   *server.Gateway
 	loop *memLoop
 	peer netip.AddrPort
 	raw  string // the client's request
@@ -134,7 +135,7 @@ func newProxyPathFor(tb testing.TB, raw string) *proxyPath {
 
 // newProxyPathOn is a proxyPath of its own (loop, connection, buffers) on
 // an existing gateway.
-func newProxyPathOn(gw *Gateway, raw string) *proxyPath {
+func newProxyPathOn(gw *server.Gateway, raw string) *proxyPath {
 	p := &proxyPath{
 		raw: raw,
 		gw:  gw,

@@ -1,9 +1,10 @@
-package server
+package server_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 )
 
@@ -27,7 +28,7 @@ routes:
     service: up
 `
 	up := testutil.StartUpstream(t, `{"items":[1,2]}`)
-	g := startGateway(t, "netpoll", cfg, map[string]string{"UP": up.Addr}, nil)
+	g := gatewaytest.Start(t, cfg, gatewaytest.Options{Vars: map[string]string{"UP": up.Addr}})
 	get := func(path string) (int, string, string, time.Duration) {
 		start := time.Now()
 		res := testutil.RawExchange(t, g.Addr, []byte("GET "+path+" HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"), 1, 2*time.Second)

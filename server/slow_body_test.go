@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/server/h2"
 	"github.com/valyala/fasthttp"
 )
@@ -84,9 +85,13 @@ func trickle(t *testing.T, addr string, stall bool) (status int, after time.Dura
 // total, 2 s), answered 408 (the client was slow, not the backend), and
 // the backend connection it held is closed; on every transport.
 func TestSlowBodyCutByTheTotalBudget(t *testing.T) {
-	for _, kind := range transports {
+	if testing.Short() {
+		t.Skip("trickles bodies until the budget runs out")
+	}
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g, up := startWithRecorder(t, kind, slowBodyRoutes)
+			t.Parallel()
+			g, up := gatewaytest.StartRecorded(t, slowBodyRoutes, gatewaytest.Options{Transport: kind})
 			for _, stall := range []bool{false, true} {
 				status, after := trickle(t, g.Addr, stall)
 				t.Logf("stall=%v: %d after %v", stall, status, after.Round(time.Millisecond))
@@ -137,18 +142,22 @@ func (r *slowReader) Read(p []byte) (int, error) {
 
 // TestSlowBodyCutOverH2: the same over h2, on every transport.
 func TestSlowBodyCutOverH2(t *testing.T) {
-	for _, kind := range transports {
+	if testing.Short() {
+		t.Skip("trickles bodies until the budget runs out")
+	}
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			e := startH2EdgeOn(t, kind, h2.Options{}, slowBodyRoutes, "")
+			t.Parallel()
+			e := gatewaytest.StartH2(t, slowBodyRoutes, h2.Options{}, gatewaytest.Options{Transport: kind})
 			for _, stall := range []bool{false, true} {
-				req, err := http.NewRequest("POST", "https://"+e.g.Addr+"/upload", &slowReader{stall: stall})
+				req, err := http.NewRequest("POST", "https://"+e.Addr+"/upload", &slowReader{stall: stall})
 				if err != nil {
 					t.Fatal(err)
 				}
 				req.ContentLength = 2 << 20
 				req.Host = "a.test"
 				start := time.Now()
-				resp, err := e.client(true).Do(req)
+				resp, err := e.Client(true).Do(req)
 				after := time.Since(start)
 				if err != nil {
 					t.Errorf("stall=%v: %v after %v", stall, err, after)
@@ -160,10 +169,10 @@ func TestSlowBodyCutOverH2(t *testing.T) {
 					t.Errorf("stall=%v: status %d after %v, want 408 within the budget", stall, resp.StatusCode, after.Round(time.Millisecond))
 				}
 				deadline := time.Now().Add(time.Second)
-				for e.up.Open() > 0 && time.Now().Before(deadline) {
+				for e.Up.Open() > 0 && time.Now().Before(deadline) {
 					time.Sleep(10 * time.Millisecond)
 				}
-				if n := e.up.Open(); n > 0 {
+				if n := e.Up.Open(); n > 0 {
 					t.Errorf("stall=%v: %d backend connections still open a second after the answer", stall, n)
 				}
 			}

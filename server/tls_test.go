@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -13,60 +13,11 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/edgetls"
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
-	"github.com/tollgate/tollgate/server/reactor"
+	"github.com/tollgate/tollgate/server"
 	"github.com/valyala/fasthttp"
 )
-
-// tlsEdge is a gateway serving TLS with a test CA's certificates: a.test,
-// *.wild.test, and b.test (the default, listed first).
-type tlsEdge struct {
-	g     *testGateway
-	ca    *testutil.TestCA
-	store *edgetls.Store
-	dir   string
-	up    *testutil.RecordingUpstream
-}
-
-func startTLSEdge(t *testing.T, kind string) *tlsEdge {
-	t.Helper()
-	return startTLSEdgeWith(t, kind, nil)
-}
-
-func startTLSEdgeWith(t *testing.T, kind string, tweak func(*Options)) *tlsEdge {
-	t.Helper()
-	dir := t.TempDir()
-	ca := testutil.NewTestCA(t)
-	bc, bk := ca.Issue(t, dir, "b", "B", "b.test")
-	ac, ak := ca.Issue(t, dir, "a", "A", "a.test")
-	wc, wk := ca.Issue(t, dir, "wild", "W", "*.wild.test")
-	store, err := edgetls.NewStore([]edgetls.Pair{{Cert: bc, Key: bk}, {Cert: ac, Key: ak}, {Cert: wc, Key: wk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := testutil.StartRecordingUpstream(t)
-	g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) {
-		o.TLS = store.Config(tls.VersionTLS12, []string{"http/1.1"})
-		if tweak != nil {
-			tweak(o)
-		}
-	})
-	return &tlsEdge{g: g, ca: ca, store: store, dir: dir, up: up}
-}
-
-// dial opens a TLS connection naming sni.
-func (e *tlsEdge) dial(t *testing.T, sni string, maxVersion uint16) (*tls.Conn, error) {
-	t.Helper()
-	// MinVersion 1.0, so that a test capping MaxVersion below 1.2 really
-	// offers the old version to the server (Go's client default floor
-	// would refuse it by itself).
-	conn, err := tls.Dial("tcp", e.g.Addr, &tls.Config{ServerName: sni, RootCAs: e.ca.Pool(),
-		MinVersion: tls.VersionTLS10, MaxVersion: maxVersion})
-	if err == nil {
-		t.Cleanup(func() { conn.Close() })
-	}
-	return conn, err
-}
 
 func servedOrg(c *tls.Conn) string {
 	return c.ConnectionState().PeerCertificates[0].Subject.Organization[0]
@@ -89,11 +40,13 @@ func tlsGet(t *testing.T, c *tls.Conn, br *bufio.Reader, path string) *fasthttp.
 // first certificate for any other name; TLS 1.1 and older refused; the
 // request goes upstream marked https.
 func TestTLSCertificateBySNI(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			e := startTLSEdge(t, kind)
+			t.Parallel()
+			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind})
 			for sni, org := range map[string]string{"a.test": "A", "b.test": "B", "x.wild.test": "W", "A.TEST": "A"} {
-				c, err := e.dial(t, sni, 0)
+				c, err := e.Dial(t, sni, 0)
 				if err != nil {
 					t.Fatalf("%s: %v", sni, err)
 				}
@@ -103,14 +56,14 @@ func TestTLSCertificateBySNI(t *testing.T) {
 			}
 			// Names no certificate carries get the first one, which the
 			// client then refuses for that name.
-			if _, err := e.dial(t, "deep.x.wild.test", 0); err == nil || !strings.Contains(err.Error(), "certificate") {
+			if _, err := e.Dial(t, "deep.x.wild.test", 0); err == nil || !strings.Contains(err.Error(), "certificate") {
 				t.Fatalf("two labels under a wildcard: %v", err)
 			}
-			if _, err := e.dial(t, "a.test", tls.VersionTLS11); err == nil || strings.Contains(err.Error(), "no supported versions") {
+			if _, err := e.Dial(t, "a.test", tls.VersionTLS11); err == nil || strings.Contains(err.Error(), "no supported versions") {
 				t.Fatalf("a TLS 1.1 client: %v, want the server's refusal", err)
 			}
 
-			c, err := e.dial(t, "a.test", 0)
+			c, err := e.Dial(t, "a.test", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +71,7 @@ func TestTLSCertificateBySNI(t *testing.T) {
 			if resp := tlsGet(t, c, br, "/x"); resp.StatusCode() != 200 {
 				t.Fatalf("status %d", resp.StatusCode())
 			}
-			last, _ := e.up.Last()
+			last, _ := e.Up.Last()
 			if !strings.Contains(last.Head, "\r\nX-Forwarded-Proto: https\r\n") {
 				t.Fatalf("upstream head lacks X-Forwarded-Proto: https:\n%s", last.Head)
 			}
@@ -131,10 +84,12 @@ func TestTLSCertificateBySNI(t *testing.T) {
 // one write (the later ones are decrypted before the connection would go
 // idle, so none is left waiting).
 func TestTLSKeepAliveAndPipelining(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			e := startTLSEdge(t, kind)
-			c, err := e.dial(t, "a.test", 0)
+			t.Parallel()
+			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind})
+			c, err := e.Dial(t, "a.test", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,9 +118,9 @@ func TestTLSKeepAliveAndPipelining(t *testing.T) {
 			// Five requests in five TLS records, all in one TCP write: the
 			// server's TLS layer reads them together and hands out one
 			// record at a time.
-			raw := npDial(t, e.g.Addr)
+			raw := gatewaytest.Dial(t, e.Addr)
 			held := &heldWrites{Conn: raw}
-			rc := tls.Client(held, &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool()})
+			rc := tls.Client(held, &tls.Config{ServerName: "a.test", RootCAs: e.CA.Pool()})
 			if err := rc.Handshake(); err != nil {
 				t.Fatal(err)
 			}
@@ -182,7 +137,7 @@ func TestTLSKeepAliveAndPipelining(t *testing.T) {
 					t.Fatalf("answer %d to requests sent in separate records: %v", i, err)
 				}
 			}
-			if got := e.up.Count(); got != 13 {
+			if got := e.Up.Count(); got != 13 {
 				t.Fatalf("upstream saw %d requests, want 13", got)
 			}
 		})
@@ -192,21 +147,23 @@ func TestTLSKeepAliveAndPipelining(t *testing.T) {
 // TestTLSCertificateReload: a certificate replaced on disk is served to new
 // connections after a reload, while a connection made before keeps working.
 func TestTLSCertificateReload(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			e := startTLSEdge(t, kind)
-			old, err := e.dial(t, "a.test", 0)
+			t.Parallel()
+			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind})
+			old, err := e.Dial(t, "a.test", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			oldBR := bufio.NewReader(old)
 			tlsGet(t, old, oldBR, "/before")
 
-			e.ca.Issue(t, e.dir, "a", "A2", "a.test")
-			if changed, err := e.store.Reload(); err != nil || !changed {
+			e.CA.Issue(t, e.Dir, "a", "A2", "a.test")
+			if changed, err := e.Store.Reload(); err != nil || !changed {
 				t.Fatalf("reload: changed %v, %v", changed, err)
 			}
-			fresh, err := e.dial(t, "a.test", 0)
+			fresh, err := e.Dial(t, "a.test", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -225,15 +182,15 @@ func TestTLSCertificateReload(t *testing.T) {
 
 // TestTLSWatchPicksUpNewFiles: the store's watcher reloads on its own.
 func TestTLSWatchPicksUpNewFiles(t *testing.T) {
-	e := startTLSEdge(t, "netpoll")
+	e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{})
 	reloaded := make(chan error, 4)
-	e.store.Watch(50*time.Millisecond, func(err error) { reloaded <- err })
-	defer e.store.Close()
+	e.Store.Watch(50*time.Millisecond, func(err error) { reloaded <- err })
+	defer e.Store.Close()
 	time.Sleep(20 * time.Millisecond) // a different modification time
-	e.ca.Issue(t, e.dir, "a", "A3", "a.test")
+	e.CA.Issue(t, e.Dir, "a", "A3", "a.test")
 	deadline := time.After(5 * time.Second)
 	for {
-		c, err := e.dial(t, "a.test", 0)
+		c, err := e.Dial(t, "a.test", 0)
 		if err == nil && servedOrg(c) == "A3" {
 			return
 		}
@@ -249,11 +206,13 @@ func TestTLSWatchPicksUpNewFiles(t *testing.T) {
 // TestTLSPlaintextOnTLSPortDropped: a client speaking cleartext HTTP to the
 // TLS listener gets no HTTP answer and the connection closes.
 func TestTLSPlaintextOnTLSPortDropped(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			e := startTLSEdge(t, kind)
-			conn := npDial(t, e.g.Addr)
-			npWrite(t, conn, "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+			t.Parallel()
+			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind})
+			conn := gatewaytest.Dial(t, e.Addr)
+			gatewaytest.Write(t, conn, "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
 			// Closed (after at most a TLS alert), never answered in HTTP.
 			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 			got, err := io.ReadAll(conn)
@@ -264,7 +223,7 @@ func TestTLSPlaintextOnTLSPortDropped(t *testing.T) {
 			if strings.Contains(string(got), "HTTP/") {
 				t.Fatalf("cleartext answered on the TLS port: %q", got)
 			}
-			if e.up.Count() != 0 {
+			if e.Up.Count() != 0 {
 				t.Fatal("a cleartext request reached the upstream through the TLS port")
 			}
 		})
@@ -299,11 +258,11 @@ func (h *heldWrites) flush(t *testing.T) {
 // without a full handshake.
 func TestTLSSessionResumption(t *testing.T) {
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		e := startTLSEdge(t, "netpoll")
-		cfg := &tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool(), MaxVersion: version,
+		e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{})
+		cfg := &tls.Config{ServerName: "a.test", RootCAs: e.CA.Pool(), MaxVersion: version,
 			ClientSessionCache: tls.NewLRUClientSessionCache(4)}
 		for i, want := range []bool{false, true} {
-			c, err := tls.Dial("tcp", e.g.Addr, cfg)
+			c, err := tls.Dial("tcp", e.Addr, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,19 +304,19 @@ routes:
     match: {prefix: /}
     service: up
 `
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			before := up.Count()
-			conn := npDial(t, g.Addr)
+			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, "GET /secure/a%2Fb?x=1&y=%20 HTTP/1.1\r\nHost: api.test:8080\r\n\r\n")
-			resp := npRead(t, conn, br, false)
+			gatewaytest.Write(t, conn, "GET /secure/a%2Fb?x=1&y=%20 HTTP/1.1\r\nHost: api.test:8080\r\n\r\n")
+			resp := gatewaytest.ReadAnswer(t, conn, br, false)
 			if resp.StatusCode() != 308 || string(resp.Header.Peek("Location")) != "https://api.test:8443/secure/a%2Fb?x=1&y=%20" {
 				t.Fatalf("cleartext: %d Location %q", resp.StatusCode(), resp.Header.Peek("Location"))
 			}
-			npWrite(t, conn, "GET /open HTTP/1.1\r\nHost: api.test\r\n\r\n")
-			if resp := npRead(t, conn, br, false); resp.StatusCode() != 200 {
+			gatewaytest.Write(t, conn, "GET /open HTTP/1.1\r\nHost: api.test\r\n\r\n")
+			if resp := gatewaytest.ReadAnswer(t, conn, br, false); resp.StatusCode() != 200 {
 				t.Fatalf("a route without redirect_https: %d", resp.StatusCode())
 			}
 			if up.Count() != before+1 {
@@ -368,18 +327,13 @@ routes:
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := npOptions()
+			o := server.OptionsFor(g.File)
 			o.TLS = store.Config(tls.VersionTLS12, nil)
-			var tr Transport
-			if kind == "fasthttp" {
-				tr, err = NewTransport(kind, g.GW.Secure(), o)
-			} else {
-				tr, err = reactor.New(g.GW.Secure(), o)
-			}
+			tr, err := server.NewTransport(kind, g.GW.Secure(), o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			addr := npListen(t, tr)
+			addr := gatewaytest.Serve(t, tr)
 			tc, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "api.test", RootCAs: ca.Pool()})
 			if err != nil {
 				t.Fatal(err)
@@ -408,13 +362,14 @@ func TestTLSHandshakeWritesTimeOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) {
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) {
 				o.TLS = store.Config(tls.VersionTLS12, []string{"http/1.1"})
 				o.HeaderTimeout = 300 * time.Millisecond
-			})
+			}})
 			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 				return rc.Control(func(fd uintptr) {
 					_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
@@ -457,11 +412,13 @@ func (s stalledReads) Read([]byte) (int, error) {
 
 // stalls in its headers.
 func TestTLSSlowHandshakeCut(t *testing.T) {
-	for _, kind := range transports {
+	t.Parallel()
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			e := startTLSEdgeWith(t, kind, func(o *Options) { o.HeaderTimeout = 300 * time.Millisecond })
-			conn := npDial(t, e.g.Addr)
-			npWrite(t, conn, "\x16\x03\x01\x02\x00\x01") // a ClientHello's first bytes, then nothing
+			t.Parallel()
+			e := gatewaytest.StartTLS(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Tweak: func(o *server.Options) { o.HeaderTimeout = 300 * time.Millisecond }})
+			conn := gatewaytest.Dial(t, e.Addr)
+			gatewaytest.Write(t, conn, "\x16\x03\x01\x02\x00\x01") // a ClientHello's first bytes, then nothing
 			start := time.Now()
 			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			_, err := io.Copy(io.Discard, conn)

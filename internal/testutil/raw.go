@@ -71,3 +71,12 @@ func isClosed(err error) bool {
 	}
 	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+// Statuses are the answers' status codes, in order.
+func (r RawResult) Statuses() []int {
+	var out []int
+	for _, x := range r.Responses {
+		out = append(out, x.StatusCode())
+	}
+	return out
+}

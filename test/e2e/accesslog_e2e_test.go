@@ -39,14 +39,14 @@ routes:
 	p := startProc(t, addr, admin, []string{"TOLLGATE_ACCESS_LOG=" + logPath}, "run", "-c", cfg)
 	send := func(from, to int) {
 		for i := from; i < to; i++ {
-			if st, _ := get(t, fmt.Sprintf("http://%s/r/%04d", addr, i)); st != 200 {
+			if st, _ := testutil.Get(t, fmt.Sprintf("http://%s/r/%04d", addr, i)); st != 200 {
 				t.Fatalf("request %d: %d", i, st)
 			}
 		}
 	}
 	written := func() float64 { return sumOf(scrape(t, admin), "tollgate_access_log_written_total", nil) }
 	send(0, n/2)
-	waitFor(t, 5*time.Second, func() bool { return written() == n/2 })
+	testutil.Eventually(t, 5*time.Second, "the first half logged", func() bool { return written() == n/2 })
 
 	// logrotate: move the file away, then SIGUSR1.
 	moved := logPath + "-20260101"
@@ -56,9 +56,9 @@ routes:
 	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.stderr.String(), "access log reopened") })
+	testutil.Eventually(t, 5*time.Second, "the log reopened", func() bool { return strings.Contains(p.stderr.String(), "access log reopened") })
 	send(n/2, n)
-	waitFor(t, 5*time.Second, func() bool { return written() == n })
+	testutil.Eventually(t, 5*time.Second, "every request logged", func() bool { return written() == n })
 	fams := scrape(t, admin)
 	rotated := sumOf(fams, "tollgate_access_log_rotations_total", map[string]string{"result": "ok"})
 	failed := sumOf(fams, "tollgate_access_log_rotations_total", map[string]string{"result": "failed"})

@@ -24,7 +24,7 @@ func TestMembershipCountsLiveNodes(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(8 * time.Second)
 		for {
-			_, body := get(t, "http://"+adminA+"/admin/stats")
+			_, body := testutil.Get(t, "http://"+adminA+"/admin/stats")
 			if strings.Contains(body, want) {
 				return
 			}

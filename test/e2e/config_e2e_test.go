@@ -218,7 +218,7 @@ func TestConfigPushReachesEveryNode(t *testing.T) {
 		if c := g.config(t); c.LastError != "" {
 			t.Fatalf("node %d still reports %q after a good version", i, c.LastError)
 		}
-		if st, _ := get(t, "http://"+g.addr+"/v1/x"); st != 200 {
+		if st, _ := testutil.Get(t, "http://"+g.addr+"/v1/x"); st != 200 {
 			t.Fatalf("node %d: the rolled back version's route answers %d", i, st)
 		}
 	}

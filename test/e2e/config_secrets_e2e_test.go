@@ -74,7 +74,7 @@ func TestRedisDocumentCannotReadNodeEnvironment(t *testing.T) {
 		c := g.config(t)
 		return c.Refused == 2 && c.Version == 1
 	})
-	if st, body := get(t, "http://"+g.addr+"/leak/x"); st != 404 || leaks(body) {
+	if st, body := testutil.Get(t, "http://"+g.addr+"/leak/x"); st != 404 || leaks(body) {
 		t.Fatalf("/leak/ answered %d %q", st, body)
 	}
 

@@ -144,15 +144,6 @@ func tryProc(t *testing.T, addr, admin string, env, args []string) (*proc, error
 	return p, errors.New("gateway did not start")
 }
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	status, body, err := fasthttp.GetTimeout(nil, url, 5*time.Second)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	return status, string(body)
-}
-
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "tollgate.yaml")
@@ -165,11 +156,11 @@ func writeConfig(t *testing.T, body string) string {
 func TestDemoModeAnswersAtOnce(t *testing.T) {
 	addr := freePort(t)
 	p := startProc(t, addr, "off", nil, "run")
-	status, body := get(t, "http://"+addr+"/demo/echo")
+	status, body := testutil.Get(t, "http://"+addr+"/demo/echo")
 	if status != 200 || !strings.Contains(body, `"upstream":"tollgate demo"`) || !strings.Contains(body, `"uri":"/demo/echo"`) {
 		t.Fatalf("demo: %d %s", status, body)
 	}
-	status, body = get(t, "http://"+addr+"/elsewhere")
+	status, body = testutil.Get(t, "http://"+addr+"/elsewhere")
 	if status != 404 || !strings.Contains(body, "no route") {
 		t.Fatalf("demo not found: %d %s", status, body)
 	}
@@ -302,7 +293,7 @@ func TestFileWatchReloads(t *testing.T) {
 	cfg := writeConfig(t, conf(a.Addr))
 	addr, admin := freePort(t), freePort(t)
 	startProc(t, addr, admin, nil, "run", "-c", cfg)
-	if _, body := get(t, "http://"+addr+"/"); body != "a" {
+	if _, body := testutil.Get(t, "http://"+addr+"/"); body != "a" {
 		t.Fatalf("before: %s", body)
 	}
 	if err := os.WriteFile(cfg, []byte(conf(b.Addr)), 0o600); err != nil {
@@ -310,7 +301,7 @@ func TestFileWatchReloads(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, body := get(t, "http://"+addr+"/"); body == "b" {
+		if _, body := testutil.Get(t, "http://"+addr+"/"); body == "b" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -323,7 +314,7 @@ func TestFileWatchReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if _, body := get(t, "http://"+admin+"/admin/config"); !strings.Contains(body, `"version":2`) {
+	if _, body := testutil.Get(t, "http://"+admin+"/admin/config"); !strings.Contains(body, `"version":2`) {
 		t.Fatalf("version after one edit and one identical save: %s", body)
 	}
 }
@@ -354,7 +345,7 @@ func TestBadReloadKeepsRunningConfig(t *testing.T) {
 	if resp.StatusCode() != 401 {
 		t.Fatalf("wrong token: %d", resp.StatusCode())
 	}
-	if status, _ := get(t, "http://"+addr+"/still"); status != 200 {
+	if status, _ := testutil.Get(t, "http://"+addr+"/still"); status != 200 {
 		t.Fatalf("after a refused reload: %d", status)
 	}
 	req.SetRequestURI("http://" + admin + "/admin/config")
@@ -417,7 +408,7 @@ routes:
 	addr := freePort(t)
 	startProc(t, addr, "off", nil, "run", "-c", cfg)
 	start := time.Now()
-	status, body := get(t, "http://"+addr+"/wait")
+	status, body := testutil.Get(t, "http://"+addr+"/wait")
 	took := time.Since(start)
 	if status != 504 || !strings.Contains(body, `"code":504`) {
 		t.Fatalf("hanging upstream: %d %s", status, body)

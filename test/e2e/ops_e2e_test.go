@@ -162,7 +162,7 @@ func TestAdminRefusesPublicAddressWithoutToken(t *testing.T) {
 		path string
 		want int
 	}{{"/admin/config", 401}, {"/admin/stats", 401}, {"/dashboard", 401}, {"/metrics", 200}, {"/readyz", 200}, {"/healthz", 200}} {
-		if st, _ := get(t, "http://"+admin+c.path); st != c.want {
+		if st, _ := testutil.Get(t, "http://"+admin+c.path); st != c.want {
 			t.Errorf("GET %s: %d, want %d", c.path, st, c.want)
 		}
 	}
@@ -264,11 +264,11 @@ func testDrain(t *testing.T, transport string) {
 	p := startProc(t, addr, admin, []string{"TOLLGATE_TRANSPORT=" + transport, "TOLLGATE_ACCESS_LOG=" + logPath}, "run", "-c", cfg)
 
 	goroutines := func() int {
-		_, body := get(t, "http://"+admin+"/debug/goroutines")
+		_, body := testutil.Get(t, "http://"+admin+"/debug/goroutines")
 		n, _ := strconv.Atoi(strings.TrimSpace(body))
 		return n
 	}
-	if st, _ := get(t, "http://"+admin+"/readyz"); st != 200 {
+	if st, _ := testutil.Get(t, "http://"+admin+"/readyz"); st != 200 {
 		t.Fatalf("readyz before the drain: %d", st)
 	}
 	base := goroutines()
@@ -312,8 +312,8 @@ func testDrain(t *testing.T, transport string) {
 	if second > first+2 || (transport == "netpoll" && second > base+4) {
 		t.Fatalf("goroutines grow: %d at the start, %d after one round, %d after two", base, first, second)
 	}
-	waitFor(t, 3*time.Second, func() bool {
-		_, body := get(t, "http://"+admin+"/admin/config")
+	testutil.Eventually(t, 3*time.Second, "config version 3", func() bool {
+		_, body := testutil.Get(t, "http://"+admin+"/admin/config")
 		return strings.Contains(body, `"version":3`)
 	})
 
@@ -324,8 +324,8 @@ func testDrain(t *testing.T, transport string) {
 		t.Fatal(err)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 3*time.Second, func() bool {
-		_, body := get(t, "http://"+admin+"/admin/config")
+	testutil.Eventually(t, 3*time.Second, "config version 4", func() bool {
+		_, body := testutil.Get(t, "http://"+admin+"/admin/config")
 		return strings.Contains(body, `"version":4`)
 	})
 	const inFlight = 200
@@ -340,7 +340,7 @@ func testDrain(t *testing.T, transport string) {
 		wg.Add(1)
 		go drainClient(addr, stop, &st, &wg)
 	}
-	waitFor(t, 5*time.Second, func() bool { return countInFlight(t, admin) >= inFlight })
+	testutil.Eventually(t, 5*time.Second, "requests in flight", func() bool { return countInFlight(t, admin) >= inFlight })
 	okBefore := st.ok.Load()
 
 	start := time.Now()
@@ -348,7 +348,7 @@ func testDrain(t *testing.T, transport string) {
 		t.Fatal(err)
 	}
 	// /readyz says 503 at once, while the drain goes on.
-	waitFor(t, 200*time.Millisecond, func() bool {
+	testutil.Eventually(t, 200*time.Millisecond, "/readyz 503", func() bool {
 		resp, err := http.Get("http://" + admin + "/readyz")
 		if err != nil {
 			return false
@@ -458,17 +458,6 @@ func countInFlight(t *testing.T, admin string) int {
 	return int(sumOf(fams, "tollgate_upstream_in_flight", map[string]string{"service": "slow"}))
 }
 
-func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestIOUringSetting: how the event loops make their socket calls is the
 // operator's to choose, and the gateway says which it uses: in the start
 // log and in /metrics. "on" on a kernel that refuses a ring does not start.
@@ -490,7 +479,7 @@ func TestIOUringSetting(t *testing.T) {
 	check := func(p *proc, loops float64) {
 		t.Helper()
 		for i := range 20 {
-			if st, body := get(t, fmt.Sprintf("http://%s/fast/%d", p.addr, i)); st != 200 || body != "x" {
+			if st, body := testutil.Get(t, fmt.Sprintf("http://%s/fast/%d", p.addr, i)); st != 200 || body != "x" {
 				t.Fatalf("GET: %d %q", st, body)
 			}
 		}

@@ -373,12 +373,12 @@ routes:
 	startProc(t, addr, admin, nil, "run", "-c", writeConfig(t, cfg))
 	const n = 600
 	for i := range n {
-		if st, body := get(t, fmt.Sprintf("http://%s/x?i=%d", addr, i)); st != 200 || body != "primary" {
+		if st, body := testutil.Get(t, fmt.Sprintf("http://%s/x?i=%d", addr, i)); st != 200 || body != "primary" {
 			t.Fatalf("request %d: %d %q", i, st, body)
 		}
 	}
 	var sent float64
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.Eventually(t, 5*time.Second, "every mirrored request compared", func() bool {
 		sent = sumOf(scrape(t, admin), "tollgate_mirror_requests_total", map[string]string{"route": "api", "result": "ok"})
 		return sent == float64(shadow.Requests.Load()) && sent > 0
 	})
@@ -393,11 +393,11 @@ routes:
 	shadow.Close()
 	for i := range 200 {
 		start := time.Now()
-		if st, body := get(t, fmt.Sprintf("http://%s/y?i=%d", addr, i)); st != 200 || body != "primary" || time.Since(start) > time.Second {
+		if st, body := testutil.Get(t, fmt.Sprintf("http://%s/y?i=%d", addr, i)); st != 200 || body != "primary" || time.Since(start) > time.Second {
 			t.Fatalf("with the shadow dead, request %d: %d %q after %v", i, st, body, time.Since(start))
 		}
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.Eventually(t, 5*time.Second, "failed mirror requests counted", func() bool {
 		return sumOf(scrape(t, admin), "tollgate_mirror_requests_total", map[string]string{"route": "api", "result": "failed"}) > 50
 	})
 }

@@ -97,7 +97,7 @@ func TestTLSListenerAndCertificateReload(t *testing.T) {
 	if got := up.Last().Headers["X-Forwarded-Proto"]; got != "https" {
 		t.Fatalf("over h2 the upstream saw X-Forwarded-Proto %q, want https", got)
 	}
-	if status, _ := get(t, "http://"+p.addr+"/hello"); status != 200 {
+	if status, _ := testutil.Get(t, "http://"+p.addr+"/hello"); status != 200 {
 		t.Fatalf("cleartext beside TLS: %d", status)
 	}
 	if _, err := tls.Dial("tcp", tlsAddr, &tls.Config{ServerName: "api.test", RootCAs: ca.Pool(),
@@ -196,7 +196,7 @@ func TestHTTP2RapidResetFlood(t *testing.T) {
 		grow, again = 1<<30, 512<<20
 	}
 	goroutines := func() int {
-		_, body := get(t, "http://"+p.admin+"/debug/goroutines")
+		_, body := testutil.Get(t, "http://"+p.admin+"/debug/goroutines")
 		n, err := strconv.Atoi(strings.TrimSpace(body))
 		if err != nil {
 			t.Fatalf("/debug/goroutines: %q", body)
@@ -229,7 +229,7 @@ func TestHTTP2RapidResetFlood(t *testing.T) {
 	if resp := fetch(); resp.StatusCode != 200 || resp.ProtoMajor != 2 {
 		t.Fatalf("after the flood: %s %d", resp.Proto, resp.StatusCode)
 	}
-	_, stats := get(t, "http://"+p.admin+"/admin/stats")
+	_, stats := testutil.Get(t, "http://"+p.admin+"/admin/stats")
 	if !strings.Contains(stats, `"early_resets"`) && !strings.Contains(stats, `too_many_early_resets`) {
 		t.Fatalf("/admin/stats shows no refusal: %s", stats)
 	}

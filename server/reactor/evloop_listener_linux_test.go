@@ -1,6 +1,6 @@
 //go:build linux
 
-package server
+package reactor_test
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/server/reactor"
 )
 
@@ -31,19 +32,19 @@ func TestEventLoopListenerLeavesRuntimePoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := npServeOn(t, tr, ln)
-	conn := npDial(t, addr)
-	npWrite(t, conn, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, conn, bufio.NewReader(conn), false), 200, "ok /first")
+	addr := gatewaytest.ServeOn(t, tr, ln)
+	conn := gatewaytest.Dial(t, addr)
+	gatewaytest.Write(t, conn, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, bufio.NewReader(conn), false), 200, "ok /first")
 
 	if got := epollWatchers(t, ino); got != o.Workers {
 		t.Fatalf("the listening socket is in %d epoll sets, want %d (one per loop, none for the runtime's poller)", got, o.Workers)
 	}
 	// Still accepting, from the loops' own descriptor.
 	for i := range 8 {
-		c := npDial(t, addr)
-		npWrite(t, c, fmt.Sprintf("GET /n%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
-		npCheck(t, npRead(t, c, bufio.NewReader(c), false), 200, fmt.Sprintf("ok /n%d", i))
+		c := gatewaytest.Dial(t, addr)
+		gatewaytest.Write(t, c, fmt.Sprintf("GET /n%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, c, bufio.NewReader(c), false), 200, fmt.Sprintf("ok /n%d", i))
 	}
 }
 

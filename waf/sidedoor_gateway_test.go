@@ -1,10 +1,12 @@
-package server
+package waf_test
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 )
 
@@ -26,7 +28,7 @@ routes:
 		if ct != "" {
 			fields += "Content-Type: " + ct + "\r\n"
 		}
-		return "POST " + path + " HTTP/1.1\r\nHost: h\r\n" + fields + "Content-Length: " + itoa(len(body)) + "\r\n\r\n" + body
+		return "POST " + path + " HTTP/1.1\r\nHost: h\r\n" + fields + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 	}
 	part := func(disposition, value string) string {
 		return "--XB\r\nContent-Disposition: form-data; " + disposition + "\r\n\r\n" + value + "\r\n"
@@ -70,18 +72,19 @@ routes:
 		{"text", post("/guarded/x", "", "text/plain", "5 > 3 and 2 < 4, says O'Brien.")},
 		{"JSON where only known bodies go", post("/strict/x", "User-Agent: x' or 1=1--\r\n", "application/json", `{"id":42}`)},
 	}
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			up := testutil.StartRecordingUpstream(t)
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			for _, tc := range refused {
-				status, body, _, forwarded := exchange(t, g, up, tc.raw)
-				if status != tc.status || forwarded || !strings.Contains(body, tc.message) || !hasJSONCode([]byte(body), itoa(tc.status)) {
+				status, body, _, forwarded := g.Exchange(t, up, tc.raw)
+				if status != tc.status || forwarded || !strings.Contains(body, tc.message) || !gatewaytest.HasJSONCode([]byte(body), strconv.Itoa(tc.status)) {
 					t.Errorf("%s: status %d forwarded %v body %.200s", tc.what, status, forwarded, body)
 				}
 			}
 			for _, tc := range passed {
-				status, body, got, forwarded := exchange(t, g, up, tc.raw)
+				status, body, got, forwarded := g.Exchange(t, up, tc.raw)
 				wantBody := tc.raw[strings.Index(tc.raw, "\r\n\r\n")+4:]
 				if status != 200 || !forwarded || string(got.Body) != wantBody {
 					t.Errorf("%s: status %d forwarded %v body %.200s; upstream got %.200q", tc.what, status, forwarded, body, got.Body)

@@ -1,4 +1,4 @@
-package server
+package reactor_test
 
 import (
 	"bufio"
@@ -20,8 +20,10 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/pipeline"
+	"github.com/tollgate/tollgate/server"
 	"github.com/valyala/fasthttp"
 )
 
@@ -100,6 +102,9 @@ func (s *loopStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Res
 // and requests in a blocking call leave the loop free for the others: the
 // quick requests sent after them are all answered before any of them.
 func TestEventLoopWaitsHoldNoLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes seconds")
+	}
 	h := &loopStub{wait: 3 * time.Second}
 	o := npOptions()
 	o.Workers = 1
@@ -112,8 +117,8 @@ func TestEventLoopWaitsHoldNoLoop(t *testing.T) {
 	}
 	slow := make(chan answer, 4)
 	for _, path := range []string{"/sleep", "/block", "/sleep", "/block"} {
-		conn := npDial(t, addr)
-		npWrite(t, conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		conn := gatewaytest.Dial(t, addr)
+		gatewaytest.Write(t, conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
 		go func() {
 			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 			var resp fasthttp.Response
@@ -124,13 +129,13 @@ func TestEventLoopWaitsHoldNoLoop(t *testing.T) {
 			slow <- answer{path, time.Now(), err}
 		}()
 	}
-	npWaitFor(t, "both blocking calls to start", 5*time.Second, func() bool { return h.blocking.Load() == 2 })
+	testutil.Eventually(t, 5*time.Second, "both blocking calls to start", func() bool { return h.blocking.Load() == 2 })
 
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 	for i := range 50 {
-		npWrite(t, conn, fmt.Sprintf("GET /quick/%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
-		npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("ok /quick/%d", i))
+		gatewaytest.Write(t, conn, fmt.Sprintf("GET /quick/%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, fmt.Sprintf("ok /quick/%d", i))
 	}
 	quickDone := time.Now()
 	if h.blocking.Load() != 2 {
@@ -190,27 +195,27 @@ func TestEventLoopUpstreamOnTheLoop(t *testing.T) {
 	o := npOptions()
 	o.Workers = 1
 	_, addr := npServe(t, h, o)
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 
-	npWrite(t, conn, "GET /up/"+up.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, conn, br, false), 200, "from-up!")
+	gatewaytest.Write(t, conn, "GET /up/"+up.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "from-up!")
 
 	// By name: looked up off the loop, then from the transport's cache.
 	_, port, _ := net.SplitHostPort(up.Addr().String())
 	for range 2 {
-		npWrite(t, conn, "GET /up/localhost:"+port+" HTTP/1.1\r\nHost: x\r\n\r\n")
-		npCheck(t, npRead(t, conn, br, false), 200, "from-up!")
+		gatewaytest.Write(t, conn, "GET /up/localhost:"+port+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "from-up!")
 	}
 
-	npWrite(t, conn, "GET /up/"+closedAddr+" HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp := npRead(t, conn, br, false); resp.StatusCode() != 502 || !bytes.Contains(resp.Body(), []byte("refused")) {
+	gatewaytest.Write(t, conn, "GET /up/"+closedAddr+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp := gatewaytest.ReadAnswer(t, conn, br, false); resp.StatusCode() != 502 || !bytes.Contains(resp.Body(), []byte("refused")) {
 		t.Fatalf("dial to a closed port: %d %s", resp.StatusCode(), resp.Body())
 	}
 
 	start := time.Now()
-	npWrite(t, conn, "GET /up/"+hang.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp := npRead(t, conn, br, false)
+	gatewaytest.Write(t, conn, "GET /up/"+hang.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp := gatewaytest.ReadAnswer(t, conn, br, false)
 	if resp.StatusCode() != 504 || !bytes.Contains(resp.Body(), []byte("timeout")) {
 		t.Fatalf("hanging backend: %d %s", resp.StatusCode(), resp.Body())
 	}
@@ -223,14 +228,14 @@ func TestEventLoopUpstreamOnTheLoop(t *testing.T) {
 // a name the transports do not know is refused when the config is read.
 func TestTransportNamesAgree(t *testing.T) {
 	for _, kind := range []string{"reactor", "netpoll", "netpoll-dispatch", "fasthttp", "eventloop"} {
-		f, err := config.Parse("t.yaml", []byte("transport: "+kind+"\n"+oneService), func(k string) (string, bool) {
+		f, err := config.Parse("t.yaml", []byte("transport: "+kind+"\n"+gatewaytest.OneService), func(k string) (string, bool) {
 			return "127.0.0.1:1", k == "UP"
 		})
 		if err == nil {
 			f.Defaults()
 			err = f.Validate("t.yaml")
 		}
-		_, terr := NewTransport(kind, &loopStub{}, npOptions())
+		_, terr := server.NewTransport(kind, &loopStub{}, npOptions())
 		if (err == nil) != (terr == nil) || kind == "eventloop" && err == nil {
 			t.Fatalf("%s: config says %v, transports say %v", kind, err, terr)
 		}
@@ -250,9 +255,9 @@ func TestEventLoopStopEndsWaitingRequests(t *testing.T) {
 	o := npOptions()
 	o.Workers = 1
 	tr, addr, served := npStart(t, h, o)
-	conn := npDial(t, addr)
-	npWrite(t, conn, "GET /up/"+hang.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
-	npWaitFor(t, "the request to reach its backend", 5*time.Second, func() bool { return h.loops.Load() == 1 })
+	conn := gatewaytest.Dial(t, addr)
+	gatewaytest.Write(t, conn, "GET /up/"+hang.Addr().String()+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	testutil.Eventually(t, 5*time.Second, "the request to reach its backend", func() bool { return h.loops.Load() == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -283,16 +288,16 @@ func TestEventLoopDrainWaitsForABlockingCall(t *testing.T) {
 	o := npOptions()
 	o.Workers = 1
 	tr, addr, served := npStart(t, h, o)
-	conn := npDial(t, addr)
-	npWrite(t, conn, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
-	npWaitFor(t, "the blocking call to start", 5*time.Second, func() bool { return h.blocking.Load() == 1 })
+	conn := gatewaytest.Dial(t, addr)
+	gatewaytest.Write(t, conn, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+	testutil.Eventually(t, 5*time.Second, "the blocking call to start", func() bool { return h.blocking.Load() == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	npCheck(t, npRead(t, conn, bufio.NewReader(conn), false), 200, "ok /block")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, bufio.NewReader(conn), false), 200, "ok /block")
 	select {
 	case <-served:
 	case <-time.After(5 * time.Second):
@@ -326,7 +331,7 @@ routes:
     match: {prefix: /}
     service: up
 `
-	g := startGateway(t, "netpoll", cfg, map[string]string{"UP": upAddr}, func(o *Options) { o.Workers = 1 })
+	g := gatewaytest.Start(t, cfg, gatewaytest.Options{Vars: map[string]string{"UP": upAddr}, Tweak: func(o *server.Options) { o.Workers = 1 }})
 	// 8 clients for 3 connections: a waiter waits about two exchanges of
 	// 2 ms each. (With 12, three exchanges under the race detector on a
 	// loaded machine came close to the 20 ms wait, and a CI run went over.)
@@ -418,8 +423,8 @@ func TestLoopPoolReuse(t *testing.T) {
 			}()
 		}
 	}()
-	yaml := strings.Replace(oneService, "    timeouts:", "    idle_conn: 300ms\n    timeouts:", 1)
-	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": ln.Addr().String()}, nil)
+	yaml := strings.Replace(gatewaytest.OneService, "    timeouts:", "    idle_conn: 300ms\n    timeouts:", 1)
+	g := gatewaytest.Start(t, yaml, gatewaytest.Options{Vars: map[string]string{"UP": ln.Addr().String()}})
 	get := func(method string) int {
 		t.Helper()
 		var req fasthttp.Request
@@ -471,7 +476,7 @@ func TestLoopPoolReuse(t *testing.T) {
 // process's goroutine stacks.
 func fibersAlive() int {
 	buf := make([]byte, 8<<20)
-	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("reactor.(*fiber).body("))
+	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("server/reactor.(*fiber).body("))
 }
 
 // TestEventLoopKeepsFibersForTheNextBurst: the fibers a burst needed are
@@ -479,13 +484,16 @@ func fibersAlive() int {
 // does not create them again; once requests stop they are retired, and
 // the goroutine count falls back.
 func TestEventLoopKeepsFibersForTheNextBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the fibers' idle time")
+	}
 	upAddr, _ := testutil.StartHandler(t, func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/slow" {
 			time.Sleep(100 * time.Millisecond)
 		}
 		ctx.SetBodyString("ok")
 	})
-	g := startGateway(t, "netpoll", oneService, map[string]string{"UP": upAddr}, func(o *Options) { o.Workers = 1 })
+	g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Vars: map[string]string{"UP": upAddr}, Tweak: func(o *server.Options) { o.Workers = 1 }})
 	client := &fasthttp.Client{}
 	get := func(path string) error {
 		var req fasthttp.Request
@@ -586,7 +594,7 @@ func TestEventLoopsWaitOnTheirOwn(t *testing.T) {
 
 // npServeOneLoop serves h on one event loop run as the gateway runs it,
 // with a P beyond the loop (server.ProcsFor), until the test ends.
-func npServeOneLoop(t *testing.T, h Handler) string {
+func npServeOneLoop(t *testing.T, h server.Handler) string {
 	o := npOptions()
 	o.Workers = 1
 	old := runtime.GOMAXPROCS(o.Workers + 1)
@@ -610,7 +618,7 @@ func TestEventLoopLeavesGoroutinesAProc(t *testing.T) {
 	stop := make(chan struct{})
 	var clients sync.WaitGroup
 	for range 16 {
-		conn := npDial(t, addr)
+		conn := gatewaytest.Dial(t, addr)
 		clients.Add(1)
 		go func() {
 			defer clients.Done()
@@ -647,7 +655,7 @@ func TestEventLoopLeavesGoroutinesAProc(t *testing.T) {
 		defer c.Close()
 		_, _ = io.Copy(c, c)
 	}()
-	echo := npDial(t, ln.Addr().String())
+	echo := gatewaytest.Dial(t, ln.Addr().String())
 	time.Sleep(100 * time.Millisecond) // the loop is busy by now
 	var trips []time.Duration
 	var b [1]byte
@@ -675,6 +683,9 @@ func TestEventLoopLeavesGoroutinesAProc(t *testing.T) {
 // by the runtime's monitor was resumed on whichever thread was free: 4
 // threads over these 40 requests.
 func TestEventLoopKeepsItsThread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("watches the loop for seconds")
+	}
 	addr := npServeOneLoop(t, &loopStub{})
 
 	stop := make(chan struct{})
@@ -696,12 +707,12 @@ func TestEventLoopKeepsItsThread(t *testing.T) {
 	}
 	defer func() { close(stop); burners.Wait() }()
 
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 	threads := map[string]int{}
 	for range 40 {
-		npWrite(t, conn, "GET /tid HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp := npRead(t, conn, br, false)
+		gatewaytest.Write(t, conn, "GET /tid HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp := gatewaytest.ReadAnswer(t, conn, br, false)
 		if resp.StatusCode() != 200 {
 			t.Fatalf("status %d", resp.StatusCode())
 		}
@@ -724,12 +735,12 @@ func TestEventLoopsShareNewConns(t *testing.T) {
 	const n = 64
 	conns := make([]net.Conn, n)
 	for i := range conns { // all connected before any is served
-		conns[i] = npDial(t, addr)
+		conns[i] = gatewaytest.Dial(t, addr)
 	}
 	perLoop := map[string]int{}
 	for _, conn := range conns {
-		npWrite(t, conn, "GET /loop HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp := npRead(t, conn, bufio.NewReader(conn), false)
+		gatewaytest.Write(t, conn, "GET /loop HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp := gatewaytest.ReadAnswer(t, conn, bufio.NewReader(conn), false)
 		perLoop[string(resp.Body())]++
 	}
 	a, b := perLoop["loop 0"], perLoop["loop 1"]
@@ -746,9 +757,9 @@ func TestEventLoopAcceptPausesWhenOutOfFiles(t *testing.T) {
 	o := npOptions()
 	o.Workers = 2
 	_, addr := npServe(t, &loopStub{}, o)
-	first := npDial(t, addr)
-	npWrite(t, first, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, first, bufio.NewReader(first), false), 200, "ok /first")
+	first := gatewaytest.Dial(t, addr)
+	gatewaytest.Write(t, first, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, first, bufio.NewReader(first), false), 200, "ok /first")
 
 	var old syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
@@ -788,7 +799,7 @@ func TestEventLoopAcceptPausesWhenOutOfFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	npWrite(t, conn, "GET /waiting HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Write(t, conn, "GET /waiting HTTP/1.1\r\nHost: x\r\n\r\n")
 
 	var before, after syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
@@ -810,5 +821,5 @@ func TestEventLoopAcceptPausesWhenOutOfFiles(t *testing.T) {
 	if err := resp.Read(bufio.NewReader(conn)); err != nil {
 		t.Fatalf("with one descriptor free, the queued connection was not served: %v", err)
 	}
-	npCheck(t, &resp, 200, "ok /waiting")
+	gatewaytest.Check(t, &resp, 200, "ok /waiting")
 }

@@ -1,4 +1,4 @@
-package server
+package upstream_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
 	"github.com/tollgate/tollgate/record"
@@ -85,8 +86,9 @@ func doJSON(t *testing.T, addr, method, target, ct, body string) (int, map[strin
 func TestGRPCTranscoding(t *testing.T) {
 	for _, kind := range []string{"netpoll", "fasthttp"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			be := grpcorders.Start(t)
-			g := startGateway(t, kind, grpcRoutes, map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+			g := gatewaytest.Start(t, grpcRoutes, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)}})
 			st, m, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json",
 				`{"sku":"abc","quantity":2,"customerId":"c-1","notes":{"gift":"yes"},"tags":["x","y"]}`)
 			want := `{"id":"o-abc","sku":"abc","quantity":2,"customerId":"c-1","status":"created","totalCents":"2500","notes":{"gift":"YES"},"tags":["x","y"]}`
@@ -145,7 +147,7 @@ func TestGRPCTranscoding(t *testing.T) {
 // UNAVAILABLE and the service's breaker opens.
 func TestGRPCBackendDownOpensBreaker(t *testing.T) {
 	be := grpcorders.Start(t)
-	g := startGateway(t, "netpoll", grpcRoutes, map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+	g := gatewaytest.Start(t, grpcRoutes, gatewaytest.Options{Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)}})
 	body := `{"sku":"abc","quantity":1}`
 	if st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", body); st != 200 {
 		t.Fatalf("%d %s", st, raw)
@@ -222,10 +224,11 @@ routes:
 func TestGRPCPassThrough(t *testing.T) {
 	for _, kind := range []string{"netpoll", "fasthttp"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			be := grpcorders.Start(t)
-			e := startH2EdgeOn(t, kind, h2.Options{}, grpcPassRoutes, be.Addr)
-			conn, err := grpc.NewClient(e.g.Addr, grpc.WithTransportCredentials(credentials.NewTLS(
-				&tls.Config{ServerName: "a.test", RootCAs: e.ca.Pool()})))
+			e := gatewaytest.StartH2(t, grpcPassRoutes, h2.Options{}, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": be.Addr}})
+			conn, err := grpc.NewClient(e.Addr, grpc.WithTransportCredentials(credentials.NewTLS(
+				&tls.Config{ServerName: "a.test", RootCAs: e.CA.Pool()})))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +282,7 @@ func TestGRPCPassThrough(t *testing.T) {
 			}
 			// Not a gRPC client: refused, not forwarded.
 			calls := be.Calls.Load()
-			resp, body := e.do(t, e.client(true), "POST", "/shop.v1.Orders/Create", []byte(`{"sku":"abc"}`), map[string]string{"Content-Type": "application/json"})
+			resp, body := e.Do(t, e.Client(true), "POST", "/shop.v1.Orders/Create", []byte(`{"sku":"abc"}`), map[string]string{"Content-Type": "application/json"})
 			if resp.StatusCode != 415 || be.Calls.Load() != calls {
 				t.Fatalf("JSON to a pass-through route: %d %s", resp.StatusCode, body)
 			}
@@ -300,7 +303,7 @@ func TestGRPCInstanceEjectedAndBack(t *testing.T) {
 	b := grpcorders.StartOn(t, ln)
 	yaml := strings.Replace(grpcRoutes, `instances: [{addr: "${UP}"}]`, `instances: [{addr: "${UP}"}, {addr: "${UP2}"}]
     health: {path: /unused, interval: 100ms, timeout: 200ms, eject_after: 2, healthy_after: 1}`, 1)
-	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": a.Addr, "UP2": b.Addr, "PB": ordersPB(t)}, nil)
+	g := gatewaytest.Start(t, yaml, gatewaytest.Options{Vars: map[string]string{"UP": a.Addr, "UP2": b.Addr, "PB": ordersPB(t)}})
 	instanceState := func() string {
 		for _, in := range g.GW.Snapshot().Services["orders"].Instances {
 			if in.Addr == b.Addr {
@@ -349,7 +352,7 @@ func TestGRPCRecordingKeepsJSON(t *testing.T) {
 	yaml := "recording: {dir: \"" + dir + "\"}\n" + strings.Replace(grpcRoutes,
 		"    grpc: {service: shop.v1.Orders, method: Create, descriptors: \"${PB}\"}",
 		"    grpc: {service: shop.v1.Orders, method: Create, descriptors: \"${PB}\"}\n    record: {sample: 1, mask: [json.customerId]}", 1)
-	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+	g := gatewaytest.Start(t, yaml, gatewaytest.Options{Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)}})
 	if st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"abc","quantity":2,"customerId":"secret-c"}`); st != 200 {
 		t.Fatalf("%d %s", st, raw)
 	}
@@ -398,14 +401,14 @@ func TestGRPCOverTLS(t *testing.T) {
 	}
 	be := grpcorders.StartTLS(t, cert, key)
 	tlsRoutes := strings.Replace(grpcRoutes, "    protocol: grpc\n", "    protocol: grpc\n    tls: {ca_file: \"${CA}\", server_name: orders.test}\n", 1)
-	g := startGateway(t, "netpoll", tlsRoutes, map[string]string{"UP": be.Addr, "PB": ordersPB(t), "CA": caFile}, nil)
+	g := gatewaytest.Start(t, tlsRoutes, gatewaytest.Options{Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t), "CA": caFile}})
 	if st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"abc","quantity":1}`); st != 200 ||
 		!strings.Contains(raw, `"id":"o-abc"`) {
 		t.Fatalf("over TLS: %d %s", st, raw)
 	}
 	// The system's roots do not know the test CA.
 	untrusted := strings.Replace(grpcRoutes, "    protocol: grpc\n", "    protocol: grpc\n    tls: {server_name: orders.test}\n", 1)
-	g2 := startGateway(t, "netpoll", untrusted, map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+	g2 := gatewaytest.Start(t, untrusted, gatewaytest.Options{Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)}})
 	calls := be.Calls.Load()
 	if st, _, raw := doJSON(t, g2.Addr, "POST", "/v1/orders", "application/json", `{"sku":"abc","quantity":1}`); st != 503 ||
 		be.Calls.Load() != calls {
@@ -449,8 +452,7 @@ func TestGRPCDescriptorsReadOnLoad(t *testing.T) {
 // connection would cancel them).
 func TestGRPCCallSurvivesReload(t *testing.T) {
 	be := grpcorders.Start(t)
-	g := startGateway(t, "netpoll", strings.Replace(grpcRoutes, "read: 400ms, total: 400ms", "read: 2s, total: 2s", 1),
-		map[string]string{"UP": be.Addr, "PB": ordersPB(t)}, nil)
+	g := gatewaytest.Start(t, strings.Replace(grpcRoutes, "read: 400ms, total: 400ms", "read: 2s, total: 2s", 1), gatewaytest.Options{Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)}})
 	done := make(chan string, 1)
 	go func() {
 		st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"slow","quantity":1}`)

@@ -1,4 +1,4 @@
-package server
+package upstream_test
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
+	"github.com/tollgate/tollgate/server"
 	"github.com/valyala/fasthttp"
 )
 
@@ -111,15 +113,17 @@ func idleGatewayCall(t *testing.T, addr, method string) (int, string) {
 // it: the common one read on the loop, and a chunked one read by
 // fasthttp. The other transports go through fasthttp's client.
 func TestPoolKeepsBelowAnnouncedKeepAlive(t *testing.T) {
-	for _, kind := range transports {
+	if testing.Short() {
+		t.Skip("idles past the announced keep-alive")
+	}
+	for _, kind := range gatewaytest.Transports {
 		for _, chunked := range []bool{false, true} {
 			name := kind + "/" + map[bool]string{false: "length", true: "chunked"}[chunked]
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				// Two fields, in two spellings: the shorter timeout holds.
 				b := startIdleBackend(t, 2*time.Second, 0, "keep-alive: timeout=60\r\nKEEP-ALIVE: timeout=2, max=100\r\n", chunked)
-				g := startGateway(t, kind, oneService, map[string]string{"UP": b.ln.Addr().String()},
-					func(o *Options) { o.Workers = 1 })
+				g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": b.ln.Addr().String()}, Tweak: func(o *server.Options) { o.Workers = 1 }})
 				for range 3 {
 					st, ka := idleGatewayCall(t, g.Addr, "GET")
 					if st != 200 || ka != "" {
@@ -141,12 +145,14 @@ func TestPoolKeepsBelowAnnouncedKeepAlive(t *testing.T) {
 // the backend still keeps and is answered: the kept one is not used, and
 // refusing it costs the request nothing.
 func TestPoolStreamedBodyAfterAnnouncedKeepAlive(t *testing.T) {
-	for _, kind := range transports {
+	if testing.Short() {
+		t.Skip("idles past the announced keep-alive")
+	}
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			b := startIdleBackend(t, 2*time.Second, 0, "Keep-Alive: timeout=2\r\n", false)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": b.ln.Addr().String()},
-				func(o *Options) { o.Workers = 1 })
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": b.ln.Addr().String()}, Tweak: func(o *server.Options) { o.Workers = 1 }})
 			if st, _ := idleGatewayCall(t, g.Addr, "GET"); st != 200 {
 				t.Fatalf("GET: status %d", st)
 			}
@@ -176,12 +182,14 @@ func TestPoolStreamedBodyAfterAnnouncedKeepAlive(t *testing.T) {
 // after 2 s: it learns 2 s less the margin, an upper bound, and a
 // connection idle 1.9 s must not carry a request.
 func TestPoolLearnsTheBackendsIdleClose(t *testing.T) {
-	for _, kind := range transports {
+	if testing.Short() {
+		t.Skip("idles past the backend's close")
+	}
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			b := startIdleBackend(t, 1500*time.Millisecond, 1, "", false)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": b.ln.Addr().String()},
-				func(o *Options) { o.Workers = 1 })
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": b.ln.Addr().String()}, Tweak: func(o *server.Options) { o.Workers = 1 }})
 			if st, _ := idleGatewayCall(t, g.Addr, "GET"); st != 200 {
 				t.Fatalf("GET: status %d", st)
 			}
@@ -193,7 +201,7 @@ func TestPoolLearnsTheBackendsIdleClose(t *testing.T) {
 				t.Fatalf("%d connections, want a second one after the backend's close", n)
 			}
 			lo, hi := time.Second, 1300*time.Millisecond // 1.5 s less its margin
-			if kind != "netpoll" {
+			if kind != "reactor" {
 				lo, hi = 1700*time.Millisecond, 1800*time.Millisecond // 2 s less its margin
 			}
 			learned := g.GW.Snapshot().Services["up"].Instances[0].Status().IdleLearned
@@ -215,12 +223,14 @@ func TestPoolLearnsTheBackendsIdleClose(t *testing.T) {
 // timeout longer than the 4 s they were once limited to, so a burst's
 // connections are there for the next one.
 func TestPoolKeepsConnectionsPastFourSeconds(t *testing.T) {
-	for _, kind := range transports {
+	if testing.Short() {
+		t.Skip("idles 4.5 s")
+	}
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			b := startIdleBackend(t, time.Hour, 0, "", false)
-			g := startGateway(t, kind, oneService, map[string]string{"UP": b.ln.Addr().String()},
-				func(o *Options) { o.Workers = 1 })
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": b.ln.Addr().String()}, Tweak: func(o *server.Options) { o.Workers = 1 }})
 			if st, _ := idleGatewayCall(t, g.Addr, "GET"); st != 200 {
 				t.Fatalf("GET: status %d", st)
 			}

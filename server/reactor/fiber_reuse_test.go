@@ -1,4 +1,4 @@
-package server
+package reactor_test
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
+	"github.com/tollgate/tollgate/server"
 	"github.com/valyala/fasthttp"
 )
 
@@ -34,8 +36,7 @@ func TestFibersKeepNothingOfTheirLastRequest(t *testing.T) {
 	go func() { _ = srv.Serve(up) }()
 	t.Cleanup(func() { _ = srv.Shutdown() })
 
-	g := startGateway(t, "netpoll", oneService, map[string]string{"UP": up.Addr().String()},
-		func(o *Options) { o.Workers = 1 })
+	g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Vars: map[string]string{"UP": up.Addr().String()}, Tweak: func(o *server.Options) { o.Workers = 1 }})
 
 	const clients, rounds = 24, 30
 	var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package server
+package reactor_test
 
 import (
 	"bufio"
@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
-	"github.com/tollgate/tollgate/server/fasthttpserve"
+	"github.com/tollgate/tollgate/internal/gatewaytest"
+	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/valyala/fasthttp"
 )
@@ -81,8 +83,8 @@ func (s *npStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Respo
 	resp.SetBodyString(codec.Message(err))
 }
 
-func npOptions() Options {
-	return Options{
+func npOptions() server.Options {
+	return server.Options{
 		MaxHeaderBytes:  4096,
 		MaxURIBytes:     1024,
 		StreamBodyBytes: 64 << 10,
@@ -101,18 +103,18 @@ func npOptions() Options {
 var npIOUring = "auto"
 
 // npServe starts a netpoll transport on 127.0.0.1:0 until the test ends.
-func npServe(tb testing.TB, h Handler, o Options) (Transport, string) {
+func npServe(tb testing.TB, h server.Handler, o server.Options) (server.Transport, string) {
 	tb.Helper()
 	tr, err := reactor.New(h, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return tr, npListen(tb, tr)
+	return tr, gatewaytest.Serve(tb, tr)
 }
 
 // npStart starts a netpoll transport on 127.0.0.1:0 for a test that shuts
 // it down itself; served reports what Serve returned.
-func npStart(tb testing.TB, h Handler, o Options) (tr Transport, addr string, served <-chan error) {
+func npStart(tb testing.TB, h server.Handler, o server.Options) (tr server.Transport, addr string, served <-chan error) {
 	tb.Helper()
 	tr, err := reactor.New(h, o)
 	if err != nil {
@@ -127,113 +129,15 @@ func npStart(tb testing.TB, h Handler, o Options) (tr Transport, addr string, se
 	return tr, ln.Addr().String(), done
 }
 
-func npListen(tb testing.TB, tr Transport) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return npServeOn(tb, tr, ln)
-}
-
-// npServeOn serves ln with tr until the test ends, and returns its address.
-func npServeOn(tb testing.TB, tr Transport, ln net.Listener) string {
-	tb.Helper()
-	served := make(chan error, 1)
-	go func() { served <- tr.Serve(ln) }()
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tr.Shutdown(ctx); err != nil {
-			tb.Errorf("shutdown: %v", err)
-		}
-		select {
-		case err := <-served:
-			if err != nil {
-				tb.Errorf("serve: %v", err)
-			}
-		case <-time.After(5 * time.Second):
-			tb.Errorf("Serve did not return after Shutdown")
-		}
-	})
-	return ln.Addr().String()
-}
-
-func npDial(tb testing.TB, addr string) net.Conn {
-	tb.Helper()
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	return c
-}
-
-// npRead reads one response (a HEAD answer when head is set).
-func npRead(tb testing.TB, conn net.Conn, br *bufio.Reader, head bool) *fasthttp.Response {
-	tb.Helper()
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp := &fasthttp.Response{}
-	resp.SkipBody = head
-	if err := resp.Read(br); err != nil {
-		tb.Fatalf("reading response: %v", err)
-	}
-	return resp
-}
-
-// npExpectClosed waits up to wait for the server to close conn and returns
-// how long that took.
-func npExpectClosed(tb testing.TB, conn net.Conn, br *bufio.Reader, wait time.Duration) time.Duration {
-	tb.Helper()
-	start := time.Now()
-	_ = conn.SetReadDeadline(start.Add(wait))
-	for {
-		_, err := br.ReadByte()
-		if err == nil {
-			continue
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			tb.Fatalf("connection still open after %v", wait)
-		}
-		return time.Since(start)
-	}
-}
-
-func npWrite(tb testing.TB, conn net.Conn, s string) {
-	tb.Helper()
-	if _, err := conn.Write([]byte(s)); err != nil {
-		tb.Fatalf("write: %v", err)
-	}
-}
-
-func npCheck(tb testing.TB, resp *fasthttp.Response, status int, body string) {
-	tb.Helper()
-	if resp.StatusCode() != status || string(resp.Body()) != body {
-		tb.Fatalf("got %d %q, want %d %q", resp.StatusCode(), resp.Body(), status, body)
-	}
-}
-
-func npWaitFor(tb testing.TB, what string, wait time.Duration, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestNetpollKeepAlive(t *testing.T) {
 	h := &npStub{}
 	tr, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 	for i := range 5 {
-		npWrite(t, conn, fmt.Sprintf("GET /ka/%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
-		resp := npRead(t, conn, br, false)
-		npCheck(t, resp, 200, fmt.Sprintf("GET /ka/%d", i))
+		gatewaytest.Write(t, conn, fmt.Sprintf("GET /ka/%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
+		resp := gatewaytest.ReadAnswer(t, conn, br, false)
+		gatewaytest.Check(t, resp, 200, fmt.Sprintf("GET /ka/%d", i))
 		if resp.ConnectionClose() {
 			t.Fatal("keep-alive answer has Connection: close")
 		}
@@ -248,7 +152,7 @@ func TestNetpollKeepAlive(t *testing.T) {
 		t.Fatalf("peer %v, want %v", got, want)
 	}
 	// The wire header: one Date, no Server, no default Content-Type.
-	npWrite(t, conn, "GET /raw HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Write(t, conn, "GET /raw HTTP/1.1\r\nHost: x\r\n\r\n")
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var raw strings.Builder
 	for !strings.HasSuffix(raw.String(), "\r\n\r\n") {
@@ -269,40 +173,40 @@ func TestNetpollKeepAlive(t *testing.T) {
 		t.Fatalf("unexpected default header in %q", hdr)
 	}
 	// A HEAD answer carries no body and the connection stays usable.
-	npWrite(t, conn, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\nGET /after-head HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp := npRead(t, conn, br, true); resp.StatusCode() != 200 {
+	gatewaytest.Write(t, conn, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\nGET /after-head HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp := gatewaytest.ReadAnswer(t, conn, br, true); resp.StatusCode() != 200 {
 		t.Fatalf("HEAD status %d", resp.StatusCode())
 	}
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /after-head")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /after-head")
 	conn.Close()
-	npWaitFor(t, "Conns() to drop to 0", 2*time.Second, func() bool { return tr.Conns() == 0 })
+	testutil.Eventually(t, 2*time.Second, "Conns() to drop to 0", func() bool { return tr.Conns() == 0 })
 }
 
 func TestNetpollPipelining(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"+
+	gatewaytest.Write(t, conn, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"+
 		"GET /2 HTTP/1.1\r\nHost: x\r\n\r\n"+
 		"POST /3 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"+
 		"GET /4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /1")
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /2")
-	npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("POST /3 n=5 crc=%08x", crc32.ChecksumIEEE([]byte("hello"))))
-	last := npRead(t, conn, br, false)
-	npCheck(t, last, 200, "GET /4")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /1")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /2")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, fmt.Sprintf("POST /3 n=5 crc=%08x", crc32.ChecksumIEEE([]byte("hello"))))
+	last := gatewaytest.ReadAnswer(t, conn, br, false)
+	gatewaytest.Check(t, last, 200, "GET /4")
 	if !last.ConnectionClose() {
 		t.Fatal("last answer lacks Connection: close")
 	}
-	npExpectClosed(t, conn, br, 2*time.Second)
+	gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 }
 
 // Many pipelined requests: answers are batched and flushed, none is lost.
 func TestNetpollPipeliningMany(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 	var sb strings.Builder
 	const n = 300
@@ -311,37 +215,37 @@ func TestNetpollPipeliningMany(t *testing.T) {
 	}
 	go func() { _, _ = conn.Write([]byte(sb.String())) }()
 	for i := range n {
-		npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("GET /p/%d", i))
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, fmt.Sprintf("GET /p/%d", i))
 	}
 }
 
 func TestNetpollSplitRequest(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 	parts := []string{"PO", "ST /split HTTP/1.1\r\nHo", "st: x\r\nContent-Le", "ngth: 11\r\n\r", "\nhello", " world"}
 	for _, p := range parts {
-		npWrite(t, conn, p)
+		gatewaytest.Write(t, conn, p)
 		time.Sleep(30 * time.Millisecond)
 	}
-	npCheck(t, npRead(t, conn, br, false), 200,
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200,
 		fmt.Sprintf("POST /split n=11 crc=%08x", crc32.ChecksumIEEE([]byte("hello world"))))
 	// The connection is still good.
-	npWrite(t, conn, "GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /next")
+	gatewaytest.Write(t, conn, "GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /next")
 }
 
 // A pipelined answer is sent even though the next request is incomplete.
 func TestNetpollPipelinedAnswerNotHeldByPartialRequest(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /sec")
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /first")
-	npWrite(t, conn, "ond HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /second")
+	gatewaytest.Write(t, conn, "GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /sec")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /first")
+	gatewaytest.Write(t, conn, "ond HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /second")
 }
 
 func npPayload(n int) []byte {
@@ -355,7 +259,7 @@ func npPayload(n int) []byte {
 func TestNetpollLargeBodyStreamed(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 	body := npPayload(200 << 10)
 	go func() {
@@ -367,22 +271,22 @@ func TestNetpollLargeBodyStreamed(t *testing.T) {
 		}
 		_, _ = conn.Write([]byte("GET /after HTTP/1.1\r\nHost: x\r\n\r\n"))
 	}()
-	npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("POST /big n=%d crc=%08x", len(body), crc32.ChecksumIEEE(body)))
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /after")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, fmt.Sprintf("POST /big n=%d crc=%08x", len(body), crc32.ChecksumIEEE(body)))
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /after")
 }
 
 func TestNetpollChunkedBody(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+	gatewaytest.Write(t, conn, "POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		"5\r\nhello\r\n")
 	time.Sleep(20 * time.Millisecond)
-	npWrite(t, conn, "6\r\n world\r\n0\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, conn, br, false), 200,
+	gatewaytest.Write(t, conn, "6\r\n world\r\n0\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200,
 		fmt.Sprintf("POST /chunked n=11 crc=%08x", crc32.ChecksumIEEE([]byte("hello world"))))
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /after")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /after")
 }
 
 // A streamed body the handler does not read is drained when small and the
@@ -394,7 +298,7 @@ func TestNetpollUnreadBodyDrained(t *testing.T) {
 	smuggled := "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
-			conn := npDial(t, addr)
+			conn := gatewaytest.Dial(t, addr)
 			br := bufio.NewReader(conn)
 			body := append([]byte(smuggled), npPayload(100<<10)...)
 			go func() {
@@ -405,20 +309,20 @@ func TestNetpollUnreadBodyDrained(t *testing.T) {
 				}
 				_, _ = conn.Write([]byte("GET /next HTTP/1.1\r\nHost: x\r\n\r\n"))
 			}()
-			npCheck(t, npRead(t, conn, br, false), 200, "POST /noread")
-			npCheck(t, npRead(t, conn, br, false), 200, "GET /next")
+			gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "POST /noread")
+			gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /next")
 		})
 	}
 	// Too large to drain: the answer says close, and the connection closes.
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 	body := npPayload(2 << 20)
 	go func() {
 		_, _ = fmt.Fprintf(conn, "POST /noread HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
 		_, _ = conn.Write(body)
 	}()
-	resp := npRead(t, conn, br, false)
-	npCheck(t, resp, 200, "POST /noread")
+	resp := gatewaytest.ReadAnswer(t, conn, br, false)
+	gatewaytest.Check(t, resp, 200, "POST /noread")
 	if !resp.ConnectionClose() {
 		t.Fatal("answer after an undrainable body lacks Connection: close")
 	}
@@ -443,27 +347,27 @@ func TestNetpollMalformedChunkedRefused(t *testing.T) {
 	for name, chunks := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := h.calls.Load()
-			conn := npDial(t, addr)
+			conn := gatewaytest.Dial(t, addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+chunks+
+			gatewaytest.Write(t, conn, "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+chunks+
 				"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
-			resp := npRead(t, conn, br, false)
+			resp := gatewaytest.ReadAnswer(t, conn, br, false)
 			if resp.StatusCode() != 400 || !resp.ConnectionClose() {
 				t.Fatalf("got %d close=%v, want 400 and close", resp.StatusCode(), resp.ConnectionClose())
 			}
-			npExpectClosed(t, conn, br, 2*time.Second)
+			gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 			if h.calls.Load() != before {
 				t.Fatal("the handler saw a malformed request")
 			}
 		})
 	}
 	// Extensions and trailers are accepted (and trailers dropped).
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "POST /ext HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+	gatewaytest.Write(t, conn, "POST /ext HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		"5 ;name=\"v\"\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("POST /ext n=5 crc=%08x", crc32.ChecksumIEEE([]byte("hello"))))
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /next")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, fmt.Sprintf("POST /ext n=5 crc=%08x", crc32.ChecksumIEEE([]byte("hello"))))
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /next")
 }
 
 // A streamed chunked body that breaks its framing mid-way is never
@@ -476,16 +380,16 @@ func TestNetpollBrokenStreamedChunkCloses(t *testing.T) {
 			o := npOptions()
 			o.StreamBodyBytes = 1024
 			_, addr := npServe(t, h, o)
-			conn := npDial(t, addr)
+			conn := gatewaytest.Dial(t, addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, "POST "+target+" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			gatewaytest.Write(t, conn, "POST "+target+" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
 				fmt.Sprintf("%x\r\n%s\r\n", 4000, npPayload(4000))+
 				"5\r\nhelloXX0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
-			resp := npRead(t, conn, br, false)
+			resp := gatewaytest.ReadAnswer(t, conn, br, false)
 			if !resp.ConnectionClose() {
 				t.Fatalf("got %d without Connection: close", resp.StatusCode())
 			}
-			npExpectClosed(t, conn, br, 2*time.Second)
+			gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 			if n := h.calls.Load(); n != 1 {
 				t.Fatalf("handler called %d times, want 1", n)
 			}
@@ -502,22 +406,22 @@ func TestNetpollBodyLimit(t *testing.T) {
 
 	// A declared length over the limit: 413 at once, no 100 Continue,
 	// nothing read.
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\nExpect: 100-continue\r\n\r\n")
-	resp := npRead(t, conn, br, false)
+	gatewaytest.Write(t, conn, "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\nExpect: 100-continue\r\n\r\n")
+	resp := gatewaytest.ReadAnswer(t, conn, br, false)
 	if resp.StatusCode() != 413 || !resp.ConnectionClose() {
 		t.Fatalf("got %d close=%v, want 413 and close", resp.StatusCode(), resp.ConnectionClose())
 	}
-	npExpectClosed(t, conn, br, 2*time.Second)
+	gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 
 	// A streamed chunked body over the limit: the handler's read fails with
 	// an error the upstream answers 413, and the connection closes.
-	conn = npDial(t, addr)
+	conn = gatewaytest.Dial(t, addr)
 	br = bufio.NewReader(conn)
-	npWrite(t, conn, "POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+	gatewaytest.Write(t, conn, "POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		strings.Repeat("64\r\n"+strings.Repeat("x", 100)+"\r\n", 12)+"0\r\n\r\n")
-	resp = npRead(t, conn, br, false)
+	resp = gatewaytest.ReadAnswer(t, conn, br, false)
 	if resp.StatusCode() != 413 || !resp.ConnectionClose() {
 		t.Fatalf("got %d close=%v, want 413 and close", resp.StatusCode(), resp.ConnectionClose())
 	}
@@ -527,22 +431,22 @@ func TestNetpollBodyLimit(t *testing.T) {
 
 	// Within the limit both ways, streamed or not.
 	for _, n := range []int{50, 1000} {
-		conn = npDial(t, addr)
+		conn = gatewaytest.Dial(t, addr)
 		br = bufio.NewReader(conn)
 		body := npPayload(n)
-		npWrite(t, conn, fmt.Sprintf("POST /cl HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", n, body))
-		npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("POST /cl n=%d crc=%08x", n, crc32.ChecksumIEEE(body)))
-		npWrite(t, conn, fmt.Sprintf("POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", n, body))
-		npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("POST /te n=%d crc=%08x", n, crc32.ChecksumIEEE(body)))
+		gatewaytest.Write(t, conn, fmt.Sprintf("POST /cl HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", n, body))
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, fmt.Sprintf("POST /cl n=%d crc=%08x", n, crc32.ChecksumIEEE(body)))
+		gatewaytest.Write(t, conn, fmt.Sprintf("POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", n, body))
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, fmt.Sprintf("POST /te n=%d crc=%08x", n, crc32.ChecksumIEEE(body)))
 	}
 }
 
 func TestNetpollExpectContinue(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "POST /expect HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	gatewaytest.Write(t, conn, "POST /expect HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	line, err := br.ReadString('\n')
 	if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
@@ -551,30 +455,30 @@ func TestNetpollExpectContinue(t *testing.T) {
 	if blank, _ := br.ReadString('\n'); blank != "\r\n" {
 		t.Fatalf("got %q after 100 Continue", blank)
 	}
-	npWrite(t, conn, "hello")
-	npCheck(t, npRead(t, conn, br, false), 200, fmt.Sprintf("POST /expect n=5 crc=%08x", crc32.ChecksumIEEE([]byte("hello"))))
+	gatewaytest.Write(t, conn, "hello")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, fmt.Sprintf("POST /expect n=5 crc=%08x", crc32.ChecksumIEEE([]byte("hello"))))
 }
 
 func TestNetpollHTTP10(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
 
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "GET /old HTTP/1.0\r\n\r\n")
-	resp := npRead(t, conn, br, false)
-	npCheck(t, resp, 200, "GET /old")
+	gatewaytest.Write(t, conn, "GET /old HTTP/1.0\r\n\r\n")
+	resp := gatewaytest.ReadAnswer(t, conn, br, false)
+	gatewaytest.Check(t, resp, 200, "GET /old")
 	if !resp.ConnectionClose() {
 		t.Fatal("HTTP/1.0 answer lacks Connection: close")
 	}
-	npExpectClosed(t, conn, br, 2*time.Second)
+	gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 
-	conn = npDial(t, addr)
+	conn = gatewaytest.Dial(t, addr)
 	br = bufio.NewReader(conn)
 	for i := range 3 {
-		npWrite(t, conn, fmt.Sprintf("GET /old/%d HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", i))
-		resp := npRead(t, conn, br, false)
-		npCheck(t, resp, 200, fmt.Sprintf("GET /old/%d", i))
+		gatewaytest.Write(t, conn, fmt.Sprintf("GET /old/%d HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", i))
+		resp := gatewaytest.ReadAnswer(t, conn, br, false)
+		gatewaytest.Check(t, resp, 200, fmt.Sprintf("GET /old/%d", i))
 		if got := string(resp.Header.Peek("Connection")); got != "keep-alive" {
 			t.Fatalf("Connection = %q, want keep-alive", got)
 		}
@@ -584,15 +488,15 @@ func TestNetpollHTTP10(t *testing.T) {
 func TestNetpollHandlerAsksClose(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "GET /close HTTP/1.1\r\nHost: x\r\n\r\nGET /never HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp := npRead(t, conn, br, false)
-	npCheck(t, resp, 200, "GET /close")
+	gatewaytest.Write(t, conn, "GET /close HTTP/1.1\r\nHost: x\r\n\r\nGET /never HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp := gatewaytest.ReadAnswer(t, conn, br, false)
+	gatewaytest.Check(t, resp, 200, "GET /close")
 	if !resp.ConnectionClose() {
 		t.Fatal("answer lacks Connection: close")
 	}
-	npExpectClosed(t, conn, br, 2*time.Second)
+	gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 	if n := h.calls.Load(); n != 1 {
 		t.Fatalf("handler called %d times, want 1", n)
 	}
@@ -603,14 +507,14 @@ func TestNetpollHeaderTooLarge(t *testing.T) {
 	o := npOptions()
 	o.MaxHeaderBytes, o.MaxURIBytes = 1024, 256
 	_, addr := npServe(t, h, o)
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "GET /big-header HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("b", 4000)+"\r\n\r\n")
-	resp := npRead(t, conn, br, false)
+	gatewaytest.Write(t, conn, "GET /big-header HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("b", 4000)+"\r\n\r\n")
+	resp := gatewaytest.ReadAnswer(t, conn, br, false)
 	if resp.StatusCode() != fasthttp.StatusRequestHeaderFieldsTooLarge || !resp.ConnectionClose() {
 		t.Fatalf("got %d close=%v, want 431 and close", resp.StatusCode(), resp.ConnectionClose())
 	}
-	npExpectClosed(t, conn, br, 2*time.Second)
+	gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 	if h.calls.Load() != 0 || h.errs.Load() != 1 {
 		t.Fatalf("calls=%d errors=%d, want 0 and 1", h.calls.Load(), h.errs.Load())
 	}
@@ -619,14 +523,14 @@ func TestNetpollHeaderTooLarge(t *testing.T) {
 func TestNetpollMalformedRequest(t *testing.T) {
 	h := &npStub{}
 	_, addr := npServe(t, h, npOptions())
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
-	resp := npRead(t, conn, br, false)
+	gatewaytest.Write(t, conn, "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+	resp := gatewaytest.ReadAnswer(t, conn, br, false)
 	if resp.StatusCode() != 400 || !resp.ConnectionClose() {
 		t.Fatalf("got %d close=%v, want 400 and close", resp.StatusCode(), resp.ConnectionClose())
 	}
-	npExpectClosed(t, conn, br, 2*time.Second)
+	gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 }
 
 func TestNetpollSlowlorisCutAtHeaderTimeout(t *testing.T) {
@@ -634,7 +538,7 @@ func TestNetpollSlowlorisCutAtHeaderTimeout(t *testing.T) {
 	o := npOptions()
 	o.HeaderTimeout = 300 * time.Millisecond
 	_, addr := npServe(t, h, o)
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -664,7 +568,7 @@ func TestNetpollSlowlorisCutAtHeaderTimeout(t *testing.T) {
 			t.Fatal("slowloris connection not cut")
 		}
 	} else {
-		npExpectClosed(t, conn, br, 2*time.Second)
+		gatewaytest.ExpectClosed(t, conn, br, 2*time.Second)
 	}
 	if took := time.Since(start); took < 250*time.Millisecond || took > 1500*time.Millisecond {
 		t.Fatalf("cut after %v, want about 300ms", took)
@@ -675,41 +579,44 @@ func TestNetpollSlowlorisCutAtHeaderTimeout(t *testing.T) {
 }
 
 func TestNetpollIdleTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out idle timeouts")
+	}
 	h := &npStub{}
 	o := npOptions()
 	o.IdleTimeout = 500 * time.Millisecond
 	o.HeaderTimeout = 400 * time.Millisecond
 	tr, addr := npServe(t, h, o)
 
-	conn := npDial(t, addr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "GET /once HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /once")
+	gatewaytest.Write(t, conn, "GET /once HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /once")
 	// Upper bounds leave room for a loaded CI machine; the point is that
 	// the close comes from the idle timeout, not from TCP keep-alive.
-	took := npExpectClosed(t, conn, br, 5*time.Second)
+	took := gatewaytest.ExpectClosed(t, conn, br, 5*time.Second)
 	if took < 400*time.Millisecond || took > 3*time.Second {
 		t.Fatalf("idle connection closed after %v, want about 500ms", took)
 	}
 
 	// A connection that never sends a request gets the header timeout.
-	silent := npDial(t, addr)
-	took = npExpectClosed(t, silent, bufio.NewReader(silent), 5*time.Second)
+	silent := gatewaytest.Dial(t, addr)
+	took = gatewaytest.ExpectClosed(t, silent, bufio.NewReader(silent), 5*time.Second)
 	if took < 300*time.Millisecond || took > 3*time.Second {
 		t.Fatalf("silent connection closed after %v, want about 400ms", took)
 	}
 
 	// An active connection is not cut: requests every 200ms for 1.2s.
-	active := npDial(t, addr)
+	active := gatewaytest.Dial(t, addr)
 	abr := bufio.NewReader(active)
 	for i := range 6 {
-		npWrite(t, active, "GET /busy HTTP/1.1\r\nHost: x\r\n\r\n")
-		npCheck(t, npRead(t, active, abr, false), 200, "GET /busy")
+		gatewaytest.Write(t, active, "GET /busy HTTP/1.1\r\nHost: x\r\n\r\n")
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, active, abr, false), 200, "GET /busy")
 		if i < 5 {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	npWaitFor(t, "Conns() to drop to 0", 3*time.Second, func() bool { return tr.Conns() == 0 })
+	testutil.Eventually(t, 3*time.Second, "Conns() to drop to 0", func() bool { return tr.Conns() == 0 })
 }
 
 func TestNetpollMaxConns(t *testing.T) {
@@ -720,30 +627,30 @@ func TestNetpollMaxConns(t *testing.T) {
 	var kept []net.Conn
 	var readers []*bufio.Reader
 	for range 2 {
-		c := npDial(t, addr)
+		c := gatewaytest.Dial(t, addr)
 		br := bufio.NewReader(c)
-		npWrite(t, c, "GET /in HTTP/1.1\r\nHost: x\r\n\r\n")
-		npCheck(t, npRead(t, c, br, false), 200, "GET /in")
+		gatewaytest.Write(t, c, "GET /in HTTP/1.1\r\nHost: x\r\n\r\n")
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, c, br, false), 200, "GET /in")
 		kept, readers = append(kept, c), append(readers, br)
 	}
 	if got := tr.Conns(); got != 2 {
 		t.Fatalf("Conns() = %d, want 2", got)
 	}
-	extra := npDial(t, addr)
+	extra := gatewaytest.Dial(t, addr)
 	_, _ = extra.Write([]byte("GET /refused HTTP/1.1\r\nHost: x\r\n\r\n"))
-	npExpectClosed(t, extra, bufio.NewReader(extra), 2*time.Second)
+	gatewaytest.ExpectClosed(t, extra, bufio.NewReader(extra), 2*time.Second)
 	if got := tr.Conns(); got != 2 {
 		t.Fatalf("Conns() = %d after refusal, want 2", got)
 	}
 	// Closing one frees a slot.
 	kept[0].Close()
-	npWaitFor(t, "a free slot", 2*time.Second, func() bool { return tr.Conns() == 1 })
-	again := npDial(t, addr)
+	testutil.Eventually(t, 2*time.Second, "a free slot", func() bool { return tr.Conns() == 1 })
+	again := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(again)
-	npWrite(t, again, "GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, again, br, false), 200, "GET /again")
-	npWrite(t, kept[1], "GET /still HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, kept[1], readers[1], false), 200, "GET /still")
+	gatewaytest.Write(t, again, "GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, again, br, false), 200, "GET /again")
+	gatewaytest.Write(t, kept[1], "GET /still HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, kept[1], readers[1], false), 200, "GET /still")
 	if n := h.calls.Load(); n != 4 {
 		t.Fatalf("handler calls = %d, want 4", n)
 	}
@@ -753,14 +660,14 @@ func TestNetpollShutdownLetsInFlightFinish(t *testing.T) {
 	h := &npStub{slow: 400 * time.Millisecond, started: make(chan struct{}, 1)}
 	tr, addr, served := npStart(t, h, npOptions())
 
-	idle := npDial(t, addr)
+	idle := gatewaytest.Dial(t, addr)
 	ibr := bufio.NewReader(idle)
-	npWrite(t, idle, "GET /idle HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, idle, ibr, false), 200, "GET /idle")
+	gatewaytest.Write(t, idle, "GET /idle HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, idle, ibr, false), 200, "GET /idle")
 
-	busy := npDial(t, addr)
+	busy := gatewaytest.Dial(t, addr)
 	bbr := bufio.NewReader(busy)
-	npWrite(t, busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Write(t, busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-h.started
 
 	start := time.Now()
@@ -771,16 +678,16 @@ func TestNetpollShutdownLetsInFlightFinish(t *testing.T) {
 		shut <- tr.Shutdown(ctx)
 	}()
 	// The idle connection is closed at once.
-	if took := npExpectClosed(t, idle, ibr, 3*time.Second); took > time.Second {
+	if took := gatewaytest.ExpectClosed(t, idle, ibr, 3*time.Second); took > time.Second {
 		t.Fatalf("idle connection closed after %v", took)
 	}
 	// The in-flight request is answered, with Connection: close.
-	resp := npRead(t, busy, bbr, false)
-	npCheck(t, resp, 200, "GET /slow")
+	resp := gatewaytest.ReadAnswer(t, busy, bbr, false)
+	gatewaytest.Check(t, resp, 200, "GET /slow")
 	if !resp.ConnectionClose() {
 		t.Fatal("in-flight answer lacks Connection: close")
 	}
-	npExpectClosed(t, busy, bbr, 2*time.Second)
+	gatewaytest.ExpectClosed(t, busy, bbr, 2*time.Second)
 	select {
 	case err := <-shut:
 		if err != nil {
@@ -812,8 +719,8 @@ func TestNetpollShutdownLetsInFlightFinish(t *testing.T) {
 func TestNetpollShutdownDeadline(t *testing.T) {
 	h := &npStub{slow: 800 * time.Millisecond, started: make(chan struct{}, 1)}
 	tr, addr := npServe(t, h, npOptions())
-	busy := npDial(t, addr)
-	npWrite(t, busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	busy := gatewaytest.Dial(t, addr)
+	gatewaytest.Write(t, busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-h.started
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -854,10 +761,10 @@ func TestNetpollIdleConnsHoldNoGoroutine(t *testing.T) {
 	conns := make([]net.Conn, 0, n)
 	br := bufio.NewReader(nil) // one client reader, reused: only server state stays
 	for i := range n {
-		c := npDial(t, addr)
+		c := gatewaytest.Dial(t, addr)
 		br.Reset(c)
-		npWrite(t, c, fmt.Sprintf("GET /i/%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
-		npCheck(t, npRead(t, c, br, false), 200, fmt.Sprintf("GET /i/%d", i))
+		gatewaytest.Write(t, c, fmt.Sprintf("GET /i/%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
+		gatewaytest.Check(t, gatewaytest.ReadAnswer(t, c, br, false), 200, fmt.Sprintf("GET /i/%d", i))
 		conns = append(conns, c)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -922,7 +829,7 @@ func TestNetpollConcurrentClients(t *testing.T) {
 	if got := h.calls.Load(); got != clients*each {
 		t.Fatalf("calls = %d, want %d", got, clients*each)
 	}
-	npWaitFor(t, "Conns() to drop to 0", 2*time.Second, func() bool { return tr.Conns() == 0 })
+	testutil.Eventually(t, 2*time.Second, "Conns() to drop to 0", func() bool { return tr.Conns() == 0 })
 }
 
 // npReactorTests are the reactor's tests that TestNetpollDispatchMode and
@@ -951,6 +858,9 @@ func npReactorTests() map[string]func(*testing.T) {
 // where the kernel refuses a ring); the others make them in batches where
 // it allows one.
 func TestNetpollSyscallsOneByOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the reactor tests again without io_uring")
+	}
 	npIOUring = "off"
 	defer func() { npIOUring = "auto" }()
 	for name, test := range npReactorTests() {
@@ -959,15 +869,15 @@ func TestNetpollSyscallsOneByOne(t *testing.T) {
 }
 
 func TestNetpollNewTransport(t *testing.T) {
-	tr, err := NewTransport("netpoll", &npStub{}, npOptions())
+	tr, err := server.NewTransport("netpoll", &npStub{}, npOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := npListen(t, tr)
-	conn := npDial(t, addr)
+	addr := gatewaytest.Serve(t, tr)
+	conn := gatewaytest.Dial(t, addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, "GET /via-new HTTP/1.1\r\nHost: x\r\n\r\n")
-	npCheck(t, npRead(t, conn, br, false), 200, "GET /via-new")
+	gatewaytest.Write(t, conn, "GET /via-new HTTP/1.1\r\nHost: x\r\n\r\n")
+	gatewaytest.Check(t, gatewaytest.ReadAnswer(t, conn, br, false), 200, "GET /via-new")
 }
 
 // npBenchHandler answers a fixed body without allocating.
@@ -995,21 +905,27 @@ func BenchmarkNetpollTransport(b *testing.B) {
 	o.MaxConns = 0
 	kinds := []struct {
 		name string
-		new  func() Transport
+		new  func() server.Transport
 	}{
-		{"netpoll", func() Transport {
+		{"netpoll", func() server.Transport {
 			tr, err := reactor.New(npBenchHandler{}, o)
 			if err != nil {
 				b.Fatal(err)
 			}
 			return tr
 		}},
-		{"fasthttp-ref", func() Transport { return fasthttpserve.New(npBenchHandler{}, o) }},
+		{"fasthttp-ref", func() server.Transport {
+			tr, err := server.NewTransport("fasthttp", npBenchHandler{}, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return tr
+		}},
 	}
 	for _, k := range kinds {
 		b.Run(k.name+"/keepalive", func(b *testing.B) {
-			addr := npListen(b, k.new())
-			conn := npDial(b, addr)
+			addr := gatewaytest.Serve(b, k.new())
+			conn := gatewaytest.Dial(b, addr)
 			br := bufio.NewReader(conn)
 			var resp fasthttp.Response
 			npBenchRoundTrip(b, conn, br, &resp) // warm up
@@ -1020,7 +936,7 @@ func BenchmarkNetpollTransport(b *testing.B) {
 			}
 		})
 		b.Run(k.name+"/parallel64", func(b *testing.B) {
-			addr := npListen(b, k.new())
+			addr := gatewaytest.Serve(b, k.new())
 			b.ReportAllocs()
 			b.SetParallelism(max(64/runtime.GOMAXPROCS(0), 1))
 			b.ResetTimer()
@@ -1039,8 +955,8 @@ func BenchmarkNetpollTransport(b *testing.B) {
 			})
 		})
 		b.Run(k.name+"/pipelined16", func(b *testing.B) {
-			addr := npListen(b, k.new())
-			conn := npDial(b, addr)
+			addr := gatewaytest.Serve(b, k.new())
+			conn := gatewaytest.Dial(b, addr)
 			br := bufio.NewReader(conn)
 			var resp fasthttp.Response
 			batch := bytes.Repeat(npBenchRequest, 16)

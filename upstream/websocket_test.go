@@ -1,4 +1,4 @@
-package server
+package upstream_test
 
 import (
 	"bufio"
@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/edgetls"
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/sign"
 	"github.com/valyala/fasthttp"
 )
@@ -109,12 +111,13 @@ func switched(t *testing.T, conn net.Conn, br *bufio.Reader) {
 // not lost, the relay echoes both ways, and it ends after the idle time.
 func TestWebSocketRelay(t *testing.T) {
 	up := wsUpstream(t)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
-			conn := npDial(t, g.Addr)
+			t.Parallel()
+			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
+			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/chat", 1)+"early;")
+			gatewaytest.Write(t, conn, strings.Replace(wsHandshake, "%s", "/ws/chat", 1)+"early;")
 			switched(t, conn, br)
 			want := "helloearly;"
 			got := make([]byte, len(want))
@@ -122,7 +125,7 @@ func TestWebSocketRelay(t *testing.T) {
 				t.Fatalf("first bytes %q, %v; want %q", got, err, want)
 			}
 			for _, msg := range []string{"one", "two, longer", strings.Repeat("x", 40000)} {
-				npWrite(t, conn, msg)
+				gatewaytest.Write(t, conn, msg)
 				got := make([]byte, len(msg))
 				if _, err := io.ReadFull(br, got); err != nil || string(got) != msg {
 					t.Fatalf("echo of %d bytes: %v", len(msg), err)
@@ -145,13 +148,14 @@ func TestWebSocketRelay(t *testing.T) {
 // the Upgrade field never reaches the backend.
 func TestWebSocketOnlyWhereAllowed(t *testing.T) {
 	up := wsUpstream(t)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
+			t.Parallel()
+			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			for path, status := range map[string]int{"/signed/x": 401, "/plain": 400} {
-				conn := npDial(t, g.Addr)
-				npWrite(t, conn, strings.Replace(wsHandshake, "%s", path, 1))
-				resp := npRead(t, conn, bufio.NewReader(conn), false)
+				conn := gatewaytest.Dial(t, g.Addr)
+				gatewaytest.Write(t, conn, strings.Replace(wsHandshake, "%s", path, 1))
+				resp := gatewaytest.ReadAnswer(t, conn, bufio.NewReader(conn), false)
 				if resp.StatusCode() != status {
 					t.Fatalf("%s: %d %s, want %d", path, resp.StatusCode(), resp.Body(), status)
 				}
@@ -172,11 +176,12 @@ func TestWebSocketOverTLSAndCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {max_bytes: 1000}", 1)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up}, func(o *Options) {
+			t.Parallel()
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}, Tweak: func(o *server.Options) {
 				o.TLS = store.Config(tls.VersionTLS12, nil)
-			})
+			}})
 			conn, err := tls.Dial("tcp", g.Addr, &tls.Config{ServerName: "a.test", RootCAs: ca.Pool()})
 			if err != nil {
 				t.Fatal(err)
@@ -193,12 +198,12 @@ func TestWebSocketOverTLSAndCap(t *testing.T) {
 			}
 			// 600 bytes out and 600 back pass the 1000-byte cap.
 			msg := strings.Repeat("y", 600)
-			npWrite(t, conn, msg)
+			gatewaytest.Write(t, conn, msg)
 			got := make([]byte, len(msg))
 			if _, err := io.ReadFull(br, got); err != nil || string(got) != msg {
 				t.Fatalf("echo under the cap: %d bytes, %v", len(got), err)
 			}
-			npWrite(t, conn, msg)
+			gatewaytest.Write(t, conn, msg)
 			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
 			n, err := io.Copy(io.Discard, br)
 			if err != nil || n >= int64(len(msg)) {
@@ -212,9 +217,10 @@ func TestWebSocketOverTLSAndCap(t *testing.T) {
 // signature check and the connection echoes.
 func TestWebSocketThroughSignedRoute(t *testing.T) {
 	up := wsUpstream(t)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
+			t.Parallel()
+			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
 			r, _ := http.NewRequest(http.MethodGet, "http://x/signed/chat", nil)
 			if err := sign.SignRequest(r, "app", "a-secret-of-some-length", time.Time{}, ""); err != nil {
 				t.Fatal(err)
@@ -225,11 +231,11 @@ func TestWebSocketThroughSignedRoute(t *testing.T) {
 				head.WriteString(k + ": " + vs[0] + "\r\n")
 			}
 			head.WriteString("\r\n")
-			conn := npDial(t, g.Addr)
+			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, head.String())
+			gatewaytest.Write(t, conn, head.String())
 			switched(t, conn, br)
-			npWrite(t, conn, "ping")
+			gatewaytest.Write(t, conn, "ping")
 			got := make([]byte, 9)
 			if _, err := io.ReadFull(br, got); err != nil || string(got) != "helloping" {
 				t.Fatalf("%q %v", got, err)
@@ -244,12 +250,13 @@ func TestWebSocketThroughSignedRoute(t *testing.T) {
 func TestWebSocketRelayEndsWhenTheDrainGivesUp(t *testing.T) {
 	up := wsUpstream(t)
 	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {idle_timeout: 60s}", 1)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up}, nil)
-			conn := npDial(t, g.Addr)
+			t.Parallel()
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
+			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
+			gatewaytest.Write(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
 			switched(t, conn, br)
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
@@ -269,12 +276,13 @@ func TestWebSocketRelayEndsWhenTheDrainGivesUp(t *testing.T) {
 func TestWebSocketBackendEndsRelay(t *testing.T) {
 	up := wsUpstream(t)
 	cfg := strings.Replace(wsConfig, "websocket: {idle_timeout: 400ms}", "websocket: {idle_timeout: 60s}", 1)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, cfg, map[string]string{"UP": up}, nil)
-			conn := npDial(t, g.Addr)
+			t.Parallel()
+			g := gatewaytest.Start(t, cfg, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
+			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/bye", 1))
+			gatewaytest.Write(t, conn, strings.Replace(wsHandshake, "%s", "/ws/bye", 1))
 			switched(t, conn, br)
 			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			start := time.Now()
@@ -294,17 +302,18 @@ func TestWebSocketBackendEndsRelay(t *testing.T) {
 // goes through the gateway (here refused unsigned), not a tunnel.
 func TestWebSocketRefusedStaysHTTP(t *testing.T) {
 	up := wsUpstream(t)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
-			conn := npDial(t, g.Addr)
+			t.Parallel()
+			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
+			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/refuse", 1)+
+			gatewaytest.Write(t, conn, strings.Replace(wsHandshake, "%s", "/ws/refuse", 1)+
 				"GET /signed/admin HTTP/1.1\r\nHost: x\r\n\r\n")
-			if resp := npRead(t, conn, br, false); resp.StatusCode() != 426 || string(resp.Body()) != "refused" {
+			if resp := gatewaytest.ReadAnswer(t, conn, br, false); resp.StatusCode() != 426 || string(resp.Body()) != "refused" {
 				t.Fatalf("refused switch: %d %q", resp.StatusCode(), resp.Body())
 			}
-			if resp := npRead(t, conn, br, false); resp.StatusCode() != 401 {
+			if resp := gatewaytest.ReadAnswer(t, conn, br, false); resp.StatusCode() != 401 {
 				t.Fatalf("the request behind a refused handshake: %d %s", resp.StatusCode(), resp.Body())
 			}
 		})
@@ -316,13 +325,14 @@ func TestWebSocketRefusedStaysHTTP(t *testing.T) {
 // a handshake's answer cannot stream, and is not held whole either.
 func TestWebSocketLongRefusalNotHeld(t *testing.T) {
 	up := wsUpstream(t)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
-			g := startGateway(t, kind, wsConfig, map[string]string{"UP": up}, nil)
-			conn := npDial(t, g.Addr)
+			t.Parallel()
+			g := gatewaytest.Start(t, wsConfig, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up}})
+			conn := gatewaytest.Dial(t, g.Addr)
 			br := bufio.NewReader(conn)
-			npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws/refuse-long", 1))
-			if resp := npRead(t, conn, br, false); resp.StatusCode() != 502 {
+			gatewaytest.Write(t, conn, strings.Replace(wsHandshake, "%s", "/ws/refuse-long", 1))
+			if resp := gatewaytest.ReadAnswer(t, conn, br, false); resp.StatusCode() != 502 {
 				t.Fatalf("a 2 MiB refusal of the switch: %d, %d body bytes", resp.StatusCode(), len(resp.Body()))
 			}
 		})
@@ -337,10 +347,10 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 	yaml := strings.Replace(strings.Replace(wsConfig, `instances: [{addr: "${UP}"}]`,
 		`instances: [{addr: "${UP}"}, {addr: "${UP2}"}]
     balance: least_conn`, 1), "idle_timeout: 400ms", "idle_timeout: 5s", 1)
-	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": a, "UP2": b}, nil)
-	conn := npDial(t, g.Addr)
+	g := gatewaytest.Start(t, yaml, gatewaytest.Options{Vars: map[string]string{"UP": a, "UP2": b}})
+	conn := gatewaytest.Dial(t, g.Addr)
 	br := bufio.NewReader(conn)
-	npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
+	gatewaytest.Write(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
 	switched(t, conn, br)
 	inflight := func() map[string]int64 {
 		out := map[string]int64{}
@@ -360,8 +370,8 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 	}
 	// The other instance is the least loaded, so it gets the handshakes
 	// that come meanwhile (each then counted in turn, so alternate).
-	other := npDial(t, g.Addr)
-	npWrite(t, other, strings.Replace(wsHandshake, "%s", "/ws", 1))
+	other := gatewaytest.Dial(t, g.Addr)
+	gatewaytest.Write(t, other, strings.Replace(wsHandshake, "%s", "/ws", 1))
 	switched(t, other, bufio.NewReader(other))
 	for addr, n := range inflight() {
 		if n != 1 {
@@ -391,11 +401,14 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 // back; the relay then waits on the loop like any fiber, and the loop (the
 // only one here) goes on serving other connections.
 func TestWebSocketStalledClientHoldsNoLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stalls a client for seconds")
+	}
 	up := wsUpstream(t)
 	yaml := strings.Replace(wsConfig, "idle_timeout: 400ms", "idle_timeout: 10s", 1)
-	g := startGateway(t, "netpoll", yaml, map[string]string{"UP": up}, func(o *Options) { o.Workers = 1 })
-	conn := npDial(t, g.Addr)
-	npWrite(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
+	g := gatewaytest.Start(t, yaml, gatewaytest.Options{Vars: map[string]string{"UP": up}, Tweak: func(o *server.Options) { o.Workers = 1 }})
+	conn := gatewaytest.Dial(t, g.Addr)
+	gatewaytest.Write(t, conn, strings.Replace(wsHandshake, "%s", "/ws", 1))
 	switched(t, conn, bufio.NewReader(conn))
 	sent := make(chan int64, 1)
 	go func() {
@@ -414,10 +427,10 @@ func TestWebSocketStalledClientHoldsNoLoop(t *testing.T) {
 	if n := <-sent; n >= 2048*64<<10 {
 		t.Fatalf("all %d bytes were taken: the echo never backed up", n)
 	}
-	other := npDial(t, g.Addr)
+	other := gatewaytest.Dial(t, g.Addr)
 	start := time.Now()
-	npWrite(t, other, "GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp := npRead(t, other, bufio.NewReader(other), false)
+	gatewaytest.Write(t, other, "GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp := gatewaytest.ReadAnswer(t, other, bufio.NewReader(other), false)
 	if took := time.Since(start); resp.StatusCode() != 400 || took > 2*time.Second {
 		t.Fatalf("another client on the loop: %d after %v", resp.StatusCode(), took)
 	}

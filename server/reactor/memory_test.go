@@ -1,4 +1,4 @@
-package server
+package reactor_test
 
 import (
 	"bufio"
@@ -6,77 +6,33 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/server"
 )
 
-// memSample is what the process holds at one moment.
-type memSample struct {
-	live uint64 // heap objects still reachable after a GC, plus goroutine stacks
-	rss  uint64 // VmRSS
-}
-
-// sampleMem collects garbage first, so live counts what the transports
-// hold, not what they dropped.
-func sampleMem() memSample {
-	runtime.GC()
-	runtime.GC() // and what sync.Pools kept from the last one
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return memSample{live: m.HeapAlloc + m.StackInuse, rss: vmRSS()}
-}
-
-// vmRSS reads the resident set size from /proc/self/status, 0 if it can't.
-func vmRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			if f := strings.Fields(rest); len(f) > 0 {
-				kib, _ := strconv.ParseUint(f[0], 10, 64)
-				return kib << 10
-			}
-		}
-	}
-	return 0
-}
-
-// grew is how far b is above a, 0 if below.
-func grew(a, b uint64) uint64 {
-	if b < a {
-		return 0
-	}
-	return b - a
-}
-
-const (
-	mib = 1 << 20
-	// memSlack is what the test process itself may add between two
-	// samples (its client buffers, runtime caches, the race detector's
-	// shadow of new objects): far below what any of these attacks cost
-	// when the gateway buffers them, far above what a bounded connection
-	// costs.
-	memSlack = 24 * mib
-)
+// memSlack is what the test process itself may add between two
+// samples (its client buffers, runtime caches, the race detector's
+// shadow of new objects): far below what any of these attacks cost
+// when the gateway buffers them, far above what a bounded connection
+// costs.
+const memSlack = 24 * testutil.MiB
 
 // newTransportKind starts the named transport around h.
-func newTransportKind(tb testing.TB, kind string, h Handler, o Options) (Transport, string) {
+func newTransportKind(tb testing.TB, kind string, h server.Handler, o server.Options) (server.Transport, string) {
 	tb.Helper()
-	tr, err := NewTransport(kind, h, o)
+	tr, err := server.NewTransport(kind, h, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return tr, npListen(tb, tr)
+	return tr, gatewaytest.Serve(tb, tr)
 }
 
 // pushUntilBlocked writes junk to conn as fast as the socket takes it,
@@ -110,7 +66,10 @@ func pushUntilBlocked(conn net.Conn, limit int64, stall time.Duration) (int64, b
 // socket takes bytes, up to 256 MiB, and stops once a write has made no
 // progress for 300ms.
 func TestStreamingWhileBusyIsBounded(t *testing.T) {
-	const limit = 256 * mib
+	if testing.Short() {
+		t.Skip("pushes up to 256 MiB behind a busy request")
+	}
+	const limit = 256 * testutil.MiB
 	// The first 16 KiB of a body go with its header: fasthttp waits for
 	// 8 KiB of it before the handler runs.
 	const first = 16 << 10
@@ -122,7 +81,7 @@ func TestStreamingWhileBusyIsBounded(t *testing.T) {
 		// Bytes after a request, while it is served: pipelined junk.
 		{"bytes after request", "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"},
 	}
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		for _, tc := range cases {
 			t.Run(kind+"/"+tc.name, func(t *testing.T) {
 				h := &npStub{slow: 2 * time.Second, started: make(chan struct{}, 1)}
@@ -130,29 +89,29 @@ func TestStreamingWhileBusyIsBounded(t *testing.T) {
 				o.MaxBodyBytes = 2 << 30
 				o.BodyTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
 				_, addr := newTransportKind(t, kind, h, o)
-				conn := npDial(t, addr)
-				npWrite(t, conn, tc.head)
+				conn := gatewaytest.Dial(t, addr)
+				gatewaytest.Write(t, conn, tc.head)
 				select {
 				case <-h.started:
 				case <-time.After(5 * time.Second):
 					t.Fatal("handler never started")
 				}
-				before := sampleMem()
+				before := testutil.SampleMem()
 				start := time.Now()
 				sent, blocked := pushUntilBlocked(conn, limit-first, 300*time.Millisecond)
 				took := time.Since(start)
-				after := sampleMem()
+				after := testutil.SampleMem()
 				t.Logf("%s: %d MiB accepted in %v before the socket filled (blocked=%v); live +%d KiB, RSS +%d KiB",
-					kind, sent/mib, took.Round(time.Millisecond), blocked,
-					grew(before.live, after.live)>>10, grew(before.rss, after.rss)>>10)
+					kind, sent/testutil.MiB, took.Round(time.Millisecond), blocked,
+					testutil.Grew(before.Live, after.Live)>>10, testutil.Grew(before.RSS, after.RSS)>>10)
 				if !blocked {
-					t.Errorf("%d MiB went in without the socket ever filling: the gateway reads ahead without bound", sent/mib)
+					t.Errorf("%d MiB went in without the socket ever filling: the gateway reads ahead without bound", sent/testutil.MiB)
 				}
-				if d := grew(before.live, after.live); d > memSlack {
-					t.Errorf("live memory grew by %d MiB while the handler was busy", d/mib)
+				if d := testutil.Grew(before.Live, after.Live); d > memSlack {
+					t.Errorf("live memory grew by %d MiB while the handler was busy", d/testutil.MiB)
 				}
-				if d := grew(before.rss, after.rss); d > 2*memSlack {
-					t.Errorf("RSS grew by %d MiB while the handler was busy", d/mib)
+				if d := testutil.Grew(before.RSS, after.RSS); d > 2*memSlack {
+					t.Errorf("RSS grew by %d MiB while the handler was busy", d/testutil.MiB)
 				}
 			})
 		}
@@ -169,26 +128,26 @@ func TestStreamingGiBThroughBusyHandler(t *testing.T) {
 		t.Skip("pushes a GiB through each transport")
 	}
 	const size = 1 << 30
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			h := &npStub{slow: 2 * time.Second, started: make(chan struct{}, 1)}
 			o := npOptions()
 			o.MaxBodyBytes = 2 << 30
 			o.BodyTimeout, o.WriteTimeout = 60*time.Second, 60*time.Second
 			_, addr := newTransportKind(t, kind, h, o)
-			conn := npDial(t, addr)
-			npWrite(t, conn, fmt.Sprintf("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size))
+			conn := gatewaytest.Dial(t, addr)
+			gatewaytest.Write(t, conn, fmt.Sprintf("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size))
 			buf := npPayload(256 << 10)
 			sum := crc32.NewIEEE()
 			// fasthttp waits for 8 KiB of the body before the handler runs.
-			npWrite(t, conn, string(buf[:16<<10]))
+			gatewaytest.Write(t, conn, string(buf[:16<<10]))
 			_, _ = sum.Write(buf[:16<<10])
 			select {
 			case <-h.started:
 			case <-time.After(5 * time.Second):
 				t.Fatal("handler never started")
 			}
-			before := sampleMem()
+			before := testutil.SampleMem()
 
 			// Sample while the GiB goes through, without collecting
 			// garbage: the peak is what the process really touched.
@@ -204,7 +163,7 @@ func TestStreamingGiBThroughBusyHandler(t *testing.T) {
 					if v := m.HeapInuse + m.StackInuse; v > peakHeap.Load() {
 						peakHeap.Store(v)
 					}
-					if v := vmRSS(); v > peakRSS.Load() {
+					if v := testutil.RSS(); v > peakRSS.Load() {
 						peakRSS.Store(v)
 					}
 					select {
@@ -231,17 +190,17 @@ func TestStreamingGiBThroughBusyHandler(t *testing.T) {
 				}
 			}
 			took := time.Since(start)
-			resp := npRead(t, conn, bufio.NewReader(conn), false)
+			resp := gatewaytest.ReadAnswer(t, conn, bufio.NewReader(conn), false)
 			close(stop)
 			wg.Wait()
-			npCheck(t, resp, 200, fmt.Sprintf("POST /slow n=%d crc=%08x", size, sum.Sum32()))
+			gatewaytest.Check(t, resp, 200, fmt.Sprintf("POST /slow n=%d crc=%08x", size, sum.Sum32()))
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
 			t.Logf("%s: 1 GiB in %v, the client held back from %v to %v while the handler was busy; heap+stacks in use %d KiB before, peak %d KiB; RSS %d KiB before, peak %d KiB",
 				kind, took.Round(time.Millisecond), heldFrom.Round(time.Millisecond), heldTo.Round(time.Millisecond),
-				before.live>>10, peakHeap.Load()>>10, before.rss>>10, peakRSS.Load()>>10)
-			if d := grew(before.rss, peakRSS.Load()); d > 4*memSlack {
-				t.Errorf("RSS peaked %d MiB above where it started", d/mib)
+				before.Live>>10, peakHeap.Load()>>10, before.RSS>>10, peakRSS.Load()>>10)
+			if d := testutil.Grew(before.RSS, peakRSS.Load()); d > 4*memSlack {
+				t.Errorf("RSS peaked %d MiB above where it started", d/testutil.MiB)
 			}
 		})
 	}
@@ -252,16 +211,19 @@ func TestStreamingGiBThroughBusyHandler(t *testing.T) {
 // the bytes that arrive, so the gateway holds a few KiB per connection,
 // not the 8 GiB the claims add up to.
 func TestClaimedBodySizeIsNotAllocated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 1,000 connections")
+	}
 	const (
 		conns   = 1000
 		batch   = 50
-		claimed = 8 * mib
+		claimed = 8 * testutil.MiB
 		// perConn is the stated bound (docs/memory.md) for a connection
 		// waiting for its body, with the client's side of the socket and
 		// the test's own bookkeeping on top.
 		perConn = 64 << 10
 	)
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			h := &npStub{}
 			o := npOptions()
@@ -270,14 +232,14 @@ func TestClaimedBodySizeIsNotAllocated(t *testing.T) {
 			o.HeaderTimeout, o.BodyTimeout = 30*time.Second, 30*time.Second
 			tr, addr := newTransportKind(t, kind, h, o)
 			head := fmt.Sprintf("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nabc", claimed)
-			before := sampleMem()
+			before := testutil.SampleMem()
 			open := make([]net.Conn, 0, conns)
 			defer func() {
 				for _, c := range open {
 					c.Close()
 				}
 			}()
-			var after memSample
+			var after testutil.MemSample
 			for len(open) < conns {
 				for range batch {
 					c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -291,17 +253,17 @@ func TestClaimedBodySizeIsNotAllocated(t *testing.T) {
 				}
 				// Let the server read what was sent, then check the
 				// bound, early: the unfixed transports would need 8 GiB.
-				npWaitFor(t, "the server to take the connections", 10*time.Second, func() bool { return tr.Conns() >= len(open) })
+				testutil.Eventually(t, 10*time.Second, "the server to take the connections", func() bool { return tr.Conns() >= len(open) })
 				time.Sleep(50 * time.Millisecond)
-				after = sampleMem()
-				if d := grew(before.live, after.live); d > uint64(len(open))*perConn+memSlack {
+				after = testutil.SampleMem()
+				if d := testutil.Grew(before.Live, after.Live); d > uint64(len(open))*perConn+memSlack {
 					t.Fatalf("%d connections claiming %d MiB each hold %d MiB (%d KiB each)",
-						len(open), claimed/mib, d/mib, d/uint64(len(open))>>10)
+						len(open), claimed/testutil.MiB, d/testutil.MiB, d/uint64(len(open))>>10)
 				}
 			}
-			d := grew(before.live, after.live)
+			d := testutil.Grew(before.Live, after.Live)
 			t.Logf("%s: %d connections waiting for an %d MiB body: live +%d MiB (%d KiB per connection, client side included), RSS +%d MiB",
-				kind, conns, claimed/mib, d/mib, d/conns>>10, grew(before.rss, after.rss)/mib)
+				kind, conns, claimed/testutil.MiB, d/testutil.MiB, d/conns>>10, testutil.Grew(before.RSS, after.RSS)/testutil.MiB)
 			if h.calls.Load() != 0 {
 				t.Fatalf("the handler ran %d times for bodies that never arrived", h.calls.Load())
 			}
@@ -324,21 +286,21 @@ var bareLF = []struct{ name, raw string }{
 }
 
 func TestBareLFHeaderSectionAnsweredAtOnce(t *testing.T) {
-	for _, kind := range transports {
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, func(o *Options) {
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}, Tweak: func(o *server.Options) {
 				o.HeaderTimeout = 5 * time.Second
-			})
+			}})
 			for _, tc := range bareLF {
 				t.Run(tc.name, func(t *testing.T) {
 					start := time.Now()
 					res := testutil.RawExchange(t, g.Addr, []byte(tc.raw), 2, 4*time.Second)
 					took := time.Since(start)
 					if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 400 {
-						t.Fatalf("got %v after %v, want one 400", statuses(res), took)
+						t.Fatalf("got %v after %v, want one 400", res.Statuses(), took)
 					}
-					if !hasJSONCode(res.Responses[0].Body(), "400") {
+					if !gatewaytest.HasJSONCode(res.Responses[0].Body(), "400") {
 						t.Fatalf("body %q is not the JSON error shape", res.Responses[0].Body())
 					}
 					if !res.Closed {
@@ -364,7 +326,7 @@ func TestBareLFHeaderSectionAnsweredAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			if res := testutil.ReadResponses(t, conn, 1, 2*time.Second); len(res.Responses) != 1 || res.Responses[0].StatusCode() != 200 {
-				t.Fatalf("first request: %v", statuses(res))
+				t.Fatalf("first request: %v", res.Statuses())
 			}
 			start := time.Now()
 			if _, err := conn.Write([]byte("GET /second HTTP/1.1\nHost: a\n\n")); err != nil {
@@ -372,7 +334,7 @@ func TestBareLFHeaderSectionAnsweredAtOnce(t *testing.T) {
 			}
 			res := testutil.ReadResponses(t, conn, 1, 4*time.Second)
 			if len(res.Responses) != 1 || res.Responses[0].StatusCode() != 400 || time.Since(start) > 1500*time.Millisecond {
-				t.Fatalf("keep-alive bare LF: %v after %v, want a 400 at once", statuses(res), time.Since(start))
+				t.Fatalf("keep-alive bare LF: %v after %v, want a 400 at once", res.Statuses(), time.Since(start))
 			}
 		})
 	}
@@ -382,10 +344,13 @@ func TestBareLFHeaderSectionAnsweredAtOnce(t *testing.T) {
 // §2.2), and blank lines in a body that arrives slowly are body bytes: none
 // of it may be mistaken for a header section ending in a bare LF.
 func TestBareLFCheckLeavesGoodRequestsAlone(t *testing.T) {
-	for _, kind := range transports {
+	if testing.Short() {
+		t.Skip("takes seconds")
+	}
+	for _, kind := range gatewaytest.Transports {
 		t.Run(kind, func(t *testing.T) {
 			up := testutil.StartUpstream(t, "ok")
-			g := startGateway(t, kind, oneService, map[string]string{"UP": up.Addr}, nil)
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": up.Addr}})
 			conn, err := net.DialTimeout("tcp", g.Addr, time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -418,7 +383,7 @@ func TestBareLFCheckLeavesGoodRequestsAlone(t *testing.T) {
 				}
 			}
 			res := testutil.ReadResponses(t, conn, 5, 5*time.Second)
-			if got := statuses(res); len(got) != 5 || strings.Count(fmt.Sprint(got), "200") != 5 {
+			if got := res.Statuses(); len(got) != 5 || strings.Count(fmt.Sprint(got), "200") != 5 {
 				t.Fatalf("got %v, want five 200s", got)
 			}
 			want := []struct{ uri, body string }{
