@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
 
@@ -245,7 +246,10 @@ func serveBench(gw *Gateway, req *fasthttp.Request, resp *fasthttp.Response, pee
 	resp.Reset()
 	req.Header.DisableNormalizing()
 	_ = req.Header.Read(bufioReader(benchRaw))
-	gw.Serve(req, resp, peer)
+	c := pipeline.Acquire(req, resp)
+	c.Peer = peer
+	gw.Serve(c)
+	pipeline.Release(c)
 }
 
 // TestHeaderCaseCannotSmuggle: header names are case-insensitive, so a

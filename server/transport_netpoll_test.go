@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server/fasthttpserve"
 	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/valyala/fasthttp"
@@ -35,7 +36,8 @@ type npStub struct {
 	lastErr  atomic.Pointer[error] // last body read error
 }
 
-func (s *npStub) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
+func (s *npStub) Serve(c *pipeline.Ctx) bool {
+	req, resp, peer := c.Req, c.Resp, c.Peer
 	s.calls.Add(1)
 	s.lastPeer.Store(&peer)
 	target := req.Header.RequestURI()
@@ -75,10 +77,10 @@ func (s *npStub) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer neti
 	return bytes.HasPrefix(target, []byte("/close"))
 }
 
-func (s *npStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) {
+func (s *npStub) ServeError(err error, c *pipeline.Ctx) {
 	s.errs.Add(1)
-	resp.SetStatusCode(codec.Status(err))
-	resp.SetBodyString(codec.Message(err))
+	c.Resp.SetStatusCode(codec.Status(err))
+	c.Resp.SetBodyString(codec.Message(err))
 }
 
 func npOptions() Options {
@@ -975,13 +977,13 @@ type npBenchHandler struct{}
 
 var npBenchBody = []byte("hello, world")
 
-func (npBenchHandler) Serve(_ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) bool {
-	resp.SetBodyRaw(npBenchBody)
+func (npBenchHandler) Serve(c *pipeline.Ctx) bool {
+	c.Resp.SetBodyRaw(npBenchBody)
 	return false
 }
 
-func (npBenchHandler) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) {
-	resp.SetStatusCode(codec.Status(err))
+func (npBenchHandler) ServeError(err error, c *pipeline.Ctx) {
+	c.Resp.SetStatusCode(codec.Status(err))
 }
 
 var npBenchRequest = []byte("GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: bench\r\nAccept: application/json\r\n\r\n")
