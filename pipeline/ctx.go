@@ -113,11 +113,11 @@ type Ctx struct {
 
 	// Answer, when set, is where the loop's exchange may leave an
 	// upstream's answer header section as read (codec.Answer) for the
-	// transport to write as it is. It is set only for a request whose
-	// answer nothing reads or changes after the exchange but the trace
-	// stamp: a route without response filters (the gateway clears it
-	// otherwise; see Observer), on a transport that holds one
-	// (AnswerHolder).
+	// transport to write as it is: the transport lends its buffer here
+	// before the request and writes it after. It stays set only for a
+	// request whose answer nothing reads or changes after the exchange but
+	// the trace stamp: a route without response filters (the gateway
+	// clears it otherwise; see Observer).
 	// Anything that replaces the answer resets it (Canned, Static,
 	// WriteError).
 	Answer *codec.Answer
@@ -134,7 +134,7 @@ type Ctx struct {
 	queryParsed bool
 	upPath      []byte // UpstreamPath's buffer
 
-	owned bool // a CtxOwner's: Release leaves it to its owner
+	owned bool // a transport's (NewOwned): Release leaves it to its owner
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{Scratch: make([]byte, 0, 256)} }}
@@ -146,15 +146,9 @@ func Acquire(req *fasthttp.Request, resp *fasthttp.Response) *Ctx {
 	return c
 }
 
-// CtxOwner is a Loop that keeps a context of its own for the requests it
-// runs, one at a time (a transport's fiber). OwnCtx returns it, reset, or
-// nil when the request must take one from the pool instead.
-type CtxOwner interface {
-	OwnCtx() *Ctx
-}
-
-// NewOwned returns a context for a CtxOwner to keep: Release resets it and
-// leaves it to its owner instead of the pool.
+// NewOwned returns a context for a transport to keep for the requests it
+// serves one at a time (a connection's, on the reactor): Release resets it
+// and leaves it to its owner instead of the pool.
 func NewOwned() *Ctx {
 	c := ctxPool.Get().(*Ctx)
 	c.owned = true
@@ -286,13 +280,6 @@ type Loop interface {
 	// caches its time, since a clock read costs 25–60 ns and a request
 	// takes several (its start and end, its upstream deadlines).
 	Now() time.Time
-}
-
-// AnswerHolder is a Loop whose transport writes an upstream's answer
-// header section as read: it holds the request's codec.Answer (see
-// Ctx.Answer).
-type AnswerHolder interface {
-	Answer() *codec.Answer
 }
 
 // Upgrade is a protocol switch (RFC 9110 §7.8) passed through to the

@@ -6,7 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// TestOwnedCtxStaysWithItsOwner: Release resets a CtxOwner's context like
+// TestOwnedCtxStaysWithItsOwner: Release resets a transport's context like
 // a pooled one, and leaves it to its owner; given to the pool as well, the
 // next Acquire on this P would hand the same context to another request
 // while its owner still uses it.

@@ -6,8 +6,6 @@
 package server
 
 import (
-	"net/netip"
-	"sync"
 	"sync/atomic"
 
 	"github.com/tollgate/tollgate/codec"
@@ -31,9 +29,6 @@ type Gateway struct {
 	observers atomic.Pointer[[]pipeline.Observer]
 	// draining makes every answer close its connection (see Drain).
 	draining atomic.Bool
-	// upgrades holds the backend connections of 101 answers until their
-	// transport takes them (TakeUpgrade), by the answer they belong to.
-	upgrades sync.Map
 }
 
 // Drain makes every answer from now on carry Connection: close, so
@@ -64,27 +59,23 @@ func (g *Gateway) Swap(snap *config.Snapshot) *config.Snapshot { return g.snap.S
 // DetachLog stops access logging and returns the log so it can be flushed.
 func (g *Gateway) DetachLog() *observe.AccessLog { return g.log.Swap(nil) }
 
-// Serve handles one request the transport has parsed (headers, and the body
-// or the start of its stream) and leaves the answer in resp. It reports
-// whether the client connection must be closed after the answer.
+// Serve implements transport.Handler: it handles one request the
+// transport has parsed (headers, and the body or the start of its stream)
+// and leaves the answer in c.Resp (or c.Answer), a protocol switch in
+// c.Upgrade. It reports whether the client connection must be closed
+// after the answer. On an event loop (c.Loop) the request's waits and its
+// upstream connections are the loop's. The transport writes the answer,
+// then releases c.
 //
 // Every request takes the same way: begin (trace, counters), admission
 // (the edge's checks, the canonical target, the client's address), the
 // global filters, the route's chain (or the no-route answer), and finish
 // (trace headers, access log, counters, observers).
-func (g *Gateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) (closeConn bool) {
-	return g.ServeOn(req, resp, peer, nil)
-}
+func (g *Gateway) Serve(c *pipeline.Ctx) (closeConn bool) { return g.serve(c, false) }
 
-// ServeOn is Serve for a request running on an event loop (nil for none):
-// its waits and its upstream connections are the loop's.
-func (g *Gateway) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) (closeConn bool) {
-	return g.serve(req, resp, peer, loop, false)
-}
-
-func (g *Gateway) serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop, secure bool) (closeConn bool) {
+func (g *Gateway) serve(c *pipeline.Ctx, secure bool) (closeConn bool) {
 	snap := g.snap.Load()
-	c := g.begin(req, resp, peer, loop)
+	g.begin(c)
 	c.TLS = secure
 	c.ConfigVersion = snap.Version
 	err := g.admit(snap, c)
@@ -97,49 +88,30 @@ func (g *Gateway) serve(req *fasthttp.Request, resp *fasthttp.Response, peer net
 	} else {
 		g.route(snap, c)
 	}
-	if up := c.Upgrade; up != nil && up.Conn != nil {
-		if c.Resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
-			g.upgrades.Store(c.Resp, up)
-		} else { // a later step replaced the 101
+	if up := c.Upgrade; up != nil && (up.Conn == nil || c.Resp.StatusCode() != fasthttp.StatusSwitchingProtocols) {
+		// No switch made, or a later step replaced the 101: the transport
+		// takes c.Upgrade only with a 101 and a connection to relay.
+		if up.Conn != nil {
 			_ = up.Conn.Close()
 		}
+		c.Upgrade = nil
 	}
 	return g.finish(c)
 }
 
-// TakeUpgrade implements transport.Upgrader.
-func (g *Gateway) TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade {
-	if up, ok := g.upgrades.LoadAndDelete(resp); ok {
-		return up.(*pipeline.Upgrade)
-	}
-	return nil
-}
-
-func (g *Gateway) begin(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) *pipeline.Ctx {
-	var c *pipeline.Ctx
-	if o, ok := loop.(pipeline.CtxOwner); ok {
-		c = o.OwnCtx()
-	}
-	if c != nil {
-		c.Req, c.Resp = req, resp
-	} else {
-		c = pipeline.Acquire(req, resp)
-	}
-	c.Peer = peer
-	if loop != nil {
-		c.Loop = loop
-		c.SetWaiter(loop)
-		if h, ok := loop.(pipeline.AnswerHolder); ok {
-			c.Answer = h.Answer()
-		}
+// begin starts a request the transport handed over: its waits go to the
+// loop it runs on, if any.
+func (g *Gateway) begin(c *pipeline.Ctx) {
+	if c.Loop != nil {
+		c.SetWaiter(c.Loop)
 	}
 	c.Start = c.Now()
 	g.Stats.Begin(c.Stripe())
-	c.BytesIn = len(req.Header.RawHeaders()) + max(req.Header.ContentLength(), 0)
-	return c
+	c.BytesIn = len(c.Req.Header.RawHeaders()) + max(c.Req.Header.ContentLength(), 0)
 }
 
-// finish is the post-step of every request, answered or refused.
+// finish is the post-step of every request, answered or refused. The
+// context stays the transport's, which writes the answer and releases it.
 func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
 	trace.Stamp(&c.Trace, &c.Resp.Header, c.Answer)
 	end := c.Now()
@@ -152,34 +124,20 @@ func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
 			o.Observe(c, end)
 		}
 	}
-	closeConn = c.CloseConn || g.draining.Load()
-	pipeline.Release(c)
-	return closeConn
+	return c.CloseConn || g.draining.Load()
 }
 
 // Secure is the gateway as the handler of a TLS listener: its requests
 // are marked as such (X-Forwarded-Proto: https upstream).
-func (g *Gateway) Secure() transport.LoopHandler { return secureGateway{g} }
+func (g *Gateway) Secure() transport.Handler { return secureGateway{g} }
 
 type secureGateway struct{ g *Gateway }
 
-func (s secureGateway) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
-	return s.g.serve(req, resp, peer, nil, true)
-}
-
-func (s secureGateway) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) bool {
-	return s.g.serve(req, resp, peer, loop, true)
-}
-
-func (s secureGateway) TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade {
-	return s.g.TakeUpgrade(resp)
-}
+func (s secureGateway) Serve(c *pipeline.Ctx) bool { return s.g.serve(c, true) }
 
 func (s secureGateway) Draining() bool { return s.g.Draining() }
 
-func (s secureGateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
-	s.g.ServeError(err, req, resp, peer)
-}
+func (s secureGateway) ServeError(err error, c *pipeline.Ctx) { s.g.ServeError(err, c) }
 
 // AddObserver makes o see every request finished from now on (metrics,
 // say). It is safe while serving, but meant for setup.
@@ -251,9 +209,9 @@ func (g *Gateway) run(ch *pipeline.Chain, c *pipeline.Ctx) {
 
 // ServeError answers a request the transport could not parse (or that broke
 // a limit while being read). The connection is always closed afterwards.
-func (g *Gateway) ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) {
-	c := g.begin(req, resp, peer, nil)
-	c.ClientIP = peer.Addr().Unmap()
+func (g *Gateway) ServeError(err error, c *pipeline.Ctx) {
+	g.begin(c)
+	c.ClientIP = c.Peer.Addr().Unmap()
 	trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
 	cannedFor(err).WriteTo(c)
 	g.Stats.ParseError(c.Stripe())

@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server"
 	"github.com/valyala/fasthttp"
 )
@@ -254,7 +255,10 @@ func serveBench(gw *server.Gateway, req *fasthttp.Request, resp *fasthttp.Respon
 	resp.Reset()
 	req.Header.DisableNormalizing()
 	_ = req.Header.Read(bufioReader(benchRaw))
-	gw.Serve(req, resp, peer)
+	c := pipeline.Acquire(req, resp)
+	c.Peer = peer
+	gw.Serve(c)
+	pipeline.Release(c)
 }
 
 // TestHeaderCaseCannotSmuggle: header names are case-insensitive, so a

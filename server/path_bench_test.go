@@ -25,32 +25,28 @@ import (
 type memLoop struct {
 	answer []byte
 	now    time.Time // the loop's clock, as a real loop caches it per batch
-	// held is the answer kept as read (pipeline.AnswerHolder), as the
-	// netpoll transport holds it; parsed measures the path that reads the
-	// answer into the fasthttp.Response instead.
+	// held is the answer kept as read (pipeline.Ctx.Answer), as the
+	// reactor lends it; parsed measures the path that reads the answer
+	// into the fasthttp.Response instead.
 	held   codec.Answer
 	parsed bool
 	id     int // the loop's ID
 	ctx    *pipeline.Ctx
 }
 
-// OwnCtx keeps a context for the loop's requests, as the netpoll
-// transport's fibers do (pipeline.CtxOwner).
-func (l *memLoop) OwnCtx() *pipeline.Ctx {
+// context readies the context the loop keeps for its requests, as the
+// reactor readies its own: the loop, and the answer kept as read unless
+// parsed is measured. It is released once the answer is written.
+func (l *memLoop) context(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) *pipeline.Ctx {
 	if l.ctx == nil {
 		l.ctx = pipeline.NewOwned()
 	}
-	if l.ctx.Req != nil {
-		return nil
+	c := l.ctx
+	c.Req, c.Resp, c.Peer, c.Loop = req, resp, peer, l
+	if !l.parsed {
+		c.Answer = &l.held
 	}
-	return l.ctx
-}
-
-func (l *memLoop) Answer() *codec.Answer {
-	if l.parsed {
-		return nil
-	}
-	return &l.held
+	return c
 }
 
 func (l *memLoop) Now() time.Time { return l.now }
@@ -157,7 +153,8 @@ func (p *proxyPath) serve() int {
 		return -1
 	}
 	p.resp.Header.SetNoDefaultContentType(true)
-	p.gw.ServeOn(&p.req, &p.resp, p.peer, p.loop)
+	c := p.loop.context(&p.req, &p.resp, p.peer)
+	p.gw.Serve(c)
 	st := p.resp.StatusCode()
 	if a := &p.loop.held; a.Active() {
 		p.held++
@@ -167,6 +164,7 @@ func (p *proxyPath) serve() int {
 		_ = p.resp.Write(p.bw)
 	}
 	_ = p.bw.Flush()
+	pipeline.Release(c)
 	p.req.Reset()
 	p.resp.Reset()
 	return st

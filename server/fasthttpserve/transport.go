@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/server/transport"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
 
@@ -189,13 +190,16 @@ func (t *fastHTTPTransport) forget(hdr *fasthttp.RequestHeader) bool {
 }
 
 // serve is the fasthttp handler: it refuses what the transport refuses,
-// reads small bodies whole, and calls the gateway.
+// reads small bodies whole, and calls the gateway with a context it
+// releases once the answer is in fasthttp's hands (fasthttp writes it when
+// this returns, from ctx.Response alone).
 func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 	req, resp := &ctx.Request, &ctx.Response
 	if fc, ok := ctx.Conn().(*fhConn); ok {
 		fc.ctx = ctx
 	}
-	peer := transport.PeerOf(ctx.RemoteAddr())
+	c := pipeline.Acquire(req, resp)
+	c.Peer = transport.PeerOf(ctx.RemoteAddr())
 	var err error
 	switch cl := req.Header.ContentLength(); {
 	case t.forget(&req.Header) || cl > 0 && t.maxBody > 0 && int64(cl) > t.maxBody:
@@ -212,33 +216,33 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	if err != nil {
-		t.h.ServeError(err, req, resp, peer)
+		t.h.ServeError(err, c)
 		ctx.SetConnectionClose()
-	} else if t.h.Serve(req, resp, peer) {
+	} else if t.h.Serve(c) {
 		ctx.SetConnectionClose()
 	}
+	up := c.Upgrade
+	pipeline.Release(c)
 	if !http11 && resp.IsBodyStream() && resp.Header.ContentLength() < 0 {
 		refuseUnframed(resp)
 		ctx.SetConnectionClose()
 	}
 	t.pace(ctx)
-	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
-		if u, ok := t.h.(transport.Upgrader); ok {
-			if up := u.TakeUpgrade(resp); up != nil {
-				// fasthttp writes the 101, then hands over the connection
-				// (with what its reader holds still readable first).
-				ctx.Hijack(func(hijacked net.Conn) {
-					client := &relayConn{Conn: hijacked}
-					t.relays.Store(client, struct{}{})
-					transport.Relay(client, up.Conn, nil, up, transport.Spawn, func() {
-						client.stop()
-						transport.Shutdown(up.Conn)
-					})
-					t.relays.Delete(client)
-					_ = up.Conn.Close()
-				})
-			}
-		}
+	if up != nil && resp.StatusCode() != fasthttp.StatusSwitchingProtocols {
+		_ = up.Conn.Close() // the 101 was replaced on the way out
+	} else if up != nil {
+		// fasthttp writes the 101, then hands over the connection (with
+		// what its reader holds still readable first).
+		ctx.Hijack(func(hijacked net.Conn) {
+			client := &relayConn{Conn: hijacked}
+			t.relays.Store(client, struct{}{})
+			transport.Relay(client, up.Conn, nil, up, transport.Spawn, func() {
+				client.stop()
+				transport.Shutdown(up.Conn)
+			})
+			t.relays.Delete(client)
+			_ = up.Conn.Close()
+		})
 	}
 	if b != nil {
 		// The request lets go of the buffer before it goes back.
@@ -287,7 +291,10 @@ func (t *fastHTTPTransport) serveError(ctx *fasthttp.RequestCtx, err error) {
 		// The read that failed was the one HeaderReceived cut short.
 		err = codec.ErrBodyTooLarge
 	}
-	t.h.ServeError(err, &ctx.Request, &ctx.Response, transport.PeerOf(ctx.RemoteAddr()))
+	c := pipeline.Acquire(&ctx.Request, &ctx.Response)
+	c.Peer = transport.PeerOf(ctx.RemoteAddr())
+	t.h.ServeError(err, c)
+	pipeline.Release(c)
 }
 
 // readBody reads a body of up to streamBytes whole from fasthttp's stream,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server/transport"
 	"github.com/valyala/fasthttp"
 )
@@ -48,25 +49,28 @@ func (c *conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.Reset()
 	}()
 	resp.Header.SetNoDefaultContentType(true)
+	// The stream's context, released once its answer is written.
+	pctx := pipeline.Acquire(req, resp)
+	defer pipeline.Release(pctx)
+	pctx.Peer = c.peer
 
 	if err := x.build(r, &s.o); err != nil {
 		if r.Context().Err() != nil {
 			c.earlyReset()
 			return
 		}
-		c.h.ServeError(err, req, resp, c.peer)
+		c.h.ServeError(err, pctx)
 	} else {
 		x.boundBy(w)
 		// Its close-the-connection answer is HTTP/1.1's: a refused
 		// request does not end the other streams (see draining below).
-		c.h.Serve(req, resp, c.peer)
+		c.h.Serve(pctx)
 	}
-	if u, ok := c.h.(transport.Upgrader); ok && resp.StatusCode() == http.StatusSwitchingProtocols {
+	if up := pctx.Upgrade; up != nil {
 		// A switch needs extended CONNECT, which is not offered; a
 		// backend that switched anyway is not relayed.
-		if up := u.TakeUpgrade(resp); up != nil {
-			_ = up.Conn.Close()
-		}
+		_ = up.Conn.Close()
+		pctx.Upgrade = nil
 	}
 	if r.Context().Err() != nil {
 		c.earlyReset()

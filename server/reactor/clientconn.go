@@ -47,7 +47,6 @@ type clientConn struct {
 
 	// Used only by the goroutine serving the connection.
 	bw       *bufio.Writer
-	answer   *codec.Answer    // the answer held as read, while a request is served (serveState.answer)
 	pending  bool             // answers written but not flushed
 	rtimeout time.Duration    // read timeout of the current phase (header, body)
 	rarmed   bool             // the read deadline for this phase is set

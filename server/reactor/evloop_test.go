@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"runtime"
 	"slices"
 	"strconv"
@@ -38,11 +37,11 @@ type loopStub struct {
 	loops    atomic.Int64  // requests that were given a loop
 }
 
-func (s *loopStub) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
-	return s.ServeOn(req, resp, peer, nil)
+func (s *loopStub) Serve(c *pipeline.Ctx) bool {
+	return s.serveOn(c.Req, c.Resp, c.Loop)
 }
 
-func (s *loopStub) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort, loop pipeline.Loop) bool {
+func (s *loopStub) serveOn(req *fasthttp.Request, resp *fasthttp.Response, loop pipeline.Loop) bool {
 	target := req.Header.RequestURI()
 	if loop != nil {
 		s.loops.Add(1)
@@ -94,8 +93,8 @@ func (s *loopStub) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 	return false
 }
 
-func (s *loopStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) {
-	resp.SetStatusCode(codec.Status(err))
+func (s *loopStub) ServeError(err error, c *pipeline.Ctx) {
+	c.Resp.SetStatusCode(codec.Status(err))
 }
 
 // TestEventLoopWaitsHoldNoLoop: with one loop, requests parked on a timer

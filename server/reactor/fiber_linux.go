@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
@@ -59,7 +58,6 @@ type fiber struct {
 	// slot and a shared ring's atomics each way (1.4 % of the gateway's
 	// samples under wrk), and stay warm in this loop's cache.
 	work *serveState
-	ctx  *pipeline.Ctx
 
 	// The socket call queued in the loop's ring (sockCall) and its result.
 	ioBuf []byte
@@ -83,22 +81,6 @@ func (f *fiber) ownWork() *serveState {
 	return f.work
 }
 
-// OwnCtx implements pipeline.CtxOwner: the context for the request the
-// fiber serves, nil for a fiber running a job or when the context is in
-// use (a request of its own must not share it).
-func (f *fiber) OwnCtx() *pipeline.Ctx {
-	if f.conn == nil {
-		return nil
-	}
-	if f.ctx == nil {
-		f.ctx = pipeline.NewOwned()
-	}
-	if f.ctx.Req != nil {
-		return nil
-	}
-	return f.ctx
-}
-
 // end stops a fiber no longer kept; its buffers go back to the pool.
 func (f *fiber) end() {
 	f.stop()
@@ -106,7 +88,6 @@ func (f *fiber) end() {
 		f.s.t.work.Put(f.work)
 		f.work = nil
 	}
-	f.ctx = nil
 }
 
 // body serves the connection the loop gives the fiber, then the next.
@@ -218,15 +199,6 @@ func (f *fiber) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) {
 
 // ID implements pipeline.Loop.
 func (f *fiber) ID() int { return f.s.id }
-
-// Answer implements pipeline.AnswerHolder: the answer of the request the
-// fiber serves, nil for a fiber running a job.
-func (f *fiber) Answer() *codec.Answer {
-	if f.conn == nil {
-		return nil
-	}
-	return f.conn.answer
-}
 
 // Now implements pipeline.Loop: the clock read when the loop last woke.
 func (f *fiber) Now() time.Time {

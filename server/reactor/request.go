@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/server/transport"
 
 	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
 
@@ -32,9 +33,7 @@ func (c *clientConn) serve() {
 	w.br.Reset(c)
 	w.bw.Reset(c)
 	c.bw = w.bw
-	c.answer = &w.answer
 	keep := t.serveInput(c, w)
-	c.answer = nil
 	c.bw = nil
 	w.br.Reset(nil)
 	w.bw.Reset(nil)
@@ -128,16 +127,15 @@ func (t *reactorTransport) serveOne(c *clientConn, w *serveState) bool {
 		}
 	}
 
-	if t.serveRequest(c, req, resp) {
+	if t.serveRequest(c, w) {
 		closeConn = true
 	}
-	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols && t.up != nil {
-		if up := t.up.TakeUpgrade(resp); up != nil {
-			if !streamed {
-				return t.switchProtocols(c, w, up)
-			}
-			_ = up.Conn.Close() // a handshake has no body to stream
+	if up := w.ctx.Upgrade; up != nil { // a 101, with the backend's connection
+		w.ctx.Upgrade = nil
+		if !streamed {
+			return t.switchProtocols(c, w, up)
 		}
+		_ = up.Conn.Close() // a handshake has no body to stream
 	}
 	if streamed {
 		// What the handler left of the body is read and dropped, so that
@@ -153,6 +151,7 @@ func (t *reactorTransport) serveOne(c *clientConn, w *serveState) bool {
 	closeConn = closeConn || resp.Header.ConnectionClose() || c.rerr != nil || t.shut.Load()
 
 	closeConn, err = t.writeAnswer(c, w, closeConn, isHTTP11, isHead)
+	pipeline.Release(w.ctx)
 	req.Reset()
 	resp.Reset() // closes a streamed body: its backend connection goes back or closes
 	if err != nil {
@@ -166,13 +165,26 @@ func (t *reactorTransport) serveOne(c *clientConn, w *serveState) bool {
 	return true
 }
 
-// serveRequest hands a parsed request to the handler: on the fiber's
-// loop in event-loop mode.
-func (t *reactorTransport) serveRequest(c *clientConn, req *fasthttp.Request, resp *fasthttp.Response) bool {
-	if c.fiber != nil && t.lh != nil {
-		return t.lh.ServeOn(req, resp, c.peer, c.fiber)
+// serveRequest hands a parsed request to the handler, to run on the
+// fiber's loop, with the buffer for an upstream's answer kept as read
+// (writeAnswer writes it). The context is released once the answer is
+// written.
+func (t *reactorTransport) serveRequest(c *clientConn, w *serveState) (closeConn bool) {
+	x := t.context(c, w)
+	x.Loop = c.fiber
+	x.Answer = &w.answer
+	return t.h.Serve(x)
+}
+
+// context readies the context w keeps for a request of c.
+func (t *reactorTransport) context(c *clientConn, w *serveState) *pipeline.Ctx {
+	x := w.ctx
+	if x.Req != nil {
+		// Not released: a handler panicked (serve closed the connection).
+		pipeline.Release(x)
 	}
-	return t.h.Serve(req, resp, c.peer)
+	x.Req, x.Resp, x.Peer = &w.req, &w.resp, c.peer
+	return x
 }
 
 // readBody reads the request body, whole up to streamBytes, or sets up a
@@ -269,12 +281,13 @@ func (t *reactorTransport) fail(c *clientConn, w *serveState, err error) bool {
 		return t.drop(c, w)
 	}
 	c.body = codec.Body{}
-	t.h.ServeError(err, &w.req, &w.resp, c.peer)
+	t.h.ServeError(err, t.context(c, w))
 	w.resp.Header.SetConnectionClose()
 	c.armWrite()
 	if w.resp.Write(w.bw) == nil {
 		_ = c.flushOut()
 	}
+	pipeline.Release(w.ctx)
 	w.req.Reset()
 	w.resp.Reset()
 	// The rest of the request, or more of them, may still be on the way.

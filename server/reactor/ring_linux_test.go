@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,11 +28,11 @@ import (
 // read in one batch, which needs the ring.
 type ringBreaker struct{}
 
-func (h ringBreaker) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
-	return h.ServeOn(req, resp, peer, nil)
+func (h ringBreaker) Serve(c *pipeline.Ctx) bool {
+	return h.serveOn(c.Req, c.Resp, c.Loop)
 }
 
-func (ringBreaker) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort, loop pipeline.Loop) bool {
+func (ringBreaker) serveOn(req *fasthttp.Request, resp *fasthttp.Response, loop pipeline.Loop) bool {
 	if string(req.URI().Path()) == "/break" {
 		if f, ok := loop.(*fiber); ok && f.s.ring != nil {
 			// The ring's descriptor now names /dev/null: io_uring_enter
@@ -58,8 +57,8 @@ func (ringBreaker) ServeOn(req *fasthttp.Request, resp *fasthttp.Response, _ net
 	return false
 }
 
-func (ringBreaker) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) {
-	resp.SetStatusCode(400)
+func (ringBreaker) ServeError(err error, c *pipeline.Ctx) {
+	c.Resp.SetStatusCode(400)
 }
 
 // ringServe serves ringBreaker on one event loop until the test ends,

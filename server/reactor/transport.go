@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/stripe"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 )
 
@@ -39,10 +40,8 @@ import (
 // transport; the header, body and write timeouts by the loops' timers
 // while a request is being served.
 type reactorTransport struct {
-	h  transport.Handler
-	lh transport.LoopHandler // h, when it can serve on a loop
-	up transport.Upgrader    // h, when its answers may switch protocols
-	o  transport.Options
+	h transport.Handler
+	o transport.Options
 
 	readBufSize  int   // bufio.Reader size: request line + header limit
 	maxBody      int64 // body limit, 0 for none
@@ -101,9 +100,13 @@ type serveState struct {
 	req  fasthttp.Request
 	resp fasthttp.Response
 	// answer is resp's header section when the handler kept an
-	// upstream's as read (pipeline.Ctx.Answer): written from here.
+	// upstream's as read: lent as pipeline.Ctx.Answer, written from here.
 	answer codec.Answer
 	pre    []byte // a body read whole (up to streamBytes), or the decoded start of a chunked one
+	// ctx is the requests' context, one at a time: the transport readies
+	// it, the handler serves in it, and it is released once the answer is
+	// written (request.go).
+	ctx *pipeline.Ctx
 }
 
 const (
@@ -156,8 +159,6 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 		sweepDone:    make(chan struct{}),
 		ringEntries:  ringEntries,
 	}
-	t.lh, _ = h.(transport.LoopHandler)
-	t.up, _ = h.(transport.Upgrader)
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
@@ -179,8 +180,9 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 	}
 	t.work.New = func() any {
 		return &serveState{
-			br: bufio.NewReaderSize(nil, t.readBufSize),
-			bw: bufio.NewWriterSize(nil, writeBufSize),
+			br:  bufio.NewReaderSize(nil, t.readBufSize),
+			bw:  bufio.NewWriterSize(nil, writeBufSize),
+			ctx: pipeline.NewOwned(),
 		}
 	}
 	return t, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/server/reactor"
 	"github.com/valyala/fasthttp"
@@ -37,7 +38,8 @@ type npStub struct {
 	lastErr  atomic.Pointer[error] // last body read error
 }
 
-func (s *npStub) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) bool {
+func (s *npStub) Serve(c *pipeline.Ctx) bool {
+	req, resp, peer := c.Req, c.Resp, c.Peer
 	s.calls.Add(1)
 	s.lastPeer.Store(&peer)
 	target := req.Header.RequestURI()
@@ -77,10 +79,10 @@ func (s *npStub) Serve(req *fasthttp.Request, resp *fasthttp.Response, peer neti
 	return bytes.HasPrefix(target, []byte("/close"))
 }
 
-func (s *npStub) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) {
+func (s *npStub) ServeError(err error, c *pipeline.Ctx) {
 	s.errs.Add(1)
-	resp.SetStatusCode(codec.Status(err))
-	resp.SetBodyString(codec.Message(err))
+	c.Resp.SetStatusCode(codec.Status(err))
+	c.Resp.SetBodyString(codec.Message(err))
 }
 
 func npOptions() server.Options {
@@ -885,13 +887,13 @@ type npBenchHandler struct{}
 
 var npBenchBody = []byte("hello, world")
 
-func (npBenchHandler) Serve(_ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) bool {
-	resp.SetBodyRaw(npBenchBody)
+func (npBenchHandler) Serve(c *pipeline.Ctx) bool {
+	c.Resp.SetBodyRaw(npBenchBody)
 	return false
 }
 
-func (npBenchHandler) ServeError(err error, _ *fasthttp.Request, resp *fasthttp.Response, _ netip.AddrPort) {
-	resp.SetStatusCode(codec.Status(err))
+func (npBenchHandler) ServeError(err error, c *pipeline.Ctx) {
+	c.Resp.SetStatusCode(codec.Status(err))
 }
 
 var npBenchRequest = []byte("GET /api/order/list?page=2 HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: bench\r\nAccept: application/json\r\n\r\n")

@@ -17,6 +17,7 @@ func (t *reactorTransport) switchProtocols(c *clientConn, w *serveState, up *pip
 	resp := &w.resp
 	c.armWrite()
 	err := resp.Write(w.bw)
+	pipeline.Release(w.ctx)
 	w.req.Reset()
 	resp.Reset()
 	if err == nil {

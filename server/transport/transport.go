@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pipeline"
-	"github.com/valyala/fasthttp"
 )
 
 // Transport accepts client connections, parses HTTP/1.x requests from them
@@ -33,28 +32,19 @@ type Transport interface {
 // Handler is what a transport calls for each request. The request is parsed
 // from the wire with its raw header bytes kept (strict checks and the
 // internal-header strip read them) and with field names normalized (so
-// Peek finds any spelling the client used).
+// Peek finds any spelling the client used). The transport owns
+// the request's context for its whole life: it takes one (pipeline.Acquire
+// or one it keeps, NewOwned) holding the parsed request (c.Req, the body
+// whole or the start of its stream), an empty c.Resp and the client's
+// c.Peer; on an event loop also c.Loop, and c.Answer, the buffer it lends
+// for an upstream's answer kept as read. The handler answers in c.Resp (or
+// c.Answer) and leaves a protocol switch in c.Upgrade; the transport then
+// writes the answer, takes the switch, and releases c (pipeline.Release).
 type Handler interface {
 	// Serve answers a parsed request; it reports whether to close.
-	Serve(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort) (closeConn bool)
+	Serve(c *pipeline.Ctx) (closeConn bool)
 	// ServeError answers a request that could not be read.
-	ServeError(err error, req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort)
-}
-
-// LoopHandler is a Handler that can serve a request on an event loop: a
-// transport that runs requests on loops of its own calls ServeOn, so the
-// request's waits and upstream connections are the loop's (pipeline.Loop).
-type LoopHandler interface {
-	Handler
-	ServeOn(req *fasthttp.Request, resp *fasthttp.Response, peer netip.AddrPort, loop pipeline.Loop) (closeConn bool)
-}
-
-// Upgrader is a Handler whose answers may switch protocols: after it
-// answered 101, TakeUpgrade hands the transport the backend's connection
-// to relay both ways (nil when the handler made no switch). The gateway
-// implements it.
-type Upgrader interface {
-	TakeUpgrade(resp *fasthttp.Response) *pipeline.Upgrade
+	ServeError(err error, c *pipeline.Ctx)
 }
 
 // Options are the transport settings, fixed for the life of the process
