@@ -27,7 +27,7 @@ func mirrorGateway(t *testing.T, primary, shadow string, sample float64, queue i
 	t.Helper()
 	g := startGateway(t, mirrorConfig, map[string]string{"P": primary, "S": shadow,
 		"SAMPLE": strconv.FormatFloat(sample, 'g', -1, 64), "Q": strconv.Itoa(queue)})
-	return g, filter[*Filter](t, g, "m")
+	return g, gatewaytest.Filter[*Filter](t, g, "m")
 }
 
 // settled waits until the mirror sent or gave up every copy it queued.
@@ -46,10 +46,10 @@ func settled(t *testing.T, m *Filter) Counts {
 	return last
 }
 
-func allOK(t *testing.T, what string, r result, n int) {
+func allOK(t *testing.T, what string, r gatewaytest.Result, n int) {
 	t.Helper()
-	if r.errors != 0 || r.statuses[200] != n {
-		t.Fatalf("%s: clients got %v and %d errors, want %d × 200", what, r.statuses, r.errors, n)
+	if r.Errors != 0 || r.Statuses[200] != n {
+		t.Fatalf("%s: clients got %v and %d errors, want %d × 200", what, r.Statuses, r.Errors, n)
 	}
 }
 
@@ -58,7 +58,7 @@ func TestMirrorSendsTheSampledShare(t *testing.T) {
 	shadow := testutil.StartUpstream(t, `{"v":1,"ts":2}`)
 	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 0.3, 1024)
 	const n = 1000
-	res := drive(t, g.Addr, n, 8, getPath("/a?x=1"))
+	res := gatewaytest.Drive(t, g.Addr, n, 8, gatewaytest.GetPath("/a?x=1"))
 	allOK(t, "mirroring", res, n)
 	c := settled(t, m)
 	got := shadow.Requests.Load()
@@ -87,12 +87,12 @@ func TestMirrorDeadOrHangingChangesNothing(t *testing.T) {
 	shadow := testutil.StartUpstream(t, "ok")
 	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 1, 16)
 	const n = 300
-	base := drive(t, g.Addr, n, 4, getPath("/"))
+	base := gatewaytest.Drive(t, g.Addr, n, 4, gatewaytest.GetPath("/"))
 	allOK(t, "healthy mirror", base, n)
 	settled(t, m)
 
 	shadow.Close()
-	dead := drive(t, g.Addr, n, 4, getPath("/"))
+	dead := gatewaytest.Drive(t, g.Addr, n, 4, gatewaytest.GetPath("/"))
 	allOK(t, "killed mirror", dead, n)
 	if c := settled(t, m); c.Failed == 0 {
 		t.Fatalf("a dead mirror's failures are not counted: %+v", c)
@@ -102,12 +102,12 @@ func TestMirrorDeadOrHangingChangesNothing(t *testing.T) {
 	hanging.Delay.Store(int64(3 * time.Second))
 	g2, m2 := mirrorGateway(t, primary.Addr, hanging.Addr, 1, 16)
 	// A client that waited for the mirror would give up after a second.
-	slow := driveWithin(t, g2.Addr, n, 4, time.Second, getPath("/"))
+	slow := gatewaytest.DriveWithin(t, g2.Addr, n, 4, time.Second, gatewaytest.GetPath("/"))
 	allOK(t, "hanging mirror", slow, n)
 	// Waiting on the mirror would cost every request 3 s.
-	limit := max(50*time.Millisecond, 5*base.p99())
-	if slow.p99() > limit || dead.p99() > limit {
-		t.Fatalf("p99 %v with a healthy mirror, %v dead, %v hanging (limit %v)", base.p99(), dead.p99(), slow.p99(), limit)
+	limit := max(50*time.Millisecond, 5*base.P99())
+	if slow.P99() > limit || dead.P99() > limit {
+		t.Fatalf("p99 %v with a healthy mirror, %v dead, %v hanging (limit %v)", base.P99(), dead.P99(), slow.P99(), limit)
 	}
 	if c := m2.Counts(); c.Dropped < n-16-4 {
 		t.Fatalf("a hanging mirror's queue overflow is not counted: %+v", c)
@@ -119,7 +119,7 @@ func TestCountsDifferences(t *testing.T) {
 	shadow := testutil.StartUpstream(t, `{"v":2,"ts":2}`)
 	shadow.Status.Store(201)
 	g, m := mirrorGateway(t, primary.Addr, shadow.Addr, 1, 1024)
-	allOK(t, "compare", drive(t, g.Addr, 20, 2, getPath("/")), 20)
+	allOK(t, "compare", gatewaytest.Drive(t, g.Addr, 20, 2, gatewaytest.GetPath("/")), 20)
 	if c := settled(t, m); c.Compared != 20 || c.BodyDiffers != 20 || c.StatusDiffers != 20 {
 		t.Fatalf("differences not counted: %+v", c)
 	}
@@ -135,12 +135,12 @@ func TestMirrorRuleErrors(t *testing.T) {
 	} {
 		yaml := strings.Replace(mirrorConfig, "{service: shadow, sample: ${SAMPLE}, compare: true, ignore: [json.ts], queue: ${Q}, concurrency: 4}", rule, 1)
 		yaml = strings.NewReplacer("${P}", "127.0.0.1:1", "${S}", "127.0.0.1:2").Replace(yaml)
-		if err := compileErr(yaml); err == nil || !strings.Contains(err.Error(), want) {
+		if err := gatewaytest.CompileErr(yaml); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", rule, err, want)
 		}
 	}
 	mock := "routes:\n  - name: m\n    match: {prefix: /}\n    mirror: {service: s}\n    mock: {responses: [{body: x}]}\nservices:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n"
-	if err := compileErr(mock); err == nil || !strings.Contains(err.Error(), "only to routes that forward") {
+	if err := gatewaytest.CompileErr(mock); err == nil || !strings.Contains(err.Error(), "only to routes that forward") {
 		t.Errorf("mirror on a mock: %v", err)
 	}
 }

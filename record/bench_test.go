@@ -1,6 +1,7 @@
 package record
 
 import (
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"strings"
 	"testing"
 	"time"
@@ -78,17 +79,17 @@ func BenchmarkGatewayRecording(b *testing.B) {
 				defer release()
 			}
 			g := startGateway(b, bc.yaml, map[string]string{"UP": up.Addr, "DIR": b.TempDir(), "Q": "1024"})
-			drive(b, g.Addr, 2000, 8, post) // warm the pools
+			gatewaytest.Drive(b, g.Addr, 2000, 8, post) // warm the pools
 			b.ResetTimer()
 			start := time.Now()
-			res := drive(b, g.Addr, b.N, 8, post)
+			res := gatewaytest.Drive(b, g.Addr, b.N, 8, post)
 			took := time.Since(start)
 			b.StopTimer()
-			if res.errors > 0 || res.statuses[200] != b.N {
-				b.Fatalf("statuses %v, %d errors", res.statuses, res.errors)
+			if res.Errors > 0 || res.Statuses[200] != b.N {
+				b.Fatalf("statuses %v, %d errors", res.Statuses, res.Errors)
 			}
 			b.ReportMetric(float64(b.N)/took.Seconds(), "req/s")
-			b.ReportMetric(float64(res.p99().Microseconds()), "p99-µs")
+			b.ReportMetric(float64(res.P99().Microseconds()), "p99-µs")
 		})
 	}
 }

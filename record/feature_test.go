@@ -1,6 +1,7 @@
 package record
 
 import (
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"strings"
 	"testing"
 
@@ -18,11 +19,11 @@ func TestRecordingConfigErrors(t *testing.T) {
 		"recording: {dir: recordings}\n" + route + "    record: {smaple: 1}\n":    "test.yaml:8:14: unknown setting \"routes[0].record.smaple\"",
 		"recording: {dir: recordings}\n" + route + "    record: {mask: [path]}\n": "record.mask: path cannot be masked",
 	} {
-		if err := compileErr(yaml); err == nil || !strings.Contains(err.Error(), want) {
+		if err := gatewaytest.CompileErr(yaml); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s\n got %v\nwant %q", yaml, err, want)
 		}
 	}
-	if err := compileErr("recording: {dir: recordings}\n" + route + "    record: {sample: 0.05, max_body: 65536, mask: [json.card.number]}\n"); err != nil {
+	if err := gatewaytest.CompileErr("recording: {dir: recordings}\n" + route + "    record: {sample: 0.05, max_body: 65536, mask: [json.card.number]}\n"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"strings"
 	"testing"
 	"time"
@@ -9,10 +10,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-func allOK(t *testing.T, what string, r result, n int) {
+func allOK(t *testing.T, what string, r gatewaytest.Result, n int) {
 	t.Helper()
-	if r.errors != 0 || r.statuses[200] != n {
-		t.Fatalf("%s: clients got %v and %d errors, want %d × 200", what, r.statuses, r.errors, n)
+	if r.Errors != 0 || r.Statuses[200] != n {
+		t.Fatalf("%s: clients got %v and %d errors, want %d × 200", what, r.Statuses, r.Errors, n)
 	}
 }
 
@@ -41,14 +42,14 @@ func TestRecordStalledWriterChangesNothing(t *testing.T) {
 		req.Header.SetHost("api.test")
 		req.SetBodyString(body)
 	}
-	base := drive(t, plain.Addr, n, 4, post)
+	base := gatewaytest.Drive(t, plain.Addr, n, 4, post)
 	allOK(t, "without recording", base, n)
 
 	release := stallWriter(t)
 	defer release() // before the gateway's cleanup closes the writer
 	g := startGateway(t, recordConfig, map[string]string{"UP": up.Addr, "DIR": t.TempDir(), "Q": "8"})
-	rec := filter[*Recorder](t, g, "rec")
-	res := driveWithin(t, g.Addr, n, 4, time.Second, post)
+	rec := gatewaytest.Filter[*Recorder](t, g, "rec")
+	res := gatewaytest.DriveWithin(t, g.Addr, n, 4, time.Second, post)
 	allOK(t, "stalled writer", res, n)
 	// The writer took what fits in its buffer before its first write stuck;
 	// then the queue filled, and the rest was dropped.
@@ -57,8 +58,8 @@ func TestRecordStalledWriterChangesNothing(t *testing.T) {
 	if queued+dropped != n || dropped < n/2 || st.Dropped != dropped || st.Queued != 8 || st.Written != 0 {
 		t.Fatalf("queued %d, dropped %d of %d; writer %+v", queued, dropped, n, st)
 	}
-	if limit := max(20*time.Millisecond, 5*base.p99()); res.p99() > limit {
-		t.Fatalf("p99 %v with a stalled writer, %v without recording", res.p99(), base.p99())
+	if limit := max(20*time.Millisecond, 5*base.P99()); res.P99() > limit {
+		t.Fatalf("p99 %v with a stalled writer, %v without recording", res.P99(), base.P99())
 	}
 }
 
