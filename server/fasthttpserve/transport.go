@@ -241,6 +241,7 @@ func (t *fastHTTPTransport) serve(ctx *fasthttp.RequestCtx) {
 				transport.Shutdown(up.Conn)
 			})
 			t.relays.Delete(client)
+			client.end()
 			_ = up.Conn.Close()
 		})
 	}
@@ -480,6 +481,12 @@ func (discardLogger) Printf(string, ...any) {}
 type relayConn struct {
 	net.Conn
 	stopped atomic.Bool
+
+	// ended says the hijack handler returned: fasthttp takes the
+	// connection back and clears it, so a Shutdown that found the relay
+	// just before must not touch it any more.
+	mu    sync.Mutex
+	ended bool
 }
 
 func (r *relayConn) Read(p []byte) (int, error) {
@@ -498,5 +505,16 @@ func (r *relayConn) Write(p []byte) (int, error) {
 
 func (r *relayConn) stop() {
 	r.stopped.Store(true)
-	_ = r.Conn.SetDeadline(time.Unix(1, 0))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.ended {
+		_ = r.Conn.SetDeadline(time.Unix(1, 0))
+	}
+}
+
+// end is called by the hijack handler as it returns.
+func (r *relayConn) end() {
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
 }
