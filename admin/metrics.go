@@ -5,6 +5,7 @@ import (
 
 	"github.com/tollgate/tollgate/cluster"
 
+	"github.com/tollgate/tollgate/auth"
 	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/observe"
@@ -79,7 +80,7 @@ func reportSnapshot(sc *observe.Scrape, snap *config.Snapshot) {
 	sc.Gauge("tollgate_config_version", "Version of the running configuration (1 at start, +1 per applied reload).", float64(snap.Version))
 	sc.Gauge("tollgate_config_loaded_timestamp_seconds", "When the running configuration was loaded (Unix time).", float64(snap.Loaded.UnixNano())/1e9)
 	sc.Gauge("tollgate_routes", "Routes in the running configuration.", float64(len(snap.Routes)))
-	replays, degraded := snap.NonceStats()
+	replays, degraded := auth.NonceStats(snap.Env())
 	sc.Counter("tollgate_nonce_replays_total", "Signed requests refused because their nonce was already used.", float64(replays))
 	sc.Counter("tollgate_nonce_claims_degraded_total", "Nonce claims decided by this node alone because Redis did not answer within the budget.", float64(degraded))
 

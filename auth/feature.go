@@ -6,17 +6,16 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/auth/jwt"
-	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
 // Identity is what the route feature `auth` builds its filters from: the
-// objects made from the top-level consumers, signature and jwt sections.
-// The config package puts it in the build environment under IdentityKey.
+// objects made from the top-level consumers, signature and jwt sections
+// (section.go), shared under IdentityKey.
 type Identity struct {
 	Consumers *Consumers
 	Nonces    *NonceStore
-	Clock     *clock.Clock
+	Now       func() time.Time
 	Window    time.Duration
 	// NewChecker makes the signature checkers; nil for sign.NewVerifier.
 	NewChecker func() SigChecker
@@ -40,7 +39,7 @@ func init() {
 				if id == nil || id.Consumers.Len() == 0 {
 					return nil, errors.New("auth: signature needs consumers")
 				}
-				return NewSignature(SignatureConfig{Consumers: id.Consumers, Nonces: id.Nonces, Clock: id.Clock,
+				return NewSignature(SignatureConfig{Consumers: id.Consumers, Nonces: id.Nonces, Now: id.Now,
 					Window: id.Window, Route: b.Route.Name, NewChecker: id.NewChecker}), nil
 			case "jwt":
 				if id == nil || id.JWT == nil {

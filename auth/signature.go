@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/sign"
 )
@@ -28,7 +27,8 @@ type SigChecker interface {
 type SignatureConfig struct {
 	Consumers *Consumers
 	Nonces    *NonceStore
-	Clock     *clock.Clock
+	// Now is the clock, non-decreasing (the build environment's).
+	Now func() time.Time
 	// Window is the largest allowed |server time − X-Timestamp|; default
 	// 300s. Nonces must be remembered for twice this (NonceStore TTL).
 	Window time.Duration
@@ -117,7 +117,7 @@ func (s *Signature) Handle(c *pipeline.Ctx) pipeline.Verdict {
 	if !ok {
 		return c.Reject(errBadTimestamp)
 	}
-	now := s.cfg.Clock.Now()
+	now := s.cfg.Now()
 	if d := now.Unix() - when; d > s.window || d < -s.window {
 		s.rejectSkew(c, now.Unix())
 		return pipeline.Stop

@@ -39,7 +39,7 @@ func newTestSignature(t testing.TB, cluster Claimer) (*Signature, *fixedClock) {
 	s := NewSignature(SignatureConfig{
 		Consumers: cs,
 		Nonces:    NewNonceStore(NonceOptions{ExpectedRate: 1000, Cluster: cluster}),
-		Clock:     clock.New(fc.now, nil),
+		Now:       clock.New(fc.now, nil).Now,
 		Route:     "signed",
 		NewChecker: func() SigChecker {
 			return sign.NewVerifier()

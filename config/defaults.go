@@ -80,23 +80,6 @@ func (f *File) Defaults() {
 	}
 	setDur(&f.Cluster.Budget, 20*time.Millisecond)
 	f.Config.defaults()
-	setDur(&f.Signature.Window, 300*time.Second)
-	setInt(&f.Signature.NonceRate, 10000)
-	if f.Signature.NonceFalsePositive == 0 {
-		f.Signature.NonceFalsePositive = 1e-4
-	}
-	for _, c := range f.Consumers {
-		if c != nil && c.Enabled == nil {
-			on := true
-			c.Enabled = &on
-		}
-	}
-	if f.JWT != nil {
-		setDur(&f.JWT.Leeway, 30*time.Second)
-		if f.JWT.RevocationKey == "" {
-			f.JWT.RevocationKey = "tollgate:revoked"
-		}
-	}
 	if f.Watch == nil {
 		on := true
 		f.Watch = &on

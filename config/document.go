@@ -2,9 +2,7 @@ package config
 
 import (
 	"bytes"
-	"os"
 	"sort"
-	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -23,18 +21,11 @@ func CheckDocument(name string, text []byte, lookup func(string) (string, bool))
 		return nil, err
 	}
 	f.Cluster, f.Config = Cluster{}, Source{}
-	for _, cc := range f.Consumers {
-		if cc == nil || cc.SecretFile == "" {
-			continue
-		}
-		if _, err := os.Stat(cc.SecretFile); err != nil {
-			notes = append(notes, "consumer "+cc.AppKey+": secret_file "+cc.SecretFile+" is not on this host; each node reads its own")
-			cc.SecretFile, cc.Secret = "", strings.Repeat("x", 32)
-		}
-	}
 	f.Defaults()
 	c := NewCompiler()
 	c.Offline = true
+	c.ForOtherHosts = true
+	c.Note = func(n string) { notes = append(notes, n) }
 	snap, err := c.Compile(f, name)
 	if err != nil {
 		return notes, err

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // EnvFlag is one TOLLGATE_* environment setting. Env overrides the file.
@@ -33,6 +35,35 @@ func durFlag(dst func(*File) *Duration) func(*File, string) error {
 			return fmt.Errorf("want a duration such as 5s, got %q", v)
 		}
 		*dst(f) = Duration(d)
+		return nil
+	}
+}
+
+// durValue checks a duration given in the environment.
+func durValue(v string) error {
+	if d, err := time.ParseDuration(v); err != nil || d < 0 {
+		return fmt.Errorf("want a duration such as 5s, got %q", v)
+	}
+	return nil
+}
+
+// sectionFlag sets key in the registered section's node (pipeline.Section)
+// to v, once check accepts it: the section's owner decodes and validates
+// it as if it were written in the file, which it overrides.
+func sectionFlag(section, key string, check func(string) error) func(*File, string) error {
+	return func(f *File, v string) error {
+		if err := check(v); err != nil {
+			return err
+		}
+		if f.Features == nil {
+			f.Features = map[string]yaml.Node{}
+		}
+		n, written := f.Features[section]
+		if !written || n.Kind != yaml.MappingNode {
+			n = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		}
+		setMapValue(&n, key, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v})
+		f.Features[section] = n
 		return nil
 	}
 }
@@ -105,7 +136,7 @@ var EnvFlags = []EnvFlag{
 	{"TOLLGATE_REDIS_BUDGET", "20ms", "longest a request waits for Redis before deciding alone", durFlag(func(f *File) *Duration { return &f.Cluster.Budget })},
 	{"TOLLGATE_CONFIG_SOURCE", "file", "where the configuration comes from: file, or redis (pushed with tollgate config push)", strFlag(func(f *File) *string { return &f.Config.Source })},
 	{"TOLLGATE_CONFIG_COPY", DefaultLocalCopy, "with config.source redis: where this node keeps the last configuration it ran", strFlag(func(f *File) *string { return &f.Config.LocalCopy })},
-	{"TOLLGATE_SIGN_WINDOW", "300s", "allowed clock difference for signed requests", durFlag(func(f *File) *Duration { return &f.Signature.Window })},
+	{"TOLLGATE_SIGN_WINDOW", "300s", "allowed clock difference for signed requests", sectionFlag("signature", "window", durValue)},
 	{"TOLLGATE_ADMIN_LISTEN", "127.0.0.1:9901", "admin listener address, or off", strFlag(func(f *File) *string { return &f.Admin.Listen })},
 	{"TOLLGATE_ADMIN_TOKEN", "(none)", "bearer token for the admin API (all of it but /healthz, /readyz, /metrics); required off loopback", strFlag(func(f *File) *string { return &f.Admin.Token })},
 	{"TOLLGATE_METRICS", "on", "per-request metrics for /metrics and the dashboard: on or off", strFlag(func(f *File) *string { return &f.Admin.Metrics })},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tollgate/tollgate/pipeline"
 	"gopkg.in/yaml.v3"
 )
 
@@ -195,7 +196,8 @@ func (w *refWalk) node(n *yaml.Node, t reflect.Type, path string, secret bool) {
 }
 
 // SecretFields lists the settings that hold secrets, as paths ("[]" for
-// any item of a list), read from the schema's secret:"true" tags.
+// any item of a list), read from the secret:"true" tags of the file's
+// schema and of the registered sections' types.
 var SecretFields = sync.OnceValue(func() []string {
 	var out []string
 	var walk func(t reflect.Type, path string, depth int)
@@ -226,6 +228,10 @@ var SecretFields = sync.OnceValue(func() []string {
 		}
 	}
 	walk(reflect.TypeOf(File{}), "", 0)
+	for _, sec := range pipeline.Sections() { // the owners' types: consumers, jwt, …
+		walk(reflect.TypeOf(sec.Config()), sec.Key, 0)
+	}
+	sort.Strings(out)
 	return out
 })
 

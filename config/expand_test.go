@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/tollgate/tollgate/auth"
+	"github.com/tollgate/tollgate/auth/jwt"
 	"strings"
 	"testing"
 )
@@ -51,9 +53,18 @@ func TestDocumentExpandsOnlySecretFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Admin.Token != "admin-token-value-0123456789" || f.JWT.Keys[0].Secret != jwtSecret ||
-		f.Consumers[0].Secret != jwtSecret || f.Cluster.Password != "admin-token-value-0123456789" {
-		t.Fatalf("secret fields not expanded: %+v %+v %+v", f.Admin, f.JWT.Keys, f.Consumers[0])
+	var j jwt.Settings
+	var consumers []auth.ConsumerSettings
+	jn, cn := f.Features["jwt"], f.Features["consumers"]
+	if err := jn.Decode(&j); err != nil {
+		t.Fatal(err)
+	}
+	if err := cn.Decode(&consumers); err != nil {
+		t.Fatal(err)
+	}
+	if f.Admin.Token != "admin-token-value-0123456789" || j.Keys[0].Secret != jwtSecret ||
+		consumers[0].Secret != jwtSecret || f.Cluster.Password != "admin-token-value-0123456789" {
+		t.Fatalf("secret fields not expanded: %+v %+v %+v", f.Admin, j.Keys, consumers[0])
 	}
 }
 

@@ -5,7 +5,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/upstream"
 	"strconv"
 	"time"
@@ -47,11 +46,8 @@ type File struct {
 	// its own.
 	Features map[string]yaml.Node `yaml:",inline"`
 
-	Cluster   Cluster     `yaml:"cluster"`
-	Config    Source      `yaml:"config"` // where the configuration comes from (source.go)
-	Consumers []*Consumer `yaml:"consumers"`
-	Signature Signature   `yaml:"signature"`
-	JWT       *JWT        `yaml:"jwt"`
+	Cluster Cluster `yaml:"cluster"`
+	Config  Source  `yaml:"config"` // where the configuration comes from (source.go)
 
 	Services       map[string]*Service `yaml:"services"`
 	Routes         []*Route            `yaml:"routes"`
@@ -183,8 +179,8 @@ type Service struct {
 	StreamResponse   bool       `yaml:"stream_response"`
 	// Breaker fails fast while the service fails (see package breaker);
 	// Health ejects failing instances and probes them back.
-	Breaker *breaker.Settings `yaml:"breaker"`
-	Health  *upstream.Health  `yaml:"health"`
+	Breaker *upstream.BreakerSettings `yaml:"breaker"`
+	Health  *upstream.Health          `yaml:"health"`
 	// Protocol is what the instances speak: http (default) or grpc
 	// (HTTP/2, cleartext unless tls is set); a grpc service is reached
 	// through routes with a grpc step.
@@ -225,54 +221,6 @@ func (c Cluster) FixedNodes() int {
 		return 0
 	}
 	return n
-}
-
-// Consumer is one calling application.
-type Consumer struct {
-	AppKey     string   `yaml:"app_key"`
-	Secret     string   `yaml:"secret" secret:"true"` // literal, or ${NAME}: each node's environment
-	SecretFile string   `yaml:"secret_file"`          // or read from a file (trailing newline dropped)
-	Tier       string   `yaml:"tier"`                 // a tiers name; default free
-	QPS        int      `yaml:"qps"`                  // custom quota instead of a tier
-	Enabled    *bool    `yaml:"enabled"`              // default true
-	Routes     []string `yaml:"routes"`               // allow-list of route names; default all
-	// Sign is the signing scheme the consumer's requests use: v1 (default)
-	// or v2, which also signs the method, path and body (see package sign);
-	// a v2 consumer's v1 signatures are refused.
-	Sign string `yaml:"sign"`
-}
-
-// Signature configures signed-request verification.
-type Signature struct {
-	Window Duration `yaml:"window"` // default 300s; nonces are kept 2 × window
-	// NonceRate is the nonces per second the replay filter is sized for
-	// (default 10000) and NonceFalsePositive its false positive rate
-	// (default 0.0001).
-	NonceRate          int     `yaml:"nonce_rate"`
-	NonceFalsePositive float64 `yaml:"nonce_false_positive"`
-}
-
-// JWT configures bearer-token verification.
-type JWT struct {
-	Issuer   string   `yaml:"issuer"`
-	Audience string   `yaml:"audience"`
-	Leeway   Duration `yaml:"leeway"` // default 30s
-	Keys     []JWTKey `yaml:"keys"`
-	JWKSFile string   `yaml:"jwks_file"` // keys from a JWKS document (reloaded with the config)
-	// RequireExp refuses tokens without an "exp" claim, which would never
-	// expire; default true.
-	RequireExp *bool `yaml:"require_exp"`
-	// RevocationKey is the Redis sorted set of revoked "jti:<id>" and
-	// "sub:<subject>" members; default tollgate:revoked.
-	RevocationKey string `yaml:"revocation_key"`
-}
-
-// JWTKey is one verification key.
-type JWTKey struct {
-	KID           string `yaml:"kid"`
-	Alg           string `yaml:"alg"` // HS256 | RS256 | ES256
-	Secret        string `yaml:"secret" secret:"true"`
-	PublicKeyFile string `yaml:"public_key_file"`
 }
 
 // Route is one routing rule. Its action is exactly one of service, split,

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/upstream"
 )
@@ -48,11 +47,9 @@ func (c *Compiler) compileServices(s *Snapshot, f *File, source string) error {
 			svcCfg.GRPCTLS = &upstream.GRPCTLS{Config: tc, Key: pipeline.Digest(sc.TLS)}
 		}
 		if b := sc.Breaker; b != nil {
-			br, err := breaker.ForService(s.state, name, b, c.Clock.Now)
-			if err != nil {
+			if err := svcCfg.SetBreaker(s.state, b, c.Clock.Now); err != nil {
 				return &Error{File: source, Line: sc.Line, Msg: fmt.Sprintf("service %q: %v", name, err)}
 			}
-			svcCfg.Breaker, svcCfg.FailureStatus = br, b.FailureStatus
 		}
 		svc, err := upstream.NewService(svcCfg, instances)
 		if err != nil {

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate/tollgate/auth"
-	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/internal/clock"
@@ -45,13 +43,8 @@ type Snapshot struct {
 	// else Fallback, a weighted choice among fallbacks, when set.
 	Default  *pipeline.Chain
 	Fallback *pipeline.Chain
-	// Consumers are the known apps; the auth filters of routes use them.
-	Consumers *auth.Consumers
-	nonces    *auth.NonceStore
-	jwt       *jwt.Filter
-	clock     *clock.Clock
-	env       *pipeline.Env
-	state     *pipeline.StateBuild
+	env      *pipeline.Env
+	state    *pipeline.StateBuild
 
 	// NotFound answers when nothing matches and there is no default.
 	NotFound        *pipeline.Static
@@ -70,6 +63,11 @@ type Compiler struct {
 	Logger *zap.Logger // for the cluster client; nil = silent
 	// Offline compiles without connecting anywhere (tollgate validate).
 	Offline bool
+	// ForOtherHosts compiles a configuration meant for other nodes (a
+	// document bound for Redis): files it names may be on their disks
+	// only, and Note hears what was assumed (pipeline.Env).
+	ForOtherHosts bool
+	Note          func(string)
 
 	mu      sync.Mutex
 	version uint64
@@ -96,14 +94,9 @@ func (c *Compiler) Cluster() *cluster.Client {
 	return c.cluster
 }
 
-// NonceStats reports replays refused and nonce claims decided without Redis
-// (degraded) by the running replay filter.
-func (s *Snapshot) NonceStats() (replays, degraded uint64) {
-	if s.nonces == nil {
-		return 0, 0
-	}
-	return s.nonces.Stats()
-}
+// Env is the environment the snapshot was built in: what its sections
+// shared (typed keys), for the parts of the process that report on them.
+func (s *Snapshot) Env() *pipeline.Env { return s.env }
 
 // Close releases the long-lived state, for a process that served its last
 // request: the features' state (recordings are flushed), then the Redis
@@ -154,7 +147,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		NotFoundDefault: pipeline.NewCanned(404, "no route"),
 		state:           st,
 	}
-	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st}
+	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st, ForOtherHosts: c.ForOtherHosts, Note: c.Note}
 	if len(trusted) == 0 {
 		s.Edge.Trusted = nil
 	}
@@ -169,9 +162,6 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	pipeline.ListenersKey.Set(s.env, listeners)
 	cl, err := c.clusterClient(f)
 	if err != nil {
-		return nil, &Error{File: source, Msg: err.Error()}
-	}
-	if err := c.shareIdentity(s, f, cl); err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}
 	}
 	shareCluster(s.env, f, cl)

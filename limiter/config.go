@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pipeline"
-	"gopkg.in/yaml.v3"
 )
 
 // Config is one entry of a `limits` list (on a route, or at top level for
@@ -82,23 +81,7 @@ type Answer struct {
 }
 
 // Duration is a Go duration in configuration ("250ms", "10s", "1m").
-type Duration time.Duration
-
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: expected a duration such as \"10s\"", n.Line)
-	}
-	v, err := time.ParseDuration(n.Value)
-	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: invalid duration %q (want e.g. \"250ms\", \"10s\")", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// D returns the duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
+type Duration = pipeline.Duration
 
 // Scope says who enforces a rule.
 type Scope uint8

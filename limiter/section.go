@@ -67,7 +67,9 @@ var quotasKey = pipeline.NewKey[*Quotas]("limiter.quotas")
 
 func init() {
 	pipeline.RegisterSection(pipeline.Section{
-		Key:    "tiers",
+		Key: "tiers",
+		// The consumers declare their quotas (pipeline.ConsumerQuotasKey).
+		After:  []string{"consumers"},
 		Config: func() any { return new(Tiers) },
 		Provision: func(env *pipeline.Env, cfg any) error {
 			t := cfg.(*Tiers)

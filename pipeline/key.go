@@ -41,8 +41,13 @@ func NewKey[T any](name string) Key[T] {
 // Name returns the key's name.
 func (k Key[T]) Name() string { return k.id.name }
 
-// Get returns the object set under k, and whether there is one.
+// Get returns the object set under k, and whether there is one; a nil Env
+// (a snapshot built by hand, without compiling) holds nothing.
 func (k Key[T]) Get(e *Env) (T, bool) {
+	if e == nil {
+		var zero T
+		return zero, false
+	}
 	v, ok := e.shared[k.id]
 	if !ok {
 		var zero T

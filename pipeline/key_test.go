@@ -12,6 +12,9 @@ func TestKeyGetSet(t *testing.T) {
 	if _, ok := count.Get(&e); ok {
 		t.Fatal("an empty Env has an object")
 	}
+	if _, ok := count.Get(nil); ok {
+		t.Fatal("a nil Env has an object")
+	}
 	n := 3
 	count.Set(&e, &n)
 	port.Set(&e, "8443")

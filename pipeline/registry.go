@@ -101,6 +101,14 @@ type Env struct {
 	Logger *zap.Logger
 	// State holds what must outlive a reload (see State).
 	State *StateBuild
+	// ForOtherHosts says the configuration is checked for nodes other
+	// than this one (a document bound for Redis): a file it names may be
+	// on their disks only. An owner that reads such a file takes it as
+	// present when this host has none, and says what it assumed through
+	// Note.
+	ForOtherHosts bool
+	// Note records what a build assumed (nil: nothing is recorded).
+	Note func(string)
 	// shared holds objects built from top-level sections that features
 	// refer to (consumers, the JWT verifier, the forwarding edge), by
 	// typed key (Key).

@@ -18,7 +18,9 @@ type Section struct {
 	// Key is the section's top-level name.
 	Key string
 	// After names the sections whose shared objects Provision reads:
-	// they are provisioned first.
+	// they are provisioned first. A name no package of the binary
+	// registered is passed over: its owner is not linked in, so it
+	// shares nothing to wait for.
 	After []string
 	// Config returns a pointer to a new, empty value of the section's own
 	// type. A file without the section is provisioned with it as it is,
@@ -62,8 +64,7 @@ func LookupSection(key string) (Section, bool) {
 
 // Sections returns every registered section in the order they are
 // provisioned: each after those it names in After, otherwise by key. A
-// section that names one not registered, or a cycle, is a programming
-// error, and it panics.
+// cycle is a programming error, and it panics.
 func Sections() []Section {
 	sections.RLock()
 	byKey := make(map[string]Section, len(sections.byKey))
@@ -89,7 +90,7 @@ func provisionOrder(byKey map[string]Section) []Section {
 		s, ok := byKey[key]
 		switch {
 		case !ok:
-			panic(fmt.Sprintf("pipeline: section %q comes after %q, which is not registered", from, key))
+			return // not linked into this binary (see Section.After)
 		case state[key] == 1:
 			panic(fmt.Sprintf("pipeline: sections %q and %q each come after the other", from, key))
 		case state[key] == 2:

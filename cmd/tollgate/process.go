@@ -191,7 +191,7 @@ func (p *process) startAdmin() error {
 		Hosts:    f.Admin.Hosts,
 		Snapshot: p.gw.Snapshot,
 		Reload:   func() (*config.Snapshot, error) { return p.reload("admin API") },
-		Revoke:   revoker(p.compiler, f),
+		Revoke:   revoker(p.compiler, p.gw.Snapshot()),
 		Logger:   p.log,
 		Ops:      p.op.admin(p.compiler, p.gw),
 		Limits:   func() any { return limitReports(p.gw.Snapshot()) },

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/tollgate/tollgate/auth"
+	"github.com/tollgate/tollgate/auth/jwt"
 	"github.com/tollgate/tollgate/config"
 )
 
@@ -19,7 +21,7 @@ func (p *process) stats() any {
 	if p.accessLog != nil {
 		st["access_log_dropped"] = p.accessLog.Dropped()
 	}
-	replays, degraded := gw.Snapshot().NonceStats()
+	replays, degraded := auth.NonceStats(gw.Snapshot().Env())
 	st["nonces"] = map[string]uint64{"replays_refused": replays, "decided_without_redis": degraded}
 	st["clock_back_steps"] = compiler.Clock.BackSteps()
 	if cl := compiler.Cluster(); cl != nil {
@@ -37,13 +39,14 @@ func (p *process) stats() any {
 }
 
 // revoker returns the admin API's way to revoke tokens, nil without a
-// cluster or JWT section.
-func revoker(compiler *config.Compiler, f *config.File) func(string, time.Duration) error {
+// cluster or a jwt section in snap.
+func revoker(compiler *config.Compiler, snap *config.Snapshot) func(string, time.Duration) error {
 	cl := compiler.Cluster()
-	if cl == nil || f.JWT == nil {
+	j, ok := jwt.SectionKey.Get(snap.Env())
+	if cl == nil || !ok {
 		return nil
 	}
-	key := f.JWT.RevocationKey
+	key := j.Settings.RevocationKey
 	return func(member string, ttl time.Duration) error { return cl.AddToSet(key, member, ttl) }
 }
 

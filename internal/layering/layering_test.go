@@ -33,9 +33,6 @@ var thirdParty = []string{
 // dropped).
 var stillToMove = map[string][]string{
 	"config": {
-		"auth",     // consumers, signature, jwt
-		"auth/jwt", // jwt
-		"breaker",  // services' breakers
 		"cluster",  // the cluster section
 		"edgetls",  // the tls section's certificates and versions
 		"upstream", // services, instances, health, the forwarding edge
