@@ -269,7 +269,7 @@ func healthFigures(snap *config.Snapshot) liveHealth {
 			if b := svc.Breaker(); b != nil {
 				h.svcBreaker[name] = addBreaker("service", name, b)
 			}
-			for _, in := range svc.Instances {
+			for _, in := range svc.Instances() {
 				h.instances = append(h.instances, liveInstance{Service: name, InstanceStatus: in.Status()})
 			}
 		}

@@ -117,7 +117,7 @@ func reportSnapshot(sc *observe.Scrape, snap *config.Snapshot) {
 		if b := svc.Breaker(); b != nil {
 			report("service", name, b)
 		}
-		for _, in := range svc.Instances {
+		for _, in := range svc.Instances() {
 			reportInstance(sc, name, in.Status())
 		}
 	}

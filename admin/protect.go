@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"github.com/tollgate/tollgate/discovery"
 	"net/http"
 	"sort"
 	"sync/atomic"
@@ -79,15 +80,19 @@ func (s *Server) breakers(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) instances(w http.ResponseWriter, _ *http.Request) {
 	snap := s.deps.Snapshot()
 	out := map[string][]upstream.InstanceStatus{}
+	discovered := map[string]discovery.Status{}
 	for name, svc := range snap.Services {
-		var list []upstream.InstanceStatus
-		for _, in := range svc.Instances {
+		list := []upstream.InstanceStatus{}
+		for _, in := range svc.Instances() {
 			list = append(list, in.Status())
 		}
 		sort.Slice(list, func(i, j int) bool { return list[i].Addr < list[j].Addr })
 		out[name] = list
+		if m := svc.Members(); m != nil {
+			discovered[name] = m.Watch().Status()
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"services": out, "operator_changes": s.prot.changes.Load()})
+	writeJSON(w, http.StatusOK, map[string]any{"services": out, "discovery": discovered, "operator_changes": s.prot.changes.Load()})
 }
 
 // change logs and counts an operator's change.
@@ -207,7 +212,7 @@ func (s *Server) setInstance(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "no service "+body.Service)
 		return
 	}
-	for _, in := range svc.Instances {
+	for _, in := range svc.Instances() {
 		if in.Addr == body.Addr {
 			in.SetDisabled(!*body.Enabled)
 			what := "instance disabled"

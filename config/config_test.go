@@ -98,7 +98,7 @@ func TestExpandsEnvReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Services["order-v1"].Instances[0].Addr != "127.0.0.1:7777" {
+	if s.Services["order-v1"].Instances()[0].Addr != "127.0.0.1:7777" {
 		t.Fatal("${UP} not expanded")
 	}
 }
@@ -172,7 +172,7 @@ func TestVersionsIncreaseAndFailuresUseNone(t *testing.T) {
 		t.Fatalf("versions %d, %d; want 1, 2", a.Version, b.Version)
 	}
 	// The same backend keeps its instance (and pool) across snapshots.
-	if a.Services["order-v1"].Instances[0] != b.Services["order-v1"].Instances[0] {
+	if a.Services["order-v1"].Instances()[0] != b.Services["order-v1"].Instances()[0] {
 		t.Fatal("instance not shared across reload")
 	}
 }
@@ -182,7 +182,7 @@ func TestDemoCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Services["demo"].Instances[0].Addr != "127.0.0.1:1234" {
+	if s.Services["demo"].Instances()[0].Addr != "127.0.0.1:1234" {
 		t.Fatal("demo upstream not substituted")
 	}
 }
@@ -225,14 +225,14 @@ func TestReloadKeepsStateOfUnchangedServices(t *testing.T) {
 	}
 	s1 := build("1s")
 	s2 := build("1s")
-	if s1.Services["a"].Instances[0] != s2.Services["a"].Instances[0] || s1.Services["b"].Instances[0] != s2.Services["b"].Instances[0] {
+	if s1.Services["a"].Instances()[0] != s2.Services["a"].Instances()[0] || s1.Services["b"].Instances()[0] != s2.Services["b"].Instances()[0] {
 		t.Fatal("an unchanged service got fresh instances")
 	}
 	s3 := build("2s")
-	if s3.Services["a"].Instances[0] == s2.Services["a"].Instances[0] {
+	if s3.Services["a"].Instances()[0] == s2.Services["a"].Instances()[0] {
 		t.Fatal("a changed service kept its old instance")
 	}
-	if s3.Services["b"].Instances[0] != s2.Services["b"].Instances[0] {
+	if s3.Services["b"].Instances()[0] != s2.Services["b"].Instances()[0] {
 		t.Fatal("a service the reload did not touch lost its instance")
 	}
 }

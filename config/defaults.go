@@ -188,8 +188,11 @@ func (f *File) Validate(name string) error {
 		if s == nil {
 			return bad(0, "service %q is empty", name)
 		}
-		if len(s.Instances) == 0 {
-			return bad(s.Line, "service %q has no instances", name)
+		switch {
+		case len(s.Instances) == 0 && s.Discover == nil:
+			return bad(s.Line, "service %q has no instances (write them, or discover them: discover: {from: etcd, name: %s})", name, name)
+		case len(s.Instances) > 0 && s.Discover != nil:
+			return bad(s.Discover.Line, "service %q: instances and discover exclude each other", name)
 		}
 		for _, in := range s.Instances {
 			host, port, err := net.SplitHostPort(in.Addr)

@@ -139,6 +139,9 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if reflect.PointerTo(t).Implements(ownKeysType) {
+		return nil // the type's owner refuses the keys it does not know, with their line
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
@@ -149,6 +152,9 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 			ft, ok := fieldByTag(t, k.Value)
 			where := path + k.Value
 			if !ok && hasInline(t) {
+				if !collectsFeatures(t) {
+					continue // a section's open mapping (discovery's providers): its owner checks the key
+				}
 				// A registered feature's setting or section: checked
 				// against its owner's own config type.
 				ft, ok = ownedType(t, k.Value)
@@ -182,6 +188,18 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// ownKeysType is the mark of a setting whose keys are known only to
+// the package its value is handed to (a service's discover, read by its
+// provider).
+var ownKeysType = reflect.TypeOf((*interface{ KeysCheckedByOwner() })(nil)).Elem()
+
+// collectsFeatures reports whether t's unknown keys are feature settings
+// (the file's and a route's): other types with an inline mapping are a
+// section's, whose owner knows the keys.
+func collectsFeatures(t reflect.Type) bool {
+	return t == reflect.TypeOf(File{}) || t == reflect.TypeOf(Route{})
 }
 
 // hasInline reports whether t collects unknown keys (feature settings).

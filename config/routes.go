@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tollgate/tollgate/codec"
@@ -157,6 +159,9 @@ func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
 			return nil, fmt.Errorf("split: service %q is not defined", it.Service)
 		}
 		targets[i] = route.SplitTarget{Name: it.Service, Action: svc}
+		if len(it.Metadata) > 0 {
+			targets[i] = route.SplitTarget{Name: shareName(it.Service, it.Metadata), Action: svc.Select(it.Metadata)}
+		}
 		if it.Percent == nil {
 			if rest >= 0 {
 				return nil, errors.New("split: only one item may leave out percent (it takes the rest)")
@@ -190,6 +195,17 @@ func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
 		}
 	}
 	return route.NewSplit(targets, key, force)
+}
+
+// shareName names a share limited by metadata, for split_force and the
+// decision logs: orders@version=v2.
+func shareName(service string, meta map[string]string) string {
+	keys := slices.Sorted(maps.Keys(meta))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + meta[k]
+	}
+	return service + "@" + strings.Join(parts, ",")
 }
 
 func mustKey(s string) source.Source {

@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/discovery"
 	"github.com/tollgate/tollgate/upstream"
 	"strconv"
 	"time"
@@ -166,17 +167,19 @@ func (a AccessLog) settings() AccessLog {
 
 // Service is a group of backend instances.
 type Service struct {
-	Instances        []Instance `yaml:"instances"`
-	Balance          string     `yaml:"balance"` // round_robin (default) | least_conn | hash
-	Key              string     `yaml:"key"`     // hash: the request value to hash, e.g. header.X-User-Id
-	Timeouts         Timeouts   `yaml:"timeouts"`
-	Retry            *int       `yaml:"retry"` // extra tries for idempotent requests; default 1
-	RetryPutDelete   bool       `yaml:"retry_put_delete"`
-	IdleConn         Duration   `yaml:"idle_conn"`
-	MaxConns         int        `yaml:"max_conns"`
-	MaxResponseBytes int        `yaml:"max_response_bytes"`
-	AnswerWindow     int        `yaml:"answer_window"`
-	StreamResponse   bool       `yaml:"stream_response"`
+	// Instances are written here, or found in a registry (Discover).
+	Instances        []Instance      `yaml:"instances"`
+	Discover         *discovery.Spec `yaml:"discover"`
+	Balance          string          `yaml:"balance"` // round_robin (default) | least_conn | hash
+	Key              string          `yaml:"key"`     // hash: the request value to hash, e.g. header.X-User-Id
+	Timeouts         Timeouts        `yaml:"timeouts"`
+	Retry            *int            `yaml:"retry"` // extra tries for idempotent requests; default 1
+	RetryPutDelete   bool            `yaml:"retry_put_delete"`
+	IdleConn         Duration        `yaml:"idle_conn"`
+	MaxConns         int             `yaml:"max_conns"`
+	MaxResponseBytes int             `yaml:"max_response_bytes"`
+	AnswerWindow     int             `yaml:"answer_window"`
+	StreamResponse   bool            `yaml:"stream_response"`
 	// Breaker fails fast while the service fails (see package breaker);
 	// Health ejects failing instances and probes them back.
 	Breaker *upstream.BreakerSettings `yaml:"breaker"`
@@ -267,6 +270,11 @@ type HeaderPolicy struct {
 // SplitItem is one share of a traffic split.
 type SplitItem struct {
 	Service string `yaml:"service"`
+	// Metadata limits the share to the service's instances whose
+	// registry metadata has every key with its value (version: v2), so a
+	// canary follows the instances a deploy registers. split_force names
+	// such a share SERVICE@KEY=VALUE[,KEY=VALUE…] (keys in order).
+	Metadata map[string]string `yaml:"metadata"`
 	// Percent of traffic (0..100); the item without one takes the rest.
 	Percent *float64 `yaml:"percent"`
 	// Key makes the split sticky: hash(key) mod 100 picks the share, so a

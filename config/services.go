@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/discovery"
 	"sort"
 
 	"github.com/tollgate/tollgate/pipeline"
@@ -31,13 +32,21 @@ func (c *Compiler) compileServices(s *Snapshot, f *File, source string) error {
 		if sc.Health != nil {
 			health = *sc.Health
 		}
+		var members *upstream.Members
 		instances := make([]*upstream.Instance, 0, len(sc.Instances))
 		for _, in := range sc.Instances {
 			instances = append(instances, upstream.SharedInstance(s.state, in.Addr, in.Weight, pool, health, c.logger()))
 		}
+		if sc.Discover != nil {
+			w, err := discovery.Open(s.env, sc.Discover)
+			if err != nil {
+				return &Error{File: source, Line: sc.Discover.Line, Msg: fmt.Sprintf("service %q: %v", name, err)}
+			}
+			members = upstream.SharedMembers(s.state, w, name, pool, health, c.logger())
+		}
 		svcCfg := upstream.ServiceConfig{
 			Name: name, Balance: sc.Balance, Key: sc.Key, Total: sc.Timeouts.Total.D(), Connect: sc.Timeouts.Connect.D(),
-			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete, Protocol: sc.Protocol,
+			Retry: *sc.Retry, RetryPutDelete: sc.RetryPutDelete, Protocol: sc.Protocol, Members: members,
 		}
 		if sc.TLS != nil && sc.TLS.On() {
 			tc, err := sc.TLS.Config()

@@ -151,10 +151,6 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if len(trusted) == 0 {
 		s.Edge.Trusted = nil
 	}
-	if err := c.compileServices(s, f, source); err != nil {
-		return nil, err
-	}
-	upstream.ServicesKey.Set(s.env, s.Services)
 	listeners := pipeline.Listeners{Plain: f.Listen}
 	if f.TLS != nil {
 		listeners.TLS = f.TLS.Listen
@@ -168,6 +164,12 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if err := provisionSections(s.env, f); err != nil {
 		return nil, withFile(err, source)
 	}
+	// Services come after the sections: a discovered one finds its
+	// registry in the discovery section.
+	if err := c.compileServices(s, f, source); err != nil {
+		return nil, err
+	}
+	upstream.ServicesKey.Set(s.env, s.Services)
 	global, err := buildFeatures(&pipeline.Build{Env: s.env}, f.Features, pipeline.ScopeGlobal)
 	if err != nil {
 		return nil, withFile(err, source)

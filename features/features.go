@@ -5,15 +5,16 @@
 package features
 
 import (
-	_ "github.com/tollgate/tollgate/auth"      // auth
-	_ "github.com/tollgate/tollgate/breaker"   // breaker, degrade
-	_ "github.com/tollgate/tollgate/edgetls"   // redirect_https
-	_ "github.com/tollgate/tollgate/ipacl"     // ip_acl
-	_ "github.com/tollgate/tollgate/limiter"   // limits
-	_ "github.com/tollgate/tollgate/mirror"    // mirror
-	_ "github.com/tollgate/tollgate/record"    // recording, record
-	_ "github.com/tollgate/tollgate/route"     // deprecated, rewrite
-	_ "github.com/tollgate/tollgate/transcode" // grpc
-	_ "github.com/tollgate/tollgate/upstream"  // timeouts
-	_ "github.com/tollgate/tollgate/waf"       // waf
+	_ "github.com/tollgate/tollgate/auth"           // auth
+	_ "github.com/tollgate/tollgate/breaker"        // breaker, degrade
+	_ "github.com/tollgate/tollgate/discovery/file" // discovery: file
+	_ "github.com/tollgate/tollgate/edgetls"        // redirect_https
+	_ "github.com/tollgate/tollgate/ipacl"          // ip_acl
+	_ "github.com/tollgate/tollgate/limiter"        // limits
+	_ "github.com/tollgate/tollgate/mirror"         // mirror
+	_ "github.com/tollgate/tollgate/record"         // recording, record
+	_ "github.com/tollgate/tollgate/route"          // deprecated, rewrite
+	_ "github.com/tollgate/tollgate/transcode"      // grpc
+	_ "github.com/tollgate/tollgate/upstream"       // timeouts
+	_ "github.com/tollgate/tollgate/waf"            // waf
 )

@@ -305,7 +305,7 @@ func TestGRPCInstanceEjectedAndBack(t *testing.T) {
     health: {path: /unused, interval: 100ms, timeout: 200ms, eject_after: 2, healthy_after: 1}`, 1)
 	g := gatewaytest.Start(t, yaml, gatewaytest.Options{Vars: map[string]string{"UP": a.Addr, "UP2": b.Addr, "PB": ordersPB(t)}})
 	instanceState := func() string {
-		for _, in := range g.GW.Snapshot().Services["orders"].Instances {
+		for _, in := range g.GW.Snapshot().Services["orders"].Instances() {
 			if in.Addr == b.Addr {
 				return in.Status().State
 			}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,11 @@ type InstanceStatus struct {
 	// idle and still use it, learned from the backend's own closes ("" when
 	// nothing is learned: idle_conn, or the backend's announced timeout).
 	IdleLearned string `json:"idle_conn_learned,omitempty"`
+	// Source is where the instance came from: "file", or the registry
+	// watch that listed it ("etcd /services/orders/"); Meta is what the
+	// registry says of it.
+	Source string            `json:"source"`
+	Meta   map[string]string `json:"meta,omitempty"`
 }
 
 // Status reports the instance's state.
@@ -207,7 +213,8 @@ func (in *Instance) Status() InstanceStatus {
 	requests, errors := in.Stats()
 	s := InstanceStatus{Addr: in.Addr, Weight: in.Weight, State: "up", InFlight: in.InFlight(),
 		Conns: in.conns(), Requests: requests, Errors: errors, Failures: h.failures.Load(),
-		Ejections: h.ejections.Load(), Recovered: h.recovered.Load(), Kept: h.kept.Load()}
+		Ejections: h.ejections.Load(), Recovered: h.recovered.Load(), Kept: h.kept.Load(),
+		Source: cmp.Or(in.Source, "file"), Meta: in.Meta}
 	if d := in.idle.get(time.Now()); d > 0 {
 		s.IdleLearned = d.String()
 	}

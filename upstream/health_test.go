@@ -41,7 +41,7 @@ func TestEjectionAndRecovery(t *testing.T) {
 	svc := serviceWith(t, ServiceConfig{Name: "s"}, Health{Path: "/health", Interval: 200 * time.Millisecond,
 		EjectAfter: 3, HealthyAfter: 1}, good.Addr, bad.Addr)
 	var badIn *Instance
-	for _, in := range svc.Instances {
+	for _, in := range svc.Instances() {
 		if in.Addr == bad.Addr {
 			badIn = in
 		}
@@ -90,7 +90,7 @@ func TestLastHealthyInstanceIsKept(t *testing.T) {
 	for range 10 {
 		serve(t, svc, "GET", "/x")
 	}
-	st := svc.Instances[0].Status()
+	st := svc.Instances()[0].Status()
 	if st.State != "up" || st.Kept == 0 {
 		t.Fatalf("the last instance: %+v", st)
 	}

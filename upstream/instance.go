@@ -79,6 +79,11 @@ func (p Pool) withDefaults() Pool {
 type Instance struct {
 	Addr   string
 	Weight int
+	// Meta is what the registry says of a discovered instance (a
+	// split selects by it); Source names the registry watch it came
+	// from, "" for an instance written in the file.
+	Meta   map[string]string
+	Source string
 
 	pool   Pool
 	client *fasthttp.HostClient

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,9 +20,17 @@ import (
 // timeouts and retry policy requests to it follow. A Service is immutable
 // and belongs to one config snapshot; its instances may be shared.
 type Service struct {
-	Name      string
-	Instances []*Instance
-	balancer  Balancer
+	Name string
+
+	// set is the instances requests go to and the balancer over them;
+	// a discovered service's is rebuilt when its members change
+	// (current).
+	set     atomic.Pointer[instanceSet]
+	members *Members          // nil: the instances written in the file
+	match   map[string]string // a split's selection by metadata (Select)
+	balance string
+	hashKey source.Source
+	rebuild sync.Mutex
 
 	// Total bounds one client request's whole upstream exchange, retry
 	// included; default 5s.
@@ -62,6 +72,9 @@ type ServiceConfig struct {
 	// over TLS.
 	Protocol string
 	GRPCTLS  *GRPCTLS
+	// Members, when set, are the service's instances, found in a
+	// registry; the instances passed to NewService are then none.
+	Members *Members
 }
 
 // Protocols names the protocols a service may speak.
@@ -70,13 +83,15 @@ var Protocols = []string{"http", "grpc"}
 // Balance names the balancers a config may ask for.
 var Balance = []string{"round_robin", "least_conn", "hash"}
 
-// NewService builds a service over instances.
+// NewService builds a service over instances (or its discovered
+// members).
 func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
-	if len(instances) == 0 {
+	if len(instances) == 0 && cfg.Members == nil {
 		return nil, fmt.Errorf("service %q has no instances", cfg.Name)
 	}
-	s := &Service{Name: cfg.Name, Instances: instances, Total: cfg.Total, Retry: cfg.Retry, RetryPutDelete: cfg.RetryPutDelete,
-		Connect: cfg.Connect, breaker: cfg.Breaker, classifier: breaker.NewClassifier(cfg.FailureStatus)}
+	s := &Service{Name: cfg.Name, Total: cfg.Total, Retry: cfg.Retry, RetryPutDelete: cfg.RetryPutDelete,
+		Connect: cfg.Connect, breaker: cfg.Breaker, classifier: breaker.NewClassifier(cfg.FailureStatus),
+		members: cfg.Members, balance: cfg.Balance}
 	switch cfg.Protocol {
 	case "", "http":
 		if cfg.GRPCTLS != nil {
@@ -100,10 +115,7 @@ func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 		return nil, fmt.Errorf("service %q: retry must be 0 or 1, got %d", cfg.Name, cfg.Retry)
 	}
 	switch cfg.Balance {
-	case "", "round_robin":
-		s.balancer = NewRoundRobin(instances)
-	case "least_conn":
-		s.balancer = NewLeastConn(instances)
+	case "", "round_robin", "least_conn":
 	case "hash":
 		if cfg.Key == "" {
 			return nil, fmt.Errorf("service %q: balance: hash needs a key (e.g. header.X-User-Id)", cfg.Name)
@@ -112,9 +124,12 @@ func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 		if err != nil {
 			return nil, fmt.Errorf("service %q: %w", cfg.Name, err)
 		}
-		s.balancer = NewHash(instances, key)
+		s.hashKey = key
 	default:
 		return nil, fmt.Errorf("service %q: unknown balance %q (want round_robin, least_conn or hash)", cfg.Name, cfg.Balance)
+	}
+	if s.members == nil {
+		s.set.Store(s.balanced(instances, nil))
 	}
 	return s, nil
 }
@@ -232,9 +247,10 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		return
 	}
 	began := c.Now()
+	set := s.current()
 	var tried *Instance
 	for attempt := 0; ; attempt++ {
-		in := s.balancer.Pick(c, tried)
+		in := set.balancer.Pick(c, tried)
 		if in == nil {
 			if tried == nil {
 				errNoInstance.WriteTo(c)
@@ -312,7 +328,7 @@ func (s *Service) failed(in *Instance, refused bool) {
 	if !in.health.failed(refused) {
 		return
 	}
-	for _, other := range s.Instances {
+	for _, other := range s.current().instances {
 		if other != in && other.Available() {
 			in.eject(s.Name, time.Now())
 			return

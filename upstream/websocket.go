@@ -88,7 +88,7 @@ func connectionHasUpgrade(values [][]byte) bool {
 // connection in c.Upgrade for the transport to relay; any other answer
 // is passed on as it is.
 func (s *Service) switchProtocols(c *pipeline.Ctx, deadline time.Time) {
-	in := s.balancer.Pick(c, nil)
+	in := s.current().balancer.Pick(c, nil)
 	if in == nil {
 		errNoInstance.WriteTo(c)
 		c.Outcome.Result = pipeline.ResultNoInstance

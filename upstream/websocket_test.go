@@ -354,7 +354,7 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 	switched(t, conn, br)
 	inflight := func() map[string]int64 {
 		out := map[string]int64{}
-		for _, in := range g.GW.Snapshot().Services["ws"].Instances {
+		for _, in := range g.GW.Snapshot().Services["ws"].Instances() {
 			out[in.Addr] = in.InFlight()
 		}
 		return out

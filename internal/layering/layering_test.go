@@ -16,7 +16,10 @@ var core = map[string][]string{
 	"codec":    nil,
 	"trace":    {"codec"},
 	"pipeline": {"codec", "trace"},
-	"config":   {"codec", "pipeline", "trace", "source", "route", "route/expr"},
+	"config":   {"codec", "pipeline", "trace", "source", "route", "route/expr", "discovery"},
+	// discovery is the registry seam: the watches, the last known set
+	// and the providers' registry; the providers are features.
+	"discovery": {"codec", "pipeline", "trace"},
 }
 
 // thirdParty are the outside packages the core may use.

@@ -463,9 +463,9 @@ func TestLoopPoolReuse(t *testing.T) {
 	get("GET")
 	svc := g.GW.Snapshot().Services["up"]
 	deadline := time.Now().Add(3 * time.Second)
-	for svc.Instances[0].Status().Conns > 0 {
+	for svc.Instances()[0].Status().Conns > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d upstream connections still open after idle_conn", svc.Instances[0].Status().Conns)
+			t.Fatalf("%d upstream connections still open after idle_conn", svc.Instances()[0].Status().Conns)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
