@@ -102,6 +102,8 @@ type liveBreaker struct {
 type liveInstance struct {
 	Service string `json:"service"`
 	upstream.InstanceStatus
+	// SetChanged is when a discovered service's set last changed.
+	SetChanged string `json:"set_changed,omitempty"`
 }
 
 type liveTotals struct {
@@ -269,8 +271,12 @@ func healthFigures(snap *config.Snapshot) liveHealth {
 			if b := svc.Breaker(); b != nil {
 				h.svcBreaker[name] = addBreaker("service", name, b)
 			}
+			changed := ""
+			if m := svc.Members(); m != nil {
+				changed = m.Watch().Status().Changed.UTC().Format(time.TimeOnly)
+			}
 			for _, in := range svc.Instances() {
-				h.instances = append(h.instances, liveInstance{Service: name, InstanceStatus: in.Status()})
+				h.instances = append(h.instances, liveInstance{Service: name, InstanceStatus: in.Status(), SetChanged: changed})
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"github.com/tollgate/tollgate/discovery"
 	"sort"
 
 	"github.com/tollgate/tollgate/cluster"
@@ -120,6 +121,9 @@ func reportSnapshot(sc *observe.Scrape, snap *config.Snapshot) {
 		for _, in := range svc.Instances() {
 			reportInstance(sc, name, in.Status())
 		}
+		if m := svc.Members(); m != nil {
+			reportDiscovery(sc, name, m.Watch().Status())
+		}
 	}
 	snap.Reporters(func(route string, r pipeline.Reporter) {
 		r.Report(func(f *pipeline.Family, v float64, labels ...string) {
@@ -140,6 +144,29 @@ func reportSnapshot(sc *observe.Scrape, snap *config.Snapshot) {
 			}
 		})
 	})
+}
+
+// reportDiscovery adds the figures of a discovered service's registry
+// watch.
+func reportDiscovery(sc *observe.Scrape, service string, st discovery.Status) {
+	l := []string{"service", service, "target", st.Target}
+	sc.Gauge("tollgate_discovery_instances", "Instances the registry lists for the service (the set the gateway serves).", float64(st.Instances), l...)
+	sc.Gauge("tollgate_discovery_last_change_timestamp_seconds", "When the service's instance set last changed (Unix time).", float64(st.Changed.UnixNano())/1e9, l...)
+	sc.Counter("tollgate_discovery_changes_total", "Changes of the service's instance set taken from the registry.", float64(st.Changes), l...)
+	sc.Counter("tollgate_discovery_failures_total", "Registry reads that failed (refused, an error answer, a timeout); the last set kept serving.", float64(st.Failures), l...)
+	failing, held, saved := 0.0, 0.0, 0.0
+	if st.Failing {
+		failing = 1
+	}
+	if !st.EmptySince.IsZero() {
+		held = 1
+	}
+	if st.Saved {
+		saved = 1
+	}
+	sc.Gauge("tollgate_discovery_failing", "Whether the registry's last read failed (1): the set is the last one known.", failing, l...)
+	sc.Gauge("tollgate_discovery_empty_held", "Whether the registry lists no instance and the last set serves out the empty_grace (1).", held, l...)
+	sc.Gauge("tollgate_discovery_from_saved_copy", "Whether the set is the copy saved on disk, the registry not having answered since start (1).", saved, l...)
 }
 
 func reportInstance(sc *observe.Scrape, service string, st upstream.InstanceStatus) {
