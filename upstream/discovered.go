@@ -22,6 +22,7 @@ import (
 // service's settings alone (Members are reload-surviving state).
 type Members struct {
 	watch   *discovery.Watch
+	source  string // the watch's name, each instance's Source
 	service string
 	pool    Pool
 	health  Health
@@ -54,7 +55,7 @@ func SharedMembers(st *pipeline.StateBuild, w *discovery.Watch, service string, 
 		Health Health
 	}{p.withDefaults(), h.withDefaults()}))
 	return st.Get(key, func() (any, func()) {
-		m := &Members{watch: w, service: service, pool: p, health: h, log: log, byKey: map[string]*Instance{}}
+		m := &Members{watch: w, source: w.String(), service: service, pool: p, health: h, log: log, byKey: map[string]*Instance{}}
 		m.cur.Store(&memberList{})
 		m.cancel = w.Subscribe(m.apply)
 		return m, m.close
@@ -75,7 +76,7 @@ func (m *Members) apply(set discovery.Set) {
 		in := m.byKey[k]
 		if in == nil {
 			in = newInstance(d.Addr, d.Weight, m.pool, m.health, m.log)
-			in.Meta, in.Source = d.Meta, m.watch.String()
+			in.Meta, in.Source = d.Meta, m.source
 		}
 		next[k] = in
 		list = append(list, in)
