@@ -16,10 +16,14 @@ var core = map[string][]string{
 	"codec":    nil,
 	"trace":    {"codec"},
 	"pipeline": {"codec", "trace"},
-	"config":   {"codec", "pipeline", "trace", "source", "route", "route/expr", "discovery"},
+	"config":   {"codec", "pipeline", "trace", "source", "route", "route/expr", "discovery", "cluster"},
 	// discovery is the registry seam: the watches, the last known set
 	// and the providers' registry; the providers are features.
 	"discovery": {"codec", "pipeline", "trace"},
+	// cluster is the Redis client and its primitives (budgeted scripts,
+	// watched sets, membership, health), no feature's protocol: config
+	// reads its own document from Redis through it.
+	"cluster": {"pipeline"},
 }
 
 // thirdParty are the outside packages the core may use.
@@ -28,6 +32,7 @@ var thirdParty = []string{
 	"go.uber.org/zap",
 	"github.com/valyala/fasthttp",
 	"github.com/cespare/xxhash/v2",
+	"github.com/redis/rueidis", // cluster's client
 }
 
 // stillToMove are the feature packages config imports until their
@@ -36,7 +41,6 @@ var thirdParty = []string{
 // dropped).
 var stillToMove = map[string][]string{
 	"config": {
-		"cluster",  // the cluster section
 		"edgetls",  // the tls section's certificates and versions
 		"upstream", // services, instances, health, the forwarding edge
 	},
