@@ -31,6 +31,11 @@ type Settings struct {
 	// does not answer starts anyway (the service answers 503 until it
 	// does). Requests never wait on a registry.
 	InitialWait *pipeline.Duration `yaml:"initial_wait"`
+	// MaxInstances bounds one watched set (default 4096): a registry
+	// listing more is read as failing, and the last set keeps serving.
+	// Each instance holds a connection pool and counters; a registry's
+	// contents are its writers' input.
+	MaxInstances int `yaml:"max_instances"`
 	// Providers are the registries, by provider name (etcd, dns, …).
 	Providers map[string]yaml.Node `yaml:",inline"`
 }
@@ -41,6 +46,7 @@ type compiled struct {
 	cacheDir    string
 	emptyGrace  time.Duration
 	initialWait time.Duration
+	maxSet      int
 }
 
 type providerEntry struct {
@@ -59,8 +65,9 @@ func init() {
 }
 
 const (
-	defaultEmptyGrace  = 30 * time.Second
-	defaultInitialWait = 3 * time.Second
+	defaultEmptyGrace   = 30 * time.Second
+	defaultInitialWait  = 3 * time.Second
+	defaultMaxInstances = 4096
 )
 
 func provision(env *pipeline.Env, cfg any) error {
@@ -71,11 +78,17 @@ func provision(env *pipeline.Env, cfg any) error {
 	if s.InitialWait == nil {
 		s.InitialWait = ptr(pipeline.Duration(defaultInitialWait))
 	}
+	if s.MaxInstances == 0 {
+		s.MaxInstances = defaultMaxInstances
+	}
+	if s.MaxInstances < 1 {
+		return fmt.Errorf("discovery: max_instances must be positive")
+	}
 	if s.CacheDir == "" {
 		s.CacheDir = defaultCacheDir()
 	}
 	c := &compiled{providers: map[string]providerEntry{}, cacheDir: s.CacheDir,
-		emptyGrace: s.EmptyGrace.D(), initialWait: s.InitialWait.D()}
+		emptyGrace: s.EmptyGrace.D(), initialWait: s.InitialWait.D(), maxSet: s.MaxInstances}
 	for name, node := range s.Providers {
 		entry, err := buildProvider(env, name, &node)
 		if err != nil {
@@ -152,11 +165,11 @@ func Open(env *pipeline.Env, spec *Spec) (*Watch, error) {
 		Provider string
 		Settings map[string]any
 	}{entry.key, spec.Settings})
-	key := fmt.Sprintf("discovery.watch|%s|%s|%s", id, grace, c.cacheDir)
+	key := fmt.Sprintf("discovery.watch|%s|%s|%s|%d", id, grace, c.cacheDir, c.maxSet)
 	created := false
 	w := env.State.Get(key, func() (any, func()) {
 		created = true
-		w := startWatch(target, grace, savedPath(c.cacheDir, target.String()+"|"+id), env.Logger.Named("discovery"))
+		w := startWatch(target, grace, c.maxSet, savedPath(c.cacheDir, target.String()+"|"+id), env.Logger.Named("discovery"))
 		return w, w.close
 	}).(*Watch)
 	if created && w.Current() == nil {

@@ -35,6 +35,7 @@ type Set struct {
 type Watch struct {
 	target Target
 	grace  time.Duration
+	maxSet int    // a larger set is a failure; 0: no bound
 	cache  string // file the set is saved in; "" for none
 	log    *zap.Logger
 	cancel context.CancelFunc
@@ -59,9 +60,9 @@ type Watch struct {
 
 // startWatch starts watching t. The saved set, when there is one, is the
 // current set until the registry answers.
-func startWatch(t Target, grace time.Duration, cache string, log *zap.Logger) *Watch {
+func startWatch(t Target, grace time.Duration, maxSet int, cache string, log *zap.Logger) *Watch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watch{target: t, grace: grace, cache: cache, log: log.With(zap.String("target", t.String())),
+	w := &Watch{target: t, grace: grace, maxSet: maxSet, cache: cache, log: log.With(zap.String("target", t.String())),
 		cancel: cancel, done: make(chan struct{}), first: make(chan struct{}), subs: map[int]func(Set){}}
 	if saved, ok := loadSaved(cache, w.log); ok {
 		w.publish(saved, true)
@@ -115,6 +116,10 @@ func (w *Watch) Subscribe(fn func(Set)) (cancel func()) {
 
 // update is what the provider reports: the registry's set.
 func (w *Watch) update(in []Instance) {
+	if w.maxSet > 0 && len(in) > w.maxSet {
+		w.fail(fmt.Errorf("the registry lists %d instances, more than max_instances (%d)", len(in), w.maxSet))
+		return
+	}
 	set := normalize(in)
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,7 +96,7 @@ func equalStrings(a, b []string) bool {
 func TestWatchKeepsTheLastSetThroughFailures(t *testing.T) {
 	t.Parallel()
 	tg := newScripted("orders")
-	w := startWatch(tg, time.Hour, "", zap.NewNop())
+	w := startWatch(tg, time.Hour, 0, "", zap.NewNop())
 	defer w.close()
 	tg.send(t, []Instance{{Addr: "10.0.0.2:80"}, {Addr: "10.0.0.1:80", Weight: 3}})
 	s := waitSet(t, w, "10.0.0.1:80", "10.0.0.2:80")
@@ -115,7 +116,7 @@ func TestWatchKeepsTheLastSetThroughFailures(t *testing.T) {
 func TestWatchHoldsAnEmptyAnswerForTheGrace(t *testing.T) {
 	t.Parallel()
 	tg := newScripted("orders")
-	w := startWatch(tg, 300*time.Millisecond, "", zap.NewNop())
+	w := startWatch(tg, 300*time.Millisecond, 0, "", zap.NewNop())
 	defer w.close()
 	tg.send(t, []Instance{{Addr: "10.0.0.1:80"}})
 	waitSet(t, w, "10.0.0.1:80")
@@ -143,7 +144,7 @@ func TestWatchHoldsAnEmptyAnswerForTheGrace(t *testing.T) {
 func TestWatchWithoutGraceEmptiesAtOnce(t *testing.T) {
 	t.Parallel()
 	tg := newScripted("orders")
-	w := startWatch(tg, 0, "", zap.NewNop())
+	w := startWatch(tg, 0, 0, "", zap.NewNop())
 	defer w.close()
 	tg.send(t, []Instance{{Addr: "10.0.0.1:80"}})
 	waitSet(t, w, "10.0.0.1:80")
@@ -155,14 +156,14 @@ func TestWatchStartsFromTheSavedSet(t *testing.T) {
 	t.Parallel()
 	path := savedPath(t.TempDir(), "scripted orders|x")
 	tg := newScripted("orders")
-	w := startWatch(tg, time.Hour, path, zap.NewNop())
+	w := startWatch(tg, time.Hour, 0, path, zap.NewNop())
 	tg.send(t, []Instance{{Addr: "10.0.0.1:80", Meta: map[string]string{"version": "v2"}}, {Addr: "10.0.0.2:80", Weight: 5}})
 	waitSet(t, w, "10.0.0.1:80", "10.0.0.2:80")
 	w.close()
 
 	// A node restarted while the registry is down serves the saved set.
 	down := newScripted("orders")
-	w2 := startWatch(down, time.Hour, path, zap.NewNop())
+	w2 := startWatch(down, time.Hour, 0, path, zap.NewNop())
 	defer w2.close()
 	s := w2.Current()
 	if got := addrs(s); !equalStrings(got, []string{"10.0.0.1:80", "10.0.0.2:80"}) || !s.Saved ||
@@ -223,4 +224,17 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o600)
+}
+
+func TestASetBeyondTheBoundIsAFailure(t *testing.T) {
+	t.Parallel()
+	tg := newScripted("orders")
+	w := startWatch(tg, time.Hour, 2, "", zap.NewNop())
+	defer w.close()
+	tg.send(t, []Instance{{Addr: "10.0.0.1:80"}})
+	waitSet(t, w, "10.0.0.1:80")
+	tg.send(t, []Instance{{Addr: "10.0.0.1:80"}, {Addr: "10.0.0.2:80"}, {Addr: "10.0.0.3:80"}})
+	if st := w.Status(); st.Instances != 1 || !st.Failing || !strings.Contains(st.LastError, "max_instances") {
+		t.Fatalf("an oversized set: %+v", st)
+	}
 }
