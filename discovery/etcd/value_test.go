@@ -44,3 +44,21 @@ func TestParseValue(t *testing.T) {
 		}
 	}
 }
+
+// A value is whatever a writer under the prefix put there: parseValue
+// must never panic, and what it accepts is a dialable instance.
+func FuzzParseValue(f *testing.F) {
+	f.Add([]byte(`{"Op":0,"Addr":"10.1.2.3:80","Metadata":{"weight":3,"zone":"a"}}`))
+	f.Add([]byte(`{"Op":1,"Addr":"a:80"}`))
+	f.Add([]byte(`{"Addr":"[::1]:80","Metadata":{"weight":"7","x":[1,{"y":null}]}}`))
+	f.Add([]byte(`{"Op":0,"Addr":`))
+	f.Fuzz(func(t *testing.T, value []byte) {
+		in, err := parseValue(value)
+		if err != nil {
+			return
+		}
+		if checkAddr(in.Addr) != nil || in.Weight < 0 || in.Weight > maxWeight || len(in.Meta) > maxMetaKeys {
+			t.Fatalf("accepted %+v from %q", in, value)
+		}
+	})
+}
