@@ -240,3 +240,25 @@ func TestClosedProviderReportsFailures(t *testing.T) {
 		t.Errorf("connect after Close: %v", err)
 	}
 }
+
+// An etcd that is down when the gateway starts is a failure the watch
+// reports and outlives, not an error of the configuration.
+func TestWatchStartsWhileEtcdIsDown(t *testing.T) {
+	e := testutil.StartEtcd(t)
+	reg := newRegistry(t, e, nil)
+	reg.add("orders", "127.0.0.1:8001", nil)
+	e.Kill()
+	p, _ := newTestProvider(t, settingsFor(e, ""))
+	r := &recorder{}
+	watch(t, p, "orders", r)
+	testutil.Eventually(t, 5*time.Second, "fail while etcd is down", func() bool {
+		_, fails := r.counts()
+		return fails > 0
+	})
+	if n, _ := r.counts(); n != 0 {
+		t.Fatalf("a set reported while etcd was down: %q", r.setsSince(0))
+	}
+	e.Restart()
+	took := r.waitFor(t, 15*time.Second, addrList(8001))
+	t.Logf("set reported %v after etcd came up", took)
+}
