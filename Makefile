@@ -31,7 +31,8 @@ test: test-deps lint test-race test-allocs
 
 ## test-deps: what the tests need beyond Go: a redis-server binary (each
 ## test starts its own on a free loopback port and stops it), chromium
-## (the dashboard test drives it headless) and curl (an HTTP/2 client).
+## (the dashboard test drives it headless), curl (an HTTP/2 client) and
+## etcd (the etcd discovery tests start their own, as with redis-server).
 test-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "installing redis-server"; \
@@ -43,6 +44,17 @@ test-deps:
 	@command -v curl >/dev/null 2>&1 || { \
 		echo "installing curl"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
+	@# etcd for the discovery/etcd tests. Debian's package would start a
+	@# service after install; a policy-rc.d that says no keeps it from
+	@# trying where nothing runs services (a container), and is removed after.
+	@command -v etcd >/dev/null 2>&1 || { \
+		echo "installing etcd-server"; \
+		if [ ! -e /usr/sbin/policy-rc.d ]; then \
+			printf '#!/bin/sh\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null && \
+			$(SUDO) chmod +x /usr/sbin/policy-rc.d && trap '$(SUDO) rm -f /usr/sbin/policy-rc.d' EXIT; \
+		fi; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
+	@etcd --version | head -1
 
 test-race:
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)

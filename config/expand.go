@@ -230,6 +230,11 @@ var SecretFields = sync.OnceValue(func() []string {
 	walk(reflect.TypeOf(File{}), "", 0)
 	for _, sec := range pipeline.Sections() { // the owners' types: consumers, jwt, …
 		walk(reflect.TypeOf(sec.Config()), sec.Key, 0)
+		if sec.Entries != nil { // and their plug-ins': discovery's providers
+			for key, v := range sec.Entries() {
+				walk(reflect.TypeOf(v), sec.Key+"."+key, 0)
+			}
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -23,12 +23,13 @@ const upService = "services:\n  up: {instances: [{addr: \"127.0.0.1:9\"}]}\n"
 // the setting and the reference as written, never the value.
 func TestDocumentExpandsOnlySecretFields(t *testing.T) {
 	for name, doc := range map[string]string{
-		"mock body":   upService + "routes:\n  - {name: m, match: {prefix: /m/}, mock: {responses: [{body: \"admin=${ADMIN_TOKEN} jwt=${JWT_SECRET}\"}]}}\n",
-		"prefix":      upService + "routes:\n  - {name: p, match: {prefix: \"${JWT_SECRET}\"}, service: up}\n",
-		"mock header": upService + "routes:\n  - name: m\n    match: {prefix: /m/}\n    mock: {responses: [{headers: {X-Leak: \"${JWT_SECRET}\"}}]}\n",
-		"map key":     "services:\n  ${JWT_SECRET}: {instances: [{addr: \"127.0.0.1:9\"}]}\n",
-		"address":     "services:\n  up: {instances: [{addr: \"${UP}\"}]}\n",
-		"feature":     upService + "routes:\n  - {name: r, match: {prefix: /r/}, service: up, record: {mask: [\"header.${JWT_SECRET}\"]}}\n",
+		"mock body":                       upService + "routes:\n  - {name: m, match: {prefix: /m/}, mock: {responses: [{body: \"admin=${ADMIN_TOKEN} jwt=${JWT_SECRET}\"}]}}\n",
+		"prefix":                          upService + "routes:\n  - {name: p, match: {prefix: \"${JWT_SECRET}\"}, service: up}\n",
+		"mock header":                     upService + "routes:\n  - name: m\n    match: {prefix: /m/}\n    mock: {responses: [{headers: {X-Leak: \"${JWT_SECRET}\"}}]}\n",
+		"map key":                         "services:\n  ${JWT_SECRET}: {instances: [{addr: \"127.0.0.1:9\"}]}\n",
+		"address":                         "services:\n  up: {instances: [{addr: \"${UP}\"}]}\n",
+		"feature":                         upService + "routes:\n  - {name: r, match: {prefix: /r/}, service: up, record: {mask: [\"header.${JWT_SECRET}\"]}}\n",
+		"a provider's non-secret setting": "discovery:\n  etcd: {endpoints: [\"${JWT_SECRET}\"]}\n" + upService,
 		// An alias of a secret field's value read where it is not a secret.
 		"alias of a secret": "jwt:\n  keys: [{kid: k, alg: HS256, secret: &s \"${JWT_SECRET}\"}]\n" + upService +
 			"routes:\n  - {name: m, match: {prefix: /m/}, mock: {responses: [{body: *s}]}}\n",
@@ -48,7 +49,8 @@ func TestDocumentExpandsOnlySecretFields(t *testing.T) {
 		})
 	}
 	doc := "admin: {token: \"${ADMIN_TOKEN}\"}\njwt:\n  keys: [{kid: k, alg: HS256, secret: ${JWT_SECRET}}]\n" +
-		"consumers:\n  - {app_key: a, secret: ${JWT_SECRET}}\ncluster: {password: ${ADMIN_TOKEN}}\n" + upService
+		"consumers:\n  - {app_key: a, secret: ${JWT_SECRET}}\ncluster: {password: ${ADMIN_TOKEN}}\n" +
+		"discovery:\n  etcd: {endpoints: [\"127.0.0.1:2379\"], username: u, password: ${ADMIN_TOKEN}}\n" + upService
 	f, err := ParseDocument("config v4", []byte(doc), secretEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +138,7 @@ func TestPrivateUseCharactersAreRefused(t *testing.T) {
 // is the schema's secret:"true" fields.
 func TestSecretFieldsComeFromTheSchema(t *testing.T) {
 	got := strings.Join(SecretFields(), " ")
-	if got != "admin.token cluster.password consumers[].secret jwt.keys[].secret" {
+	if got != "admin.token cluster.password consumers[].secret discovery.etcd.password jwt.keys[].secret" {
 		t.Fatalf("secret fields: %s", got)
 	}
 }

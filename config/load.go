@@ -152,10 +152,8 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 			ft, ok := fieldByTag(t, k.Value)
 			where := path + k.Value
 			if !ok && hasInline(t) {
-				if !collectsFeatures(t) {
-					continue // a section's open mapping (discovery's providers): its owner checks the key
-				}
-				// A registered feature's setting or section: checked
+				// A registered feature's setting or section, or a
+				// section's plug-in (a discovery provider): checked
 				// against its owner's own config type.
 				ft, ok = ownedType(t, k.Value)
 			}
@@ -216,11 +214,28 @@ func hasInline(t reflect.Type) bool {
 // struct of type t that collects its unknown keys: a registered feature's
 // setting (route or top level), or a top-level section's.
 func ownedType(t reflect.Type, key string) (reflect.Type, bool) {
+	if !collectsFeatures(t) {
+		return entryType(t, key)
+	}
 	if f, found := pipeline.Lookup(key); found && f.Scope&scopeOf(t) != 0 {
 		return reflect.TypeOf(f.Config()), true
 	}
 	if s, found := pipeline.LookupSection(key); found && scopeOf(t) == pipeline.ScopeGlobal {
 		return reflect.TypeOf(s.Config()), true
+	}
+	return nil, false
+}
+
+// entryType returns the type of the entry key of the section whose config
+// type is t (pipeline.Section.Entries).
+func entryType(t reflect.Type, key string) (reflect.Type, bool) {
+	for _, s := range pipeline.Sections() {
+		if s.Entries == nil || reflect.TypeOf(s.Config()).Elem() != t {
+			continue
+		}
+		if v, ok := s.Entries()[key]; ok {
+			return reflect.TypeOf(v), true
+		}
 	}
 	return nil, false
 }

@@ -73,28 +73,52 @@ type Env struct {
 // config error).
 type Factory func(decode func(into any) error, env Env) (Provider, error)
 
+// Kind is a provider as its package registers it.
+type Kind struct {
+	// Name is the provider's key under `discovery:` and in `from:`.
+	Name string
+	// Settings returns a pointer to a new, empty value of the type New
+	// decodes `discovery.NAME` into: the configuration checks keys
+	// against it and finds its secret fields (secret:"true") in it.
+	Settings func() any
+	// New builds the provider.
+	New Factory
+}
+
 var providers = struct {
 	sync.RWMutex
-	byName map[string]Factory
-}{byName: map[string]Factory{}}
+	byName map[string]Kind
+}{byName: map[string]Kind{}}
 
-// Register adds a provider under name. It is meant for init functions and
-// panics on a duplicate, a programming error.
-func Register(name string, f Factory) {
+// Register adds a provider. It is meant for init functions and panics on
+// a duplicate or an incomplete registration, a programming error.
+func Register(k Kind) {
 	providers.Lock()
 	defer providers.Unlock()
-	if _, dup := providers.byName[name]; dup || name == "" || f == nil {
-		panic(fmt.Sprintf("discovery: provider %q registered twice or empty", name))
+	if _, dup := providers.byName[k.Name]; dup || k.Name == "" || k.New == nil || k.Settings == nil {
+		panic(fmt.Sprintf("discovery: provider %q registered twice or incomplete", k.Name))
 	}
-	providers.byName[name] = f
+	providers.byName[k.Name] = k
 }
 
 // lookup returns the factory registered under name.
 func lookup(name string) (Factory, bool) {
 	providers.RLock()
 	defer providers.RUnlock()
-	f, ok := providers.byName[name]
-	return f, ok
+	k, ok := providers.byName[name]
+	return k.New, ok
+}
+
+// settingsTypes returns a new, empty settings value of every provider, by
+// name.
+func settingsTypes() map[string]any {
+	providers.RLock()
+	defer providers.RUnlock()
+	out := make(map[string]any, len(providers.byName))
+	for name, k := range providers.byName {
+		out[name] = k.Settings()
+	}
+	return out
 }
 
 // Names returns the registered providers' names, sorted.

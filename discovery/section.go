@@ -60,6 +60,7 @@ func init() {
 	pipeline.RegisterSection(pipeline.Section{
 		Key:       "discovery",
 		Config:    func() any { return &Settings{} },
+		Entries:   settingsTypes,
 		Provision: provision,
 	})
 }

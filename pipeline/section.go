@@ -26,6 +26,12 @@ type Section struct {
 	// type. A file without the section is provisioned with it as it is,
 	// so Provision writes the defaults in.
 	Config func() any
+	// Entries, for a section whose keys are plug-ins of the owner's
+	// (discovery's providers, collected by an inline map of its type),
+	// returns, by key, a new, empty value of each entry's type: the
+	// configuration checks an entry's keys against it and finds its
+	// secret fields in it. nil for a section without such keys.
+	Entries func() map[string]any
 	// Provision validates cfg, writes its defaults in (what the admin
 	// API shows as the effective configuration) and sets what it builds
 	// in env. An error names the problem; config adds the file and line.

@@ -30,7 +30,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-func init() { discovery.Register("file", newProvider) }
+func init() {
+	discovery.Register(discovery.Kind{Name: "file", Settings: func() any { return new(Settings) }, New: newProvider})
+}
 
 // Settings are the provider's: `discovery.file`.
 type Settings struct {

@@ -195,7 +195,7 @@ func TestDiscoverSettingsAreChecked(t *testing.T) {
 		"services:\n  s:\n    discover: {from: file, name: /x, colour: red}\n":                             `unknown setting "colour"`,
 		"services:\n  s:\n    instances: [{addr: \"1.2.3.4:80\"}]\n    discover: {from: file, name: /x}\n": "exclude each other",
 		"discovery:\n  file: {interval: 1ms}\n":                                                            "interval",
-		"discovery:\n  zookeeper: {}\n":                                                                    `unknown provider "zookeeper"`,
+		"discovery:\n  zookeeper: {}\n":                                                                    `unknown setting "discovery.zookeeper"`,
 	} {
 		cfg = "discovery:\n  cache_dir: " + dir + "\n" + strings.TrimPrefix(cfg, "discovery:\n")
 		err := gatewaytest.CompileErr(cfg + "routes: []\n")
