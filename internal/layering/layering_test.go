@@ -34,7 +34,6 @@ var thirdParty = []string{
 var stillToMove = map[string][]string{
 	"config": {
 		"cluster",  // the cluster section
-		"edgetls",  // the tls section's certificates and versions
 		"upstream", // services, instances, health, the forwarding edge
 	},
 }
