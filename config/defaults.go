@@ -13,9 +13,6 @@ func (f *File) Defaults() {
 	if f.Listen == "" {
 		f.Listen = ":8080"
 	}
-	if f.TLS != nil {
-		f.TLS.defaults()
-	}
 	if f.Transport == "" || IsReactor(f.Transport) {
 		f.Transport = TransportReactor
 	}
@@ -155,11 +152,6 @@ func (f *File) Validate(name string) error {
 	}
 	if f.Cluster.Nodes != "auto" && f.Cluster.FixedNodes() == 0 {
 		return bad(0, "cluster.nodes %q: want auto or a positive number", f.Cluster.Nodes)
-	}
-	if f.TLS != nil {
-		if err := f.TLS.validate(); err != nil {
-			return bad(f.TLS.line, "tls: %v", err)
-		}
 	}
 	if _, err := f.Cluster.TLS.Config(); err != nil {
 		return bad(f.Cluster.TLS.line, "cluster.tls: %v", err)

@@ -1,17 +1,42 @@
 package config
 
-// RestartOnly names the settings a running gateway takes once, at start:
-// its listeners, transport and client limits are set up with them. A
-// reload that changes one is applied except for these, and says so.
-var RestartOnly = []string{
-	"listen", "tls", "transport", "io_uring", "workers",
+import "github.com/tollgate/tollgate/pipeline"
+
+// restartOnly names the settings of File a running gateway takes once, at
+// start: its listeners, transport and client limits are set up with them.
+var restartOnly = []string{
+	"transport", "io_uring", "workers",
 	"client.max_header_bytes", "client.max_uri_bytes", "client.max_body_bytes", "client.stream_body_bytes",
 	"client.header_timeout", "client.body_timeout", "client.idle_timeout", "client.write_timeout", "client.max_conns",
 	"admin", "access_log",
 }
 
+// RestartOnly names the settings a running gateway takes once, at start:
+// listen, the sections their owners declare restart-only
+// (pipeline.Section.RestartOnly), then File's own. A reload that changes
+// one is applied except for these, and says so.
+func RestartOnly() []string {
+	out := []string{"listen"}
+	out = append(out, restartOnlySections()...)
+	return append(out, restartOnly...)
+}
+
+// restartOnlySections are the keys of the registered restart-only
+// sections, in their provisioning order.
+func restartOnlySections() []string {
+	var out []string
+	for _, s := range pipeline.Sections() {
+		if s.RestartOnly {
+			out = append(out, s.Key)
+		}
+	}
+	return out
+}
+
 // RestartOnlyChanges lists the restart-only settings next changes from
-// prev (empty when a reload applies whole).
+// prev (empty when a reload applies whole). A section is compared as its
+// owner provisioned it, defaults written in: only two compiled files
+// (Compiler.Compile) show its changes.
 func RestartOnlyChanges(prev, next *File) []string {
 	var out []string
 	diff := func(name string, changed bool) {
@@ -21,7 +46,11 @@ func RestartOnlyChanges(prev, next *File) []string {
 	}
 	p, n := prev.Client, next.Client
 	diff("listen", prev.Listen != next.Listen)
-	diff("tls", !prev.TLS.settings().equal(next.TLS.settings()))
+	for _, key := range restartOnlySections() {
+		was, wasProvisioned := prev.sections[key]
+		is, isProvisioned := next.sections[key]
+		diff(key, wasProvisioned && isProvisioned && pipeline.Digest(was) != pipeline.Digest(is))
+	}
 	diff("transport", prev.Transport != next.Transport)
 	diff("io_uring", prev.IOUring != next.IOUring)
 	diff("workers", prev.Workers != next.Workers)

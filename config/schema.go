@@ -19,9 +19,8 @@ type File struct {
 	Listen  string `yaml:"listen"`  // default ":8080"
 	Workers int    `yaml:"workers"` // GOMAXPROCS; 0 = one per core
 	NodeID  string `yaml:"node_id"` // default hostname:port
-	// TLS, when set, adds a TLS listener for clients (see ServerTLS).
-	TLS       *ServerTLS `yaml:"tls"`
-	Transport string     `yaml:"transport"` // reactor (default; "netpoll" is a synonym) | fasthttp
+	// Sections their owners register (tls, status, …) are in Features.
+	Transport string `yaml:"transport"` // reactor (default; "netpoll" is a synonym) | fasthttp
 	// IOUring is how the reactor transport's event loops make their
 	// socket calls: auto (default: in batches through an io_uring when
 	// the kernel allows one, else one syscall each), on (an io_uring or

@@ -151,11 +151,8 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if len(trusted) == 0 {
 		s.Edge.Trusted = nil
 	}
-	listeners := pipeline.Listeners{Plain: f.Listen}
-	if f.TLS != nil {
-		listeners.TLS = f.TLS.Listen
-	}
-	pipeline.ListenersKey.Set(s.env, listeners)
+	// The tls section's owner adds its listener (Listeners.TLS).
+	pipeline.ListenersKey.Set(s.env, pipeline.Listeners{Plain: f.Listen})
 	cl, err := c.clusterClient(f)
 	if err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}

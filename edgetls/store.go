@@ -17,9 +17,12 @@ import (
 	"time"
 )
 
-// Pair names a certificate chain and its key, PEM files.
+// Pair names a certificate chain and its key, PEM files; one entry of the
+// tls section's certs. The certificate is served to the names it carries
+// (SNI), the first one to any other.
 type Pair struct {
-	Cert, Key string
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
 }
 
 // Store holds the certificates the edge serves. It is safe for concurrent

@@ -22,6 +22,11 @@ type Section struct {
 	// registered is passed over: its owner is not linked in, so it
 	// shares nothing to wait for.
 	After []string
+	// RestartOnly says the running gateway takes the section once, at
+	// start (a listener it sets up): a reload that changes it is applied
+	// except for the section, and says so. Changes are told by
+	// the Digest of the provisioned config.
+	RestartOnly bool
 	// Config returns a pointer to a new, empty value of the section's own
 	// type. A file without the section is provisioned with it as it is,
 	// so Provision writes the defaults in.

@@ -1,8 +1,8 @@
 package pipeline
 
-// ListenersKey holds where the gateway listens for clients, which config
-// reads from listen and tls.listen, for features that send clients
-// from one to the other (redirect_https).
+// ListenersKey holds where the gateway listens for clients, for features
+// that send clients from one to the other (redirect_https): config sets
+// listen, and the tls section's owner adds tls.listen.
 var ListenersKey = NewKey[Listeners]("pipeline.listeners")
 
 // Listeners are the gateway's client listen addresses.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/edgetls"
 	"github.com/tollgate/tollgate/server/fasthttpserve"
 	"github.com/tollgate/tollgate/server/h2"
 	"github.com/tollgate/tollgate/server/reactor"
@@ -65,14 +66,14 @@ func ProcsFor(f *config.File) int {
 	return WorkersFor(f)
 }
 
-// HTTP2For is the HTTP/2 server of a configuration's TLS listener, with
-// the client limits HTTP/1.1 has and the tls block's http2 ones; nil when
-// h2 is not offered.
-func HTTP2For(f *config.File) *h2.Server {
-	if !f.TLS.OffersH2() {
+// HTTP2For is the HTTP/2 server of a configuration's TLS listener (t, the
+// tls section), with the client limits HTTP/1.1 has and the section's
+// http2 ones; nil when h2 is not offered.
+func HTTP2For(f *config.File, t *edgetls.Settings) *h2.Server {
+	if !t.OffersH2() {
 		return nil
 	}
-	c, l := f.Client, f.TLS.HTTP2
+	c, l := f.Client, t.HTTP2
 	header := l.MaxHeaderListBytes
 	if header == 0 {
 		header = c.MaxHeaderBytes

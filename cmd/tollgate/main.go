@@ -98,6 +98,6 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	compiler.Discard(snap)
 	fmt.Fprintf(stdout, "%s: ok (%d routes, %d services)\n", args[0], len(snap.Routes), len(snap.Services))
-	fmt.Fprintf(stdout, "note: a reload applies everything but %s, which take effect at start\n", strings.Join(config.RestartOnly, ", "))
+	fmt.Fprintf(stdout, "note: a reload applies everything but %s, which take effect at start\n", strings.Join(config.RestartOnly(), ", "))
 	return 0
 }

@@ -71,7 +71,7 @@ func startProcess(path string, log *zap.Logger, level zap.AtomicLevel) (_ *proce
 	if err := p.startGateway(snap); err != nil {
 		return nil, err
 	}
-	if err := p.listen(); err != nil {
+	if err := p.listen(snap); err != nil {
 		return nil, err
 	}
 	if f.Admin.Listen != "off" {
@@ -151,14 +151,15 @@ func (p *process) startGateway(snap *config.Snapshot) error {
 	return nil
 }
 
-// listen opens the client listeners: cleartext, and TLS when configured.
-func (p *process) listen() error {
+// listen opens the client listeners of the configuration read at start
+// (snap): cleartext, and TLS when configured.
+func (p *process) listen(snap *config.Snapshot) error {
 	f := p.file
 	ln, err := net.Listen("tcp", f.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", f.Listen, err)
 	}
-	secure, err := startTLS(f, p.gw, p.log)
+	secure, err := startTLS(snap, p.gw, p.log)
 	if err != nil {
 		_ = ln.Close()
 		return err

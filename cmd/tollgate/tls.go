@@ -25,18 +25,21 @@ type tlsListener struct {
 	log       *zap.Logger
 }
 
-// startTLS sets the TLS listener up; nil when the config has none.
-func startTLS(f *config.File, gw *server.Gateway, log *zap.Logger) (*tlsListener, error) {
-	if f.TLS == nil {
+// startTLS sets the TLS listener of snap's tls section up; nil when the
+// configuration has none.
+func startTLS(snap *config.Snapshot, gw *server.Gateway, log *zap.Logger) (*tlsListener, error) {
+	t, _ := edgetls.SettingsKey.Get(snap.Env())
+	if t == nil {
 		return nil, nil
 	}
-	certs, err := edgetls.NewStore(f.TLS.Pairs())
+	f := snap.File
+	certs, err := edgetls.NewStore(t.Certs)
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
 	o := server.OptionsFor(f)
-	o.TLS = certs.Config(f.TLS.MinTLSVersion(), f.TLS.ALPN)
-	h2srv := server.HTTP2For(f)
+	o.TLS = certs.Config(t.MinTLSVersion(), t.ALPN)
+	h2srv := server.HTTP2For(f, t)
 	if h2srv != nil {
 		o.HTTP2 = h2srv
 	}
@@ -44,14 +47,14 @@ func startTLS(f *config.File, gw *server.Gateway, log *zap.Logger) (*tlsListener
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", f.TLS.Listen)
+	ln, err := net.Listen("tcp", t.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s (tls): %w", f.TLS.Listen, err)
+		return nil, fmt.Errorf("listening on %s (tls): %w", t.Listen, err)
 	}
 	s := &tlsListener{ln: ln, transport: tr, certs: certs, h2: h2srv, log: log}
 	certs.Watch(certWatch, func(err error) { s.reported("file changed", true, err) })
-	log.Info("tollgate listening (tls)", zap.String("addr", ln.Addr().String()), zap.String("min_version", f.TLS.MinVersion),
-		zap.Strings("alpn", f.TLS.ALPN))
+	log.Info("tollgate listening (tls)", zap.String("addr", ln.Addr().String()), zap.String("min_version", t.MinVersion),
+		zap.Strings("alpn", t.ALPN))
 	return s, nil
 }
 

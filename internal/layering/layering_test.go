@@ -41,7 +41,6 @@ var thirdParty = []string{
 // dropped).
 var stillToMove = map[string][]string{
 	"config": {
-		"edgetls",  // the tls section's certificates and versions
 		"upstream", // services, instances, health, the forwarding edge
 	},
 }
