@@ -204,3 +204,52 @@ func TestDiscoverSettingsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+func TestDiscoveredInstancesKeepTheirHealthAcrossChanges(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	list := filepath.Join(dir, "orders.yaml")
+	a, c := testutil.StartUpstream(t, "a"), testutil.StartUpstream(t, "c")
+	dead := testutil.FreeAddr(t) // nothing listens: every try is refused
+	writeSet(t, list, "[{addr: "+a.Addr+"}, {addr: "+dead+"}]")
+	cfg := strings.Replace(discovered(dir, list), "    timeouts:", "    health: {eject_after: 2, interval: 1h}\n    timeouts:", 1)
+	g := gatewaytest.Start(t, cfg, gatewaytest.Options{})
+	state := func(addr string) string {
+		for _, in := range g.GW.Snapshot().Services["orders"].Instances() {
+			if in.Addr == addr {
+				return in.Status().State
+			}
+		}
+		return "absent"
+	}
+	if got := served(t, g, 20, nil); got["a"] != 20 {
+		t.Fatalf("with one instance refusing (retried on a): %v", got)
+	}
+	if st := state(dead); st != "ejected" {
+		t.Fatalf("the refusing instance is %s, want ejected", st)
+	}
+	// The set changes around it: it stays ejected, gets nothing.
+	writeSet(t, list, "[{addr: "+a.Addr+"}, {addr: "+dead+"}, {addr: "+c.Addr+"}]")
+	testutil.Eventually(t, 5*time.Second, "c served", func() bool { return served(t, g, 4, nil)["c"] > 0 })
+	if st := state(dead); st != "ejected" {
+		t.Fatalf("after a set change the refusing instance is %s, want still ejected", st)
+	}
+}
+
+func TestARequestInFlightOnARemovedInstanceFinishes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	list := filepath.Join(dir, "orders.yaml")
+	slow, b := testutil.StartUpstream(t, "slow"), testutil.StartUpstream(t, "b")
+	slow.Delay.Store(int64(600 * time.Millisecond))
+	writeSet(t, list, "[{addr: "+slow.Addr+"}]")
+	g := gatewaytest.Start(t, discovered(dir, list), gatewaytest.Options{})
+	done := make(chan map[string]int, 1)
+	go func() { done <- served(t, g, 1, nil) }()
+	testutil.Eventually(t, 5*time.Second, "the request reached the instance", func() bool { return slow.Requests.Load() == 1 })
+	writeSet(t, list, "[{addr: "+b.Addr+"}]")
+	testutil.Eventually(t, 5*time.Second, "b served", func() bool { return served(t, g, 1, nil)["b"] == 1 })
+	if got := <-done; got["slow"] != 1 {
+		t.Fatalf("the request in flight on the removed instance: %v", got)
+	}
+}
