@@ -162,7 +162,7 @@ func (f *File) Validate(name string) error {
 		}
 	}
 	if _, err := f.Cluster.TLS.Config(); err != nil {
-		return bad(f.Cluster.TLS.line, "cluster.tls: %v", err)
+		return bad(f.Cluster.TLS.Line, "cluster.tls: %v", err)
 	}
 	if err := f.Config.validate(f); err != nil {
 		return bad(0, "%v", err)
