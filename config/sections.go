@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -25,6 +26,10 @@ func provisionSections(env *pipeline.Env, f *File) error {
 			}
 		}
 		if err := s.Provision(env, cfg); err != nil {
+			var placed *pipeline.PlacedError
+			if errors.As(err, &placed) {
+				return &Error{Line: placed.Line, Col: placed.Col, Msg: placed.Msg}
+			}
 			return &Error{Line: node.Line, Col: node.Column, Msg: err.Error()}
 		}
 		f.sections[s.Key] = cfg

@@ -36,9 +36,8 @@ var thirdParty = []string{
 // dropped).
 var stillToMove = map[string][]string{
 	"config": {
-		"cluster",  // the cluster section
-		"edgetls",  // the tls section's certificates and versions
-		"upstream", // services, instances, health, the forwarding edge
+		"cluster", // the cluster section
+		"edgetls", // the tls section's certificates and versions
 	},
 }
 
