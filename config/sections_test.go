@@ -162,11 +162,14 @@ func TestUpstreamSectionFromEnv(t *testing.T) {
 			t.Fatalf("%s=%s: %v", name, v, err)
 		}
 	}
-	// A service's own error keeps its line, a default or fallback naming
-	// no service its message.
+	// A service's own error keeps its line (a value its type refuses, its
+	// column too), a default or fallback naming no service its message.
 	for _, tc := range []struct{ src, want string }{
 		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\n  b:\n    instances: [{addr: \"127.0.0.1:1\", weight: 0}]\n    timeouts: {connect: 6s}\n", "test.yaml:4: service \"b\": connect (6s) and read (3s) timeouts must fit within total (5s)"},
 		{"services:\n  a:\n", "test.yaml: service \"a\" is empty"},
+		{"services:\n  a:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    timeouts: {read: soon}\n", "test.yaml:4:22: invalid duration \"soon\" (want e.g. \"250ms\", \"5s\")"},
+		{"services:\n  a:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    max_conns: many\n", "test.yaml:4: cannot unmarshal !!str `many` into int"},
+		{"upstream:\n  timeouts: {read: soon}\n", "test.yaml:2:20: invalid duration \"soon\" (want e.g. \"250ms\", \"5s\")"},
 		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\ndefault_service: b\n", "test.yaml: default_service \"b\" is not a defined service"},
 		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\nfallbacks: [{service: a}, {service: c}]\n", "test.yaml: fallbacks: service \"c\" is not defined"},
 	} {
