@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/upstream"
 	"go.uber.org/zap"
 )
 
@@ -131,8 +132,9 @@ func snapshotView(s *config.Snapshot) map[string]any {
 	for _, r := range s.Routes {
 		routes = append(routes, r.Name)
 	}
-	services := make([]string, 0, len(s.Services))
-	for name := range s.Services {
+	byName := upstream.ServicesOf(s.Env())
+	services := make([]string, 0, len(byName))
+	for name := range byName {
 		services = append(services, name)
 	}
 	return map[string]any{

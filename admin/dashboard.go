@@ -261,13 +261,13 @@ func healthFigures(snap *config.Snapshot) liveHealth {
 				}
 			}
 		}
-		names := make([]string, 0, len(snap.Services))
-		for name := range snap.Services {
+		names := make([]string, 0, len(upstream.ServicesOf(snap.Env())))
+		for name := range upstream.ServicesOf(snap.Env()) {
 			names = append(names, name)
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			svc := snap.Services[name]
+			svc := upstream.ServicesOf(snap.Env())[name]
 			if b := svc.Breaker(); b != nil {
 				h.svcBreaker[name] = addBreaker("service", name, b)
 			}

@@ -108,13 +108,13 @@ func reportSnapshot(sc *observe.Scrape, snap *config.Snapshot) {
 			sc.Counter("tollgate_degraded_answers_total", "Degraded answers the route gave.", float64(d.Served()), "route", route)
 		}
 	})
-	names := make([]string, 0, len(snap.Services))
-	for name := range snap.Services {
+	names := make([]string, 0, len(upstream.ServicesOf(snap.Env())))
+	for name := range upstream.ServicesOf(snap.Env()) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		svc := snap.Services[name]
+		svc := upstream.ServicesOf(snap.Env())[name]
 		if b := svc.Breaker(); b != nil {
 			report("service", name, b)
 		}

@@ -69,7 +69,7 @@ func (s *Server) breakers(w http.ResponseWriter, _ *http.Request) {
 		})
 	})
 	services := map[string]any{}
-	for name, svc := range snap.Services {
+	for name, svc := range upstream.ServicesOf(snap.Env()) {
 		if b := svc.Breaker(); b != nil {
 			services[name] = b.Status()
 		}
@@ -81,7 +81,7 @@ func (s *Server) instances(w http.ResponseWriter, _ *http.Request) {
 	snap := s.deps.Snapshot()
 	out := map[string][]upstream.InstanceStatus{}
 	discovered := map[string]discovery.Status{}
-	for name, svc := range snap.Services {
+	for name, svc := range upstream.ServicesOf(snap.Env()) {
 		list := []upstream.InstanceStatus{}
 		for _, in := range svc.Instances() {
 			list = append(list, in.Status())
@@ -131,7 +131,7 @@ func (s *Server) setBreaker(w http.ResponseWriter, r *http.Request) {
 		}
 		b, target = g.Breaker(), "route "+body.Route
 	case body.Service != "" && body.Route == "":
-		svc := snap.Services[body.Service]
+		svc := upstream.ServicesOf(snap.Env())[body.Service]
 		if svc == nil || svc.Breaker() == nil {
 			fail(w, http.StatusNotFound, "no service "+body.Service+" with a breaker")
 			return
@@ -207,7 +207,7 @@ func (s *Server) setInstance(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "give enabled: true or false")
 		return
 	}
-	svc := s.deps.Snapshot().Services[body.Service]
+	svc := upstream.ServicesOf(s.deps.Snapshot().Env())[body.Service]
 	if svc == nil {
 		fail(w, http.StatusNotFound, "no service "+body.Service)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	_ "github.com/tollgate/tollgate/features"
+	"github.com/tollgate/tollgate/upstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -70,7 +71,7 @@ func TestProtectionEndpoints(t *testing.T) {
 		!strings.Contains(jsonOf(v), `"state":"open"`) {
 		t.Fatalf("open route breaker: %d %v", st, v)
 	}
-	if st, _ := call("POST", "/admin/breakers", "tok", `{"service":"up","action":"open"}`); st != 200 || snap.Services["up"].Breaker().Status().State != "open" {
+	if st, _ := call("POST", "/admin/breakers", "tok", `{"service":"up","action":"open"}`); st != 200 || upstream.ServicesOf(snap.Env())["up"].Breaker().Status().State != "open" {
 		t.Fatalf("open service breaker: %d", st)
 	}
 	if st, _ := call("POST", "/admin/degrade", "tok", `{"route":"items","on":true,"reason":"peak"}`); st != 200 {

@@ -1,8 +1,10 @@
 package config
 
 import (
-	_ "github.com/tollgate/tollgate/features"
 	"slices"
+
+	_ "github.com/tollgate/tollgate/features"
+	"github.com/tollgate/tollgate/upstream"
 
 	"errors"
 	"strings"
@@ -64,7 +66,7 @@ func TestCompileGood(t *testing.T) {
 	if f.Client.MaxHeaderBytes != 4096 || f.Client.MaxBodyBytes != 8<<20 || f.Client.HeaderTimeout.D() != 5*time.Second {
 		t.Fatalf("client settings/defaults wrong: %+v", f.Client)
 	}
-	svc := f.Services["order-v1"]
+	svc := (*f.sections["services"].(*map[string]*upstream.ServiceSettings))["order-v1"]
 	if svc.Timeouts.Connect.D() != 500*time.Millisecond || *svc.Retry != 0 || svc.Instances[1].Weight != 1 {
 		t.Fatalf("service settings wrong: %+v", svc)
 	}
@@ -98,7 +100,7 @@ func TestExpandsEnvReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Services["order-v1"].Instances()[0].Addr != "127.0.0.1:7777" {
+	if servicesOf(s)["order-v1"].Instances()[0].Addr != "127.0.0.1:7777" {
 		t.Fatal("${UP} not expanded")
 	}
 }
@@ -172,7 +174,7 @@ func TestVersionsIncreaseAndFailuresUseNone(t *testing.T) {
 		t.Fatalf("versions %d, %d; want 1, 2", a.Version, b.Version)
 	}
 	// The same backend keeps its instance (and pool) across snapshots.
-	if a.Services["order-v1"].Instances()[0] != b.Services["order-v1"].Instances()[0] {
+	if servicesOf(a)["order-v1"].Instances()[0] != servicesOf(b)["order-v1"].Instances()[0] {
 		t.Fatal("instance not shared across reload")
 	}
 }
@@ -182,7 +184,7 @@ func TestDemoCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Services["demo"].Instances()[0].Addr != "127.0.0.1:1234" {
+	if servicesOf(s)["demo"].Instances()[0].Addr != "127.0.0.1:1234" {
 		t.Fatal("demo upstream not substituted")
 	}
 }
@@ -225,14 +227,14 @@ func TestReloadKeepsStateOfUnchangedServices(t *testing.T) {
 	}
 	s1 := build("1s")
 	s2 := build("1s")
-	if s1.Services["a"].Instances()[0] != s2.Services["a"].Instances()[0] || s1.Services["b"].Instances()[0] != s2.Services["b"].Instances()[0] {
+	if servicesOf(s1)["a"].Instances()[0] != servicesOf(s2)["a"].Instances()[0] || servicesOf(s1)["b"].Instances()[0] != servicesOf(s2)["b"].Instances()[0] {
 		t.Fatal("an unchanged service got fresh instances")
 	}
 	s3 := build("2s")
-	if s3.Services["a"].Instances()[0] == s2.Services["a"].Instances()[0] {
+	if servicesOf(s3)["a"].Instances()[0] == servicesOf(s2)["a"].Instances()[0] {
 		t.Fatal("a changed service kept its old instance")
 	}
-	if s3.Services["b"].Instances()[0] != s2.Services["b"].Instances()[0] {
+	if servicesOf(s3)["b"].Instances()[0] != servicesOf(s2)["b"].Instances()[0] {
 		t.Fatal("a service the reload did not touch lost its instance")
 	}
 }

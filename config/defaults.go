@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"time"
 )
 
@@ -52,13 +51,6 @@ func (f *File) Defaults() {
 	if c.InternalQueryPrefixes == nil {
 		c.InternalQueryPrefixes = &[]string{"internal_"}
 	}
-	u := &f.Upstream
-	setDur(&u.Timeouts.Connect, time.Second)
-	setDur(&u.Timeouts.Read, 3*time.Second)
-	setDur(&u.Timeouts.Total, 5*time.Second)
-	// idle_conn unset (0) lets the pools choose (upstream.Pool.IdleConn).
-	setInt(&u.MaxConns, 1024)
-	setInt(&u.MaxResponseBytes, 64<<20)
 	if f.Admin.Metrics == "" {
 		f.Admin.Metrics = "on"
 	}
@@ -80,25 +72,6 @@ func (f *File) Defaults() {
 	if f.Watch == nil {
 		on := true
 		f.Watch = &on
-	}
-	for _, s := range f.Services {
-		if s == nil {
-			continue
-		}
-		setDur(&s.Timeouts.Connect, u.Timeouts.Connect.D())
-		setDur(&s.Timeouts.Read, u.Timeouts.Read.D())
-		setDur(&s.Timeouts.Total, u.Timeouts.Total.D())
-		setDur(&s.IdleConn, u.IdleConn.D())
-		setInt(&s.MaxConns, u.MaxConns)
-		setInt(&s.MaxResponseBytes, u.MaxResponseBytes)
-		setInt(&s.AnswerWindow, u.AnswerWindow)
-		if s.Retry == nil {
-			one := 1
-			s.Retry = &one
-		}
-		for i := range s.Instances {
-			setInt(&s.Instances[i].Weight, 1)
-		}
 	}
 }
 
@@ -154,7 +127,7 @@ func (f *File) Validate(name string) error {
 		return bad(0, "cluster.nodes %q: want auto or a positive number", f.Cluster.Nodes)
 	}
 	if _, err := f.Cluster.TLS.Config(); err != nil {
-		return bad(f.Cluster.TLS.line, "cluster.tls: %v", err)
+		return bad(f.Cluster.TLS.Line, "cluster.tls: %v", err)
 	}
 	if err := f.Config.validate(f); err != nil {
 		return bad(0, "%v", err)
@@ -176,48 +149,9 @@ func (f *File) Validate(name string) error {
 	} else if al.MaxBackups > 0 && al.MaxFileBytes == 0 {
 		return bad(al.maxBackupsLine, "access_log.max_backups applies only with max_file_bytes (rotation by size)")
 	}
-	for name, s := range f.Services {
-		if s == nil {
-			return bad(0, "service %q is empty", name)
-		}
-		switch {
-		case len(s.Instances) == 0 && s.Discover == nil:
-			return bad(s.Line, "service %q has no instances (write them, or discover them: discover: {from: etcd, name: %s})", name, name)
-		case len(s.Instances) > 0 && s.Discover != nil:
-			return bad(s.Discover.Line, "service %q: instances and discover exclude each other", name)
-		}
-		for _, in := range s.Instances {
-			host, port, err := net.SplitHostPort(in.Addr)
-			if err != nil || host == "" {
-				return bad(s.Line, "service %q: instance addr %q must be host:port", name, in.Addr)
-			}
-			if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-				return bad(s.Line, "service %q: instance addr %q has an invalid port", name, in.Addr)
-			}
-			if in.Weight < 1 || in.Weight > 10000 {
-				return bad(s.Line, "service %q: instance %s weight %d must be 1..10000", name, in.Addr, in.Weight)
-			}
-		}
-		t := s.Timeouts
-		if t.Connect.D() >= t.Total.D() || t.Read.D() > t.Total.D() {
-			return bad(s.Line, "service %q: connect (%s) and read (%s) timeouts must fit within total (%s)",
-				name, t.Connect.D(), t.Read.D(), t.Total.D())
-		}
-	}
-	if f.DefaultService != "" && f.Services[f.DefaultService] == nil {
-		return bad(0, "default_service %q is not a defined service", f.DefaultService)
-	}
 	for _, r := range f.Routes {
 		if r == nil {
 			return bad(0, "empty route")
-		}
-	}
-	for _, fb := range f.Fallbacks {
-		if f.Services[fb.Service] == nil {
-			return bad(0, "fallbacks: service %q is not defined", fb.Service)
-		}
-		if fb.Weight < 0 {
-			return bad(0, "fallbacks: weight of %q must not be negative", fb.Service)
 		}
 	}
 	if nf := f.NotFound; nf != nil && nf.Status != 0 && (nf.Status < 100 || nf.Status > 999) {

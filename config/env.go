@@ -47,10 +47,20 @@ func durValue(v string) error {
 	return nil
 }
 
-// sectionFlag sets key in the registered section's node (pipeline.Section)
-// to v, once check accepts it: the section's owner decodes and validates
-// it as if it were written in the file, which it overrides.
-func sectionFlag(section, key string, check func(string) error) func(*File, string) error {
+// intValue checks a count given in the environment.
+func intValue(v string) error {
+	if n, err := strconv.Atoi(v); err != nil || n < 0 {
+		return fmt.Errorf("want a non-negative integer, got %q", v)
+	}
+	return nil
+}
+
+// sectionFlag sets path (keys separated by dots) in the registered
+// section's node (pipeline.Section) to v, once check accepts it: the
+// section's owner decodes and validates it as if it were written in the
+// file, which it overrides. tag is the YAML type v is given (!!str,
+// !!int).
+func sectionFlag(section, path, tag string, check func(string) error) func(*File, string) error {
 	return func(f *File, v string) error {
 		if err := check(v); err != nil {
 			return err
@@ -62,7 +72,17 @@ func sectionFlag(section, key string, check func(string) error) func(*File, stri
 		if !written || n.Kind != yaml.MappingNode {
 			n = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 		}
-		setMapValue(&n, key, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v})
+		at := &n
+		keys := strings.Split(path, ".")
+		for _, k := range keys[:len(keys)-1] {
+			next := mapValue(at, k)
+			if next == nil || next.Kind != yaml.MappingNode {
+				next = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+				setMapValue(at, k, next)
+			}
+			at = next
+		}
+		setMapValue(at, keys[len(keys)-1], &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: v})
 		f.Features[section] = n
 		return nil
 	}
@@ -122,10 +142,10 @@ var EnvFlags = []EnvFlag{
 	{"TOLLGATE_WRITE_TIMEOUT", "10s", "time allowed to write a response to the client", durFlag(func(f *File) *Duration { return &f.Client.WriteTimeout })},
 	{"TOLLGATE_MAX_CONNS", "100000", "concurrent client connections; more are refused", intFlag(func(f *File) *int { return &f.Client.MaxConns })},
 	{"TOLLGATE_TRUSTED_PROXIES", "(none)", "comma-separated CIDRs whose X-Forwarded-For is believed", listFlag(func(f *File) *[]string { return &f.Client.TrustedProxies })},
-	{"TOLLGATE_CONNECT_TIMEOUT", "1s", "default upstream connect timeout", durFlag(func(f *File) *Duration { return &f.Upstream.Timeouts.Connect })},
-	{"TOLLGATE_READ_TIMEOUT", "3s", "default upstream read timeout", durFlag(func(f *File) *Duration { return &f.Upstream.Timeouts.Read })},
-	{"TOLLGATE_TOTAL_TIMEOUT", "5s", "default upstream total timeout, retry included", durFlag(func(f *File) *Duration { return &f.Upstream.Timeouts.Total })},
-	{"TOLLGATE_UPSTREAM_MAX_CONNS", "1024", "default connections per upstream instance", intFlag(func(f *File) *int { return &f.Upstream.MaxConns })},
+	{"TOLLGATE_CONNECT_TIMEOUT", "1s", "default upstream connect timeout", sectionFlag("upstream", "timeouts.connect", "!!str", durValue)},
+	{"TOLLGATE_READ_TIMEOUT", "3s", "default upstream read timeout", sectionFlag("upstream", "timeouts.read", "!!str", durValue)},
+	{"TOLLGATE_TOTAL_TIMEOUT", "5s", "default upstream total timeout, retry included", sectionFlag("upstream", "timeouts.total", "!!str", durValue)},
+	{"TOLLGATE_UPSTREAM_MAX_CONNS", "1024", "default connections per upstream instance", sectionFlag("upstream", "max_conns", "!!int", intValue)},
 	{"TOLLGATE_REDIS", "(none: standalone)", "Redis address shared by the cluster's nodes", strFlag(func(f *File) *string { return &f.Cluster.Redis })},
 	{"TOLLGATE_REDIS_PASSWORD", "(none)", "Redis password", strFlag(func(f *File) *string { return &f.Cluster.Password })},
 	{"TOLLGATE_REDIS_TLS_CA", "(none)", "Redis over TLS: PEM file of the certificates that sign Redis's (any TOLLGATE_REDIS_TLS_* turns TLS on)", strFlag(func(f *File) *string { return &f.Cluster.TLS.CAFile })},
@@ -136,7 +156,7 @@ var EnvFlags = []EnvFlag{
 	{"TOLLGATE_REDIS_BUDGET", "20ms", "longest a request waits for Redis before deciding alone", durFlag(func(f *File) *Duration { return &f.Cluster.Budget })},
 	{"TOLLGATE_CONFIG_SOURCE", "file", "where the configuration comes from: file, or redis (pushed with tollgate config push)", strFlag(func(f *File) *string { return &f.Config.Source })},
 	{"TOLLGATE_CONFIG_COPY", DefaultLocalCopy, "with config.source redis: where this node keeps the last configuration it ran", strFlag(func(f *File) *string { return &f.Config.LocalCopy })},
-	{"TOLLGATE_SIGN_WINDOW", "300s", "allowed clock difference for signed requests", sectionFlag("signature", "window", durValue)},
+	{"TOLLGATE_SIGN_WINDOW", "300s", "allowed clock difference for signed requests", sectionFlag("signature", "window", "!!str", durValue)},
 	{"TOLLGATE_ADMIN_LISTEN", "127.0.0.1:9901", "admin listener address, or off", strFlag(func(f *File) *string { return &f.Admin.Listen })},
 	{"TOLLGATE_ADMIN_TOKEN", "(none)", "bearer token for the admin API (all of it but /healthz, /readyz, /metrics); required off loopback", strFlag(func(f *File) *string { return &f.Admin.Token })},
 	{"TOLLGATE_METRICS", "on", "per-request metrics for /metrics and the dashboard: on or off", strFlag(func(f *File) *string { return &f.Admin.Metrics })},

@@ -65,6 +65,6 @@ func RestartOnlyChanges(prev, next *File) []string {
 	diff("client.max_conns", p.MaxConns != n.MaxConns)
 	diff("admin", !prev.Admin.equal(next.Admin))
 	diff("access_log", prev.AccessLog.settings() != next.AccessLog.settings())
-	diff("cluster.tls", prev.Cluster.TLS.settings() != next.Cluster.TLS.settings())
+	diff("cluster.tls", prev.Cluster.TLS.WithoutPlace() != next.Cluster.TLS.WithoutPlace())
 	return out
 }

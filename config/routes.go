@@ -12,12 +12,11 @@ import (
 	"github.com/tollgate/tollgate/route"
 	"github.com/tollgate/tollgate/route/expr"
 	"github.com/tollgate/tollgate/source"
-	"github.com/tollgate/tollgate/upstream"
 )
 
-// forwardChain is the chain of a route that only forwards to svc.
-func (s *Snapshot) forwardChain(svc *upstream.Service) *pipeline.Chain {
-	return pipeline.NewChain(svc, &upstream.Forwarding{Edge: s.Edge})
+// forwardChain is the chain of a route that only forwards to service.
+func (s *Snapshot) forwardChain(service string) *pipeline.Chain {
+	return pipeline.NewChain(s.upstreams.Action(service, nil), s.upstreams.Forwarding(nil))
 }
 
 // compileRoute turns one configured route into its table entry and chain:
@@ -89,7 +88,7 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	}
 	if forwards {
 		// Last: it builds the upstream request from everything before it.
-		filters = append(filters, staged{pipeline.StageForward, "forward", &upstream.Forwarding{Edge: s.Edge, Policy: policy}})
+		filters = append(filters, staged{pipeline.StageForward, "forward", s.upstreams.Forwarding(policy)})
 	}
 
 	if err := s.checkProtocols(rc); err != nil {
@@ -98,11 +97,9 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	var action pipeline.Action
 	switch {
 	case rc.Service != "":
-		svc := s.Services[rc.Service]
-		if svc == nil {
+		if action = s.upstreams.Action(rc.Service, nil); action == nil {
 			return nil, fmt.Errorf("service %q is not defined", rc.Service)
 		}
-		action = svc
 	case split != nil:
 		action = split
 	case rc.Mock != nil:
@@ -141,7 +138,7 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 // directly. (The grpc step checks its own service.)
 func (s *Snapshot) checkProtocols(rc *Route) error {
 	for _, it := range rc.Split {
-		if svc := s.Services[it.Service]; svc != nil && svc.GRPC() {
+		if s.upstreams.GRPC(it.Service) {
 			return fmt.Errorf("split: service %q speaks gRPC; a route reaches it directly (service: %s)", it.Service, it.Service)
 		}
 	}
@@ -154,13 +151,13 @@ func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
 	sum := 0.0
 	targets := make([]route.SplitTarget, len(rc.Split))
 	for i, it := range rc.Split {
-		svc := s.Services[it.Service]
-		if svc == nil {
+		action := s.upstreams.Action(it.Service, it.Metadata)
+		if action == nil {
 			return nil, fmt.Errorf("split: service %q is not defined", it.Service)
 		}
-		targets[i] = route.SplitTarget{Name: it.Service, Action: svc}
+		targets[i] = route.SplitTarget{Name: it.Service, Action: action}
 		if len(it.Metadata) > 0 {
-			targets[i] = route.SplitTarget{Name: shareName(it.Service, it.Metadata), Action: svc.Select(it.Metadata)}
+			targets[i].Name = shareName(it.Service, it.Metadata)
 		}
 		if it.Percent == nil {
 			if rest >= 0 {
@@ -219,18 +216,18 @@ func mustKey(s string) source.Source {
 // fallbackChain picks among the fallback services by weight.
 func (s *Snapshot) fallbackChain(fbs []Fallback) *pipeline.Chain {
 	if len(fbs) == 1 {
-		return s.forwardChain(s.Services[fbs[0].Service])
+		return s.forwardChain(fbs[0].Service)
 	}
 	targets := make([]route.SplitTarget, 0, len(fbs))
 	for _, fb := range fbs {
 		targets = append(targets, route.SplitTarget{Name: fb.Service, Percent: float64(max(fb.Weight, 1)),
-			Action: s.Services[fb.Service]})
+			Action: s.upstreams.Action(fb.Service, nil)})
 	}
 	sp, err := route.NewSplitWeights(targets)
 	if err != nil {
 		panic(err) // every weight is at least 1
 	}
-	return pipeline.NewChain(sp, &upstream.Forwarding{Edge: s.Edge})
+	return pipeline.NewChain(sp, s.upstreams.Forwarding(nil))
 }
 
 func staticAnswer(a *Answer, defaultStatus int) (*pipeline.Static, error) {

@@ -5,8 +5,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/tollgate/tollgate/discovery"
-	"github.com/tollgate/tollgate/upstream"
 	"strconv"
 	"time"
 
@@ -36,24 +34,22 @@ type File struct {
 	DrainDelay *Duration `yaml:"drain_delay"`
 
 	Client    Client    `yaml:"client"`
-	Upstream  Upstream  `yaml:"upstream"`
 	Admin     Admin     `yaml:"admin"`
 	AccessLog AccessLog `yaml:"access_log"`
 
 	// Features are the top-level settings of registered features that
 	// screen every request before routing (ip_acl), and the registered
-	// sections (status), keyed by name; each owner decodes and validates
-	// its own.
+	// sections (status, upstream, services, …), keyed by name; each
+	// owner decodes and validates its own.
 	Features map[string]yaml.Node `yaml:",inline"`
 
 	Cluster Cluster `yaml:"cluster"`
 	Config  Source  `yaml:"config"` // where the configuration comes from (source.go)
 
-	Services       map[string]*Service `yaml:"services"`
-	Routes         []*Route            `yaml:"routes"`
-	DefaultService string              `yaml:"default_service"`
-	Fallbacks      []Fallback          `yaml:"fallbacks"` // weighted choice when no route and no default
-	NotFound       *Answer             `yaml:"not_found"`
+	Routes         []*Route   `yaml:"routes"`
+	DefaultService string     `yaml:"default_service"`
+	Fallbacks      []Fallback `yaml:"fallbacks"` // weighted choice when no route and no default
+	NotFound       *Answer    `yaml:"not_found"`
 	// Watch re-reads the file when it changes (polled once a second);
 	// default true.
 	Watch *bool `yaml:"watch"`
@@ -88,25 +84,6 @@ type Client struct {
 	// ["X-Internal-"] and ["internal_"]. Set to [] to strip nothing.
 	InternalHeaderPrefixes *[]string `yaml:"internal_header_prefixes"`
 	InternalQueryPrefixes  *[]string `yaml:"internal_query_prefixes"`
-}
-
-// Upstream holds the defaults every service inherits.
-type Upstream struct {
-	Timeouts         Timeouts `yaml:"timeouts"`
-	IdleConn         Duration `yaml:"idle_conn"`          // the longest an idle connection is kept; default: up to 60s, below the backend's own timeout
-	MaxConns         int      `yaml:"max_conns"`          // per instance; default 1024
-	MaxResponseBytes int      `yaml:"max_response_bytes"` // default 64 MiB
-	// AnswerWindow is the most of an answer's body held in memory; a
-	// longer body streams from the backend as the client takes it;
-	// default 256 KiB.
-	AnswerWindow int `yaml:"answer_window"`
-}
-
-// Timeouts for an upstream exchange.
-type Timeouts struct {
-	Connect Duration `yaml:"connect"` // default 1s
-	Read    Duration `yaml:"read"`    // default 3s
-	Total   Duration `yaml:"total"`   // default 5s, retry included
 }
 
 // Admin is the operators' listener.
@@ -162,41 +139,6 @@ func (a *AccessLog) UnmarshalYAML(n *yaml.Node) error {
 func (a AccessLog) settings() AccessLog {
 	a.maxBytesLine, a.maxBackupsLine = 0, 0
 	return a
-}
-
-// Service is a group of backend instances.
-type Service struct {
-	// Instances are written here, or found in a registry (Discover).
-	Instances        []Instance      `yaml:"instances"`
-	Discover         *discovery.Spec `yaml:"discover"`
-	Balance          string          `yaml:"balance"` // round_robin (default) | least_conn | hash
-	Key              string          `yaml:"key"`     // hash: the request value to hash, e.g. header.X-User-Id
-	Timeouts         Timeouts        `yaml:"timeouts"`
-	Retry            *int            `yaml:"retry"` // extra tries for idempotent requests; default 1
-	RetryPutDelete   bool            `yaml:"retry_put_delete"`
-	IdleConn         Duration        `yaml:"idle_conn"`
-	MaxConns         int             `yaml:"max_conns"`
-	MaxResponseBytes int             `yaml:"max_response_bytes"`
-	AnswerWindow     int             `yaml:"answer_window"`
-	StreamResponse   bool            `yaml:"stream_response"`
-	// Breaker fails fast while the service fails (see package breaker);
-	// Health ejects failing instances and probes them back.
-	Breaker *upstream.BreakerSettings `yaml:"breaker"`
-	Health  *upstream.Health          `yaml:"health"`
-	// Protocol is what the instances speak: http (default) or grpc
-	// (HTTP/2, cleartext unless tls is set); a grpc service is reached
-	// through routes with a grpc step.
-	Protocol string `yaml:"protocol"`
-	// TLS reaches a grpc service's instances over TLS.
-	TLS *ClientTLS `yaml:"tls"`
-
-	Line int `yaml:"-"`
-}
-
-// Instance is one backend address.
-type Instance struct {
-	Addr   string `yaml:"addr"`
-	Weight int    `yaml:"weight"` // default 1
 }
 
 // Cluster is how nodes share state.
@@ -355,16 +297,6 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 			return n.Content[i+1]
 		}
 	}
-	return nil
-}
-
-// UnmarshalYAML records where the service was written.
-func (s *Service) UnmarshalYAML(n *yaml.Node) error {
-	type plain Service
-	if err := n.Decode((*plain)(s)); err != nil {
-		return err
-	}
-	s.Line = n.Line
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate/tollgate/pipeline"
@@ -20,11 +22,14 @@ func provisionSections(env *pipeline.Env, f *File) error {
 		node, written := f.Features[s.Key]
 		if written {
 			if err := node.Decode(cfg); err != nil {
-				msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
-				return &Error{Line: node.Line, Col: node.Column, Msg: s.Key + ": " + msg}
+				return decodeError(s.Key, &node, err)
 			}
 		}
 		if err := s.Provision(env, cfg); err != nil {
+			var placed *pipeline.PlacedError
+			if errors.As(err, &placed) {
+				return &Error{Line: placed.Line, Col: placed.Col, Msg: placed.Msg}
+			}
 			return &Error{Line: node.Line, Col: node.Column, Msg: err.Error()}
 		}
 		f.sections[s.Key] = cfg
@@ -65,4 +70,21 @@ func setMapValue(n *yaml.Node, key string, v *yaml.Node) {
 		}
 	}
 	n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v)
+}
+
+// decodeError places an error decoding a section's node where the value
+// is, as the file's own settings' are: a value a setting's type refuses
+// (a duration, pipeline.PlacedError) at its line and column, yaml's
+// type errors at their line; else at the section's start.
+func decodeError(key string, node *yaml.Node, err error) error {
+	var placed *pipeline.PlacedError
+	if errors.As(err, &placed) {
+		return &Error{Line: placed.Line, Col: placed.Col, Msg: placed.Msg}
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil && !strings.Contains(m[2], "\n") {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{Line: line, Msg: m[2]}
+	}
+	return &Error{Line: node.Line, Col: node.Column, Msg: key + ": " + msg}
 }

@@ -111,3 +111,70 @@ func TestTiersSectionIsTheLimiters(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestUpstreamSectionFromEnv: the TOLLGATE_* settings of the upstream
+// defaults land in the upstream section, over what the file wrote, and
+// reach every service that sets none of its own; the effective
+// configuration shows the services with their defaults written in.
+func TestUpstreamSectionFromEnv(t *testing.T) {
+	src := "upstream: {timeouts: {read: 2s, connect: 900ms}}\n" +
+		"services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\n  own: {instances: [{addr: \"127.0.0.1:2\"}], max_conns: 3, timeouts: {total: 9s}}\n"
+	s, err := compile(t, src, env(map[string]string{
+		"TOLLGATE_CONNECT_TIMEOUT": "200ms", "TOLLGATE_TOTAL_TIMEOUT": "4s", "TOLLGATE_UPSTREAM_MAX_CONNS": "7",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(s.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type timeouts struct{ Connect, Read, Total string }
+	type service struct {
+		Timeouts  timeouts
+		MaxConns  int `yaml:"max_conns"`
+		Retry     *int
+		Instances []struct{ Weight int }
+	}
+	var effective struct {
+		Upstream struct {
+			Timeouts         timeouts
+			MaxConns         int `yaml:"max_conns"`
+			MaxResponseBytes int `yaml:"max_response_bytes"`
+		}
+		Services map[string]service
+	}
+	if err := yaml.Unmarshal(b, &effective); err != nil {
+		t.Fatal(err)
+	}
+	if u := effective.Upstream; u.Timeouts != (timeouts{"200ms", "2s", "4s"}) || u.MaxConns != 7 || u.MaxResponseBytes != 64<<20 {
+		t.Fatalf("effective upstream section %+v", u)
+	}
+	if got := effective.Services["s"]; got.Timeouts != (timeouts{"200ms", "2s", "4s"}) || got.MaxConns != 7 ||
+		got.Retry == nil || *got.Retry != 1 || len(got.Instances) != 1 || got.Instances[0].Weight != 1 {
+		t.Fatalf("effective service s %+v\n%s", got, b)
+	}
+	if got := effective.Services["own"]; got.Timeouts != (timeouts{"200ms", "2s", "9s"}) || got.MaxConns != 3 {
+		t.Fatalf("effective service own %+v", got)
+	}
+	for name, v := range map[string]string{"TOLLGATE_UPSTREAM_MAX_CONNS": "-1", "TOLLGATE_READ_TIMEOUT": "soon"} {
+		if _, err := compile(t, src, env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Fatalf("%s=%s: %v", name, v, err)
+		}
+	}
+	// A service's own error keeps its line (a value its type refuses, its
+	// column too), a default or fallback naming no service its message.
+	for _, tc := range []struct{ src, want string }{
+		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\n  b:\n    instances: [{addr: \"127.0.0.1:1\", weight: 0}]\n    timeouts: {connect: 6s}\n", "test.yaml:4: service \"b\": connect (6s) and read (3s) timeouts must fit within total (5s)"},
+		{"services:\n  a:\n", "test.yaml: service \"a\" is empty"},
+		{"services:\n  a:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    timeouts: {read: soon}\n", "test.yaml:4:22: invalid duration \"soon\" (want e.g. \"250ms\", \"5s\")"},
+		{"services:\n  a:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    max_conns: many\n", "test.yaml:4: cannot unmarshal !!str `many` into int"},
+		{"upstream:\n  timeouts: {read: soon}\n", "test.yaml:2:20: invalid duration \"soon\" (want e.g. \"250ms\", \"5s\")"},
+		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\ndefault_service: b\n", "test.yaml: default_service \"b\" is not a defined service"},
+		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\nfallbacks: [{service: a}, {service: c}]\n", "test.yaml: fallbacks: service \"c\" is not defined"},
+	} {
+		if _, err := compile(t, tc.src, noEnv); err == nil || err.Error() != tc.want {
+			t.Errorf("%q: error %v, want %s", tc.src, err, tc.want)
+		}
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/route"
-	"github.com/tollgate/tollgate/upstream"
 	"go.uber.org/zap"
 )
 
@@ -31,11 +30,12 @@ type Snapshot struct {
 	// watcher can tell whether the file differs from what is running.
 	Digest [32]byte
 
-	Limits   codec.Limits
-	Router   route.Matcher
-	Routes   []*route.Route
-	Edge     *upstream.Edge
-	Services map[string]*upstream.Service
+	Limits codec.Limits
+	Router route.Matcher
+	Routes []*route.Route
+	// Edge is what client: says about the edge (trusted proxies,
+	// internal prefixes), shared with the services (pipeline.EdgeKey).
+	Edge *pipeline.Edge
 	// Global are the filters of top-level feature settings (ip_acl): they
 	// screen every request before routing, in stage order.
 	Global []pipeline.Filter
@@ -45,6 +45,8 @@ type Snapshot struct {
 	Fallback *pipeline.Chain
 	env      *pipeline.Env
 	state    *pipeline.StateBuild
+	// upstreams are the routes' way to the services (upstreams.go).
+	upstreams pipeline.Upstreams
 
 	// NotFound answers when nothing matches and there is no default.
 	NotFound        *pipeline.Static
@@ -136,14 +138,13 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 			MaxURIBytes:    f.Client.MaxURIBytes,
 			MaxBodyBytes:   f.Client.MaxBodyBytes,
 		},
-		Edge: &upstream.Edge{
+		Edge: &pipeline.Edge{
 			Trusted: trusted,
 			Internal: codec.Internal{
 				HeaderPrefixes: nonEmpty(*f.Client.InternalHeaderPrefixes),
 				QueryPrefixes:  nonEmpty(*f.Client.InternalQueryPrefixes),
 			},
 		},
-		Services:        map[string]*upstream.Service{},
 		NotFoundDefault: pipeline.NewCanned(404, "no route"),
 		state:           st,
 	}
@@ -153,6 +154,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	}
 	// The tls section's owner adds its listener (Listeners.TLS).
 	pipeline.ListenersKey.Set(s.env, pipeline.Listeners{Plain: f.Listen})
+	pipeline.EdgeKey.Set(s.env, s.Edge)
 	cl, err := c.clusterClient(f)
 	if err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}
@@ -161,12 +163,10 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	if err := provisionSections(s.env, f); err != nil {
 		return nil, withFile(err, source)
 	}
-	// Services come after the sections: a discovered one finds its
-	// registry in the discovery section.
-	if err := c.compileServices(s, f, source); err != nil {
-		return nil, err
+	s.upstreams = upstreamsOf(s.env)
+	if err := checkServiceRefs(f, s.upstreams); err != nil {
+		return nil, withFile(err, source)
 	}
-	upstream.ServicesKey.Set(s.env, s.Services)
 	global, err := buildFeatures(&pipeline.Build{Env: s.env}, f.Features, pipeline.ScopeGlobal)
 	if err != nil {
 		return nil, withFile(err, source)
@@ -197,7 +197,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	}
 	s.Router = table
 	if f.DefaultService != "" {
-		s.Default = s.forwardChain(s.Services[f.DefaultService])
+		s.Default = s.forwardChain(f.DefaultService)
 	}
 	if len(f.Fallbacks) > 0 {
 		s.Fallback = s.fallbackChain(f.Fallbacks)

@@ -16,6 +16,6 @@ import (
 	_ "github.com/tollgate/tollgate/record"         // recording, record
 	_ "github.com/tollgate/tollgate/route"          // deprecated, rewrite
 	_ "github.com/tollgate/tollgate/transcode"      // grpc
-	_ "github.com/tollgate/tollgate/upstream"       // timeouts
+	_ "github.com/tollgate/tollgate/upstream"       // timeouts; upstream, services
 	_ "github.com/tollgate/tollgate/waf"            // waf
 )

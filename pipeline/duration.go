@@ -14,14 +14,14 @@ type Duration time.Duration
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// UnmarshalYAML parses a Go duration string; the error names its line.
+// UnmarshalYAML parses a Go duration string; the error names its place.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: expected a duration such as \"10s\"", n.Line)
+		return &PlacedError{Line: n.Line, Col: n.Column, Msg: "expected a duration such as \"5s\""}
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: invalid duration %q (want e.g. \"250ms\", \"10s\")", n.Line, n.Value)
+		return &PlacedError{Line: n.Line, Col: n.Column, Msg: fmt.Sprintf("invalid duration %q (want e.g. \"250ms\", \"5s\")", n.Value)}
 	}
 	*d = Duration(v)
 	return nil

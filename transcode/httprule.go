@@ -7,13 +7,16 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // httpRuleField is the google.api.http method option's field number
 // (google/api/annotations.proto). Descriptor sets carry it as an unknown
-// field of MethodOptions unless the annotations are linked in; it is read
-// from the raw bytes either way, so no generated googleapis code is needed.
+// field of MethodOptions, or as a known extension when a linked-in
+// package (etcd's client does) registers the annotations; the options are
+// written back to wire form and the field read from the bytes, so either
+// way reads the same and no generated googleapis code is needed.
 const httpRuleField = 72295728
 
 // httpRule is the part of a google.api.HttpRule the gateway uses.
@@ -31,7 +34,10 @@ func readHTTPRule(m protoreflect.MethodDescriptor) (r httpRule, ok bool, err err
 	if opts == nil {
 		return r, false, nil
 	}
-	raw := opts.ProtoReflect().GetUnknown()
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(opts)
+	if err != nil {
+		return r, false, fmt.Errorf("method options: %v", err)
+	}
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
 		if n < 0 {

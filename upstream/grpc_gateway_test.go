@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
 	"github.com/tollgate/tollgate/record"
 	"github.com/tollgate/tollgate/server/h2"
+	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -305,7 +306,7 @@ func TestGRPCInstanceEjectedAndBack(t *testing.T) {
     health: {path: /unused, interval: 100ms, timeout: 200ms, eject_after: 2, healthy_after: 1}`, 1)
 	g := gatewaytest.Start(t, yaml, gatewaytest.Options{Vars: map[string]string{"UP": a.Addr, "UP2": b.Addr, "PB": ordersPB(t)}})
 	instanceState := func() string {
-		for _, in := range g.GW.Snapshot().Services["orders"].Instances() {
+		for _, in := range upstream.ServicesOf(g.GW.Snapshot().Env())["orders"].Instances() {
 			if in.Addr == b.Addr {
 				return in.Status().State
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -204,7 +205,7 @@ func TestPoolLearnsTheBackendsIdleClose(t *testing.T) {
 			if kind != "reactor" {
 				lo, hi = 1700*time.Millisecond, 1800*time.Millisecond // 2 s less its margin
 			}
-			learned := g.GW.Snapshot().Services["up"].Instances()[0].Status().IdleLearned
+			learned := upstream.ServicesOf(g.GW.Snapshot().Env())["up"].Instances()[0].Status().IdleLearned
 			if d, err := time.ParseDuration(learned); err != nil || d < lo || d > hi {
 				t.Fatalf("the instance's status gives %q learned, want %v to %v", learned, lo, hi)
 			}

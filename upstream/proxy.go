@@ -10,11 +10,9 @@ import (
 )
 
 // Edge is what the proxy step needs to know about the edge: which peers are
-// trusted proxies and which names are reserved for internal callers.
-type Edge struct {
-	Trusted  codec.Trusted
-	Internal codec.Internal
-}
+// trusted proxies and which names are reserved for internal callers. config
+// shares it from client: (pipeline.EdgeKey).
+type Edge = pipeline.Edge
 
 // Forwarding is the filter that turns the client's request into the one
 // the backend gets: the canonical target (or a rewrite's), the routed

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/sign"
+	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -354,7 +355,7 @@ func TestWebSocketRelayIsLoad(t *testing.T) {
 	switched(t, conn, br)
 	inflight := func() map[string]int64 {
 		out := map[string]int64{}
-		for _, in := range g.GW.Snapshot().Services["ws"].Instances() {
+		for _, in := range upstream.ServicesOf(g.GW.Snapshot().Env())["ws"].Instances() {
 			out[in.Addr] = in.InFlight()
 		}
 		return out

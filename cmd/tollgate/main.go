@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/upstream"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -97,7 +98,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	compiler.Discard(snap)
-	fmt.Fprintf(stdout, "%s: ok (%d routes, %d services)\n", args[0], len(snap.Routes), len(snap.Services))
+	fmt.Fprintf(stdout, "%s: ok (%d routes, %d services)\n", args[0], len(snap.Routes), len(upstream.ServicesOf(snap.Env())))
 	fmt.Fprintf(stdout, "note: a reload applies everything but %s, which take effect at start\n", strings.Join(config.RestartOnly(), ", "))
 	return 0
 }

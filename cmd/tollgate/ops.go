@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/upstream"
 )
 
 // ops wires the operations side: metrics, readiness and drain state.
@@ -52,8 +53,9 @@ func (o *ops) loaded(next *config.Snapshot, err error, reason string, running ui
 		if next.Fallback != nil {
 			routes = append(routes, "(fallback)")
 		}
-		services := make([]string, 0, len(next.Services))
-		for name := range next.Services {
+		byName := upstream.ServicesOf(next.Env())
+		services := make([]string, 0, len(byName))
+		for name := range byName {
 			services = append(services, name)
 		}
 		o.metrics.SetRoutes(routes, services)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
 
 	_ "github.com/tollgate/tollgate/features"
@@ -83,7 +84,7 @@ func TestInstancesFollowTheFile(t *testing.T) {
 		t.Fatalf("weights 1:3 over a and b served %v", got)
 	}
 	instanceOf := func(addr string) any {
-		for _, in := range g.GW.Snapshot().Services["orders"].Instances() {
+		for _, in := range upstream.ServicesOf(g.GW.Snapshot().Env())["orders"].Instances() {
 			if in.Addr == addr {
 				return in
 			}
@@ -112,7 +113,7 @@ func TestInstancesFollowTheFile(t *testing.T) {
 	}
 	g.Compiler.Release(next)
 	old := g.GW.Swap(next)
-	if next.Services["orders"].Instances()[0] != old.Services["orders"].Instances()[0] {
+	if upstream.ServicesOf(next.Env())["orders"].Instances()[0] != upstream.ServicesOf(old.Env())["orders"].Instances()[0] {
 		t.Fatal("a reload replaced a discovered instance")
 	}
 
@@ -215,7 +216,7 @@ func TestDiscoveredInstancesKeepTheirHealthAcrossChanges(t *testing.T) {
 	cfg := strings.Replace(discovered(dir, list), "    timeouts:", "    health: {eject_after: 2, interval: 1h}\n    timeouts:", 1)
 	g := gatewaytest.Start(t, cfg, gatewaytest.Options{})
 	state := func(addr string) string {
-		for _, in := range g.GW.Snapshot().Services["orders"].Instances() {
+		for _, in := range upstream.ServicesOf(g.GW.Snapshot().Env())["orders"].Instances() {
 			if in.Addr == addr {
 				return in.Status().State
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"github.com/tollgate/tollgate/upstream"
 )
 
 func cpuTime(t *testing.T) time.Duration {
@@ -69,7 +70,7 @@ func TestThousandInstancesChangingTenTimesASecond(t *testing.T) {
 	_, writtenSnap := compile(t, written)
 	heapWritten := heapInUse()
 	_, snap := compile(t, cfg.String())
-	for name, svc := range snap.Services {
+	for name, svc := range upstream.ServicesOf(snap.Env()) {
 		if len(svc.Instances()) != each {
 			t.Fatalf("%s has %d instances at start", name, len(svc.Instances()))
 		}
@@ -99,7 +100,7 @@ func TestThousandInstancesChangingTenTimesASecond(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "every change reached its service", func() bool {
 		for s, g := range gen {
 			want := fmt.Sprintf(":%d", 20000+g)
-			for _, in := range snap.Services[fmt.Sprintf("s%d", s)].Instances() {
+			for _, in := range upstream.ServicesOf(snap.Env())[fmt.Sprintf("s%d", s)].Instances() {
 				if !strings.HasSuffix(in.Addr, want) {
 					return false
 				}

@@ -4,11 +4,13 @@
 // need a whole gateway starts it here, so a change to how the gateway is
 // put together is made once.
 //
-// The package registers no features: a test imports
-// github.com/tollgate/tollgate/features (or its own package's) for the
-// filters its configuration names. It imports server, so only tests that
-// server does not import can use it: external test packages (package
-// foo_test), or internal tests of packages outside server's imports.
+// The package registers no features but the services (package upstream's
+// upstream and services sections, which nearly every configuration names):
+// a test imports github.com/tollgate/tollgate/features (or its own
+// package's) for the filters its configuration names. It imports server
+// and upstream, so only tests that neither imports can use it: external
+// test packages (package foo_test), or internal tests of packages outside
+// their imports.
 package gatewaytest
 
 import (
@@ -22,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/server"
+	_ "github.com/tollgate/tollgate/upstream" // the services sections
 )
 
 // Transports are the transports a gateway can run on; a test of behaviour

@@ -16,7 +16,7 @@ var core = map[string][]string{
 	"codec":    nil,
 	"trace":    {"codec"},
 	"pipeline": {"codec", "trace"},
-	"config":   {"codec", "pipeline", "trace", "source", "route", "route/expr", "discovery", "cluster"},
+	"config":   {"codec", "pipeline", "trace", "source", "route", "route/expr", "cluster"},
 	// discovery is the registry seam: the watches, the last known set
 	// and the providers' registry; the providers are features.
 	"discovery": {"codec", "pipeline", "trace"},
@@ -35,23 +35,12 @@ var thirdParty = []string{
 	"github.com/redis/rueidis", // cluster's client
 }
 
-// stillToMove are the feature packages config imports until their
-// sections are registered by their owners: the list only shrinks (the
-// test fails on an entry config no longer imports, so that it is
-// dropped).
-var stillToMove = map[string][]string{
-	"config": {
-		"upstream", // services, instances, health, the forwarding edge
-	},
-}
-
 func TestCoreImportsNoFeature(t *testing.T) {
 	for pkg, allowed := range core {
 		p, err := build.ImportDir(filepath.Join("..", "..", pkg), 0) // non-test files, as built
 		if err != nil {
 			t.Fatal(err)
 		}
-		pending := stillToMove[pkg]
 		for _, imp := range p.Imports {
 			rel, ours := strings.CutPrefix(imp, module)
 			switch {
@@ -61,14 +50,9 @@ func TestCoreImportsNoFeature(t *testing.T) {
 			case !ours:
 				t.Errorf("%s imports %s, outside the libraries the core may use", pkg, imp)
 			case strings.HasPrefix(rel, "internal/"), slices.Contains(allowed, rel):
-			case slices.Contains(pending, rel):
-				pending = slices.DeleteFunc(slices.Clone(pending), func(s string) bool { return s == rel })
 			default:
 				t.Errorf("%s imports the feature package %s: a feature's section registers with pipeline (docs/architecture.md)", pkg, rel)
 			}
-		}
-		for _, rel := range pending {
-			t.Errorf("%s no longer imports %s: drop it from stillToMove", pkg, rel)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -461,7 +462,7 @@ func TestLoopPoolReuse(t *testing.T) {
 	// Idle past idle_conn: closed by the sweep.
 	closeAfter.Store(0)
 	get("GET")
-	svc := g.GW.Snapshot().Services["up"]
+	svc := upstream.ServicesOf(g.GW.Snapshot().Env())["up"]
 	deadline := time.Now().Add(3 * time.Second)
 	for svc.Instances()[0].Status().Conns > 0 {
 		if time.Now().After(deadline) {

@@ -1,0 +1,43 @@
+package config
+
+import (
+	"fmt"
+
+	"github.com/tollgate/tollgate/codec"
+	"github.com/tollgate/tollgate/pipeline"
+)
+
+// upstreamsOf returns the services the snapshot's sections shared; none
+// when no package of the binary owns the services section.
+func upstreamsOf(env *pipeline.Env) pipeline.Upstreams {
+	if u, ok := pipeline.UpstreamsKey.Get(env); ok && u != nil {
+		return u
+	}
+	return noUpstreams{}
+}
+
+// noUpstreams defines no service: every route that forwards is refused
+// for naming one that is not defined.
+type noUpstreams struct{}
+
+func (noUpstreams) Has(string) bool                                  { return false }
+func (noUpstreams) Action(string, map[string]string) pipeline.Action { return nil }
+func (noUpstreams) GRPC(string) bool                                 { return false }
+func (noUpstreams) Forwarding(*codec.HeaderPolicy) pipeline.Filter   { return nil }
+
+// checkServiceRefs refuses a default service or a fallback that names no
+// defined service.
+func checkServiceRefs(f *File, u pipeline.Upstreams) error {
+	if f.DefaultService != "" && !u.Has(f.DefaultService) {
+		return &Error{Msg: fmt.Sprintf("default_service %q is not a defined service", f.DefaultService)}
+	}
+	for _, fb := range f.Fallbacks {
+		if !u.Has(fb.Service) {
+			return &Error{Msg: fmt.Sprintf("fallbacks: service %q is not defined", fb.Service)}
+		}
+		if fb.Weight < 0 {
+			return &Error{Msg: fmt.Sprintf("fallbacks: weight of %q must not be negative", fb.Service)}
+		}
+	}
+	return nil
+}
