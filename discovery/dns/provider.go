@@ -41,11 +41,11 @@ func newProvider(decode func(into any) error, env discovery.Env) (discovery.Prov
 func (p *provider) Target(service string, decode func(into any) error) (discovery.Target, error) {
 	var s TargetSettings
 	if err := decode(&s); err != nil {
-		return nil, fmt.Errorf("services.%s.%w", service, err)
+		return nil, fmt.Errorf("services.%s.discover: %w", service, err)
 	}
 	tc, err := s.check()
 	if err != nil {
-		return nil, fmt.Errorf("services.%s.%w", service, err)
+		return nil, fmt.Errorf("services.%s.discover: %w", service, err)
 	}
 	return &target{
 		cfg:      tc,

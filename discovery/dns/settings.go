@@ -164,13 +164,13 @@ func (s TargetSettings) check() (targetConfig, error) {
 	var c targetConfig
 	name := strings.TrimSpace(s.Name)
 	if name == "" {
-		return c, errors.New("discover: name is required (an SRV name such as _http._tcp.stock.svc.cluster.local, or a host name)")
+		return c, errors.New("name is required (an SRV name such as _http._tcp.stock.svc.cluster.local, or a host name)")
 	}
 	if !strings.HasSuffix(name, ".") {
 		name += "."
 	}
 	if err := checkName(name); err != nil {
-		return c, fmt.Errorf("discover: name %q: %w", s.Name, err)
+		return c, fmt.Errorf("name %q: %w", s.Name, err)
 	}
 	c.name = name
 	typ := strings.ToLower(s.Type)
@@ -184,16 +184,16 @@ func (s TargetSettings) check() (targetConfig, error) {
 	case "srv":
 		c.kind = lookupSRV
 		if s.Port != 0 {
-			return c, errors.New("discover: port is not used with type srv (the SRV records carry the ports)")
+			return c, errors.New("port is not used with type srv (the SRV records carry the ports)")
 		}
 	case "a":
 		c.kind = lookupAddr
 		if s.Port < 1 || s.Port > 65535 {
-			return c, fmt.Errorf("discover: type a needs a port between 1 and 65535 (got %d)", s.Port)
+			return c, fmt.Errorf("type a needs a port between 1 and 65535 (got %d)", s.Port)
 		}
 		c.port = uint16(s.Port)
 	default:
-		return c, fmt.Errorf("discover: type %q is not srv or a", s.Type)
+		return c, fmt.Errorf("type %q is not srv or a", s.Type)
 	}
 	switch strings.ToLower(s.Family) {
 	case "", "both":
@@ -203,7 +203,7 @@ func (s TargetSettings) check() (targetConfig, error) {
 	case "ipv6":
 		c.family = family{v6: true}
 	default:
-		return c, fmt.Errorf("discover: family %q is not ipv4, ipv6 or both", s.Family)
+		return c, fmt.Errorf("family %q is not ipv4, ipv6 or both", s.Family)
 	}
 	return c, nil
 }

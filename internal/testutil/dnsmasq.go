@@ -286,3 +286,20 @@ func (d *DNSMasq) Restart() {
 // Log returns the end of the server's log (its queries are logged), for
 // a failing test's message.
 func (d *DNSMasq) Log() string { return tail(filepath.Join(d.dir, "dnsmasq.log")) }
+
+// Queries counts the queries of type typ ("A", "SRV", …) for name the
+// server has logged since it first started.
+func (d *DNSMasq) Queries(typ, name string) int {
+	b, err := os.ReadFile(filepath.Join(d.dir, "dnsmasq.log"))
+	if err != nil {
+		return 0
+	}
+	needle := "query[" + typ + "] " + name + " "
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, needle) {
+			n++
+		}
+	}
+	return n
+}
