@@ -162,3 +162,16 @@ func TestATruncatedAnswerIsAskedAgainOverTCP(t *testing.T) {
 		t.Fatalf("%d instances, want 100: %s", len(set), d.Log())
 	}
 }
+
+func TestAnSRVAnswerCannotCauseUnboundedLookups(t *testing.T) {
+	// 70 targets, none with an address: each would need queries of its own.
+	lines := []string{"local=/test/", "local-ttl=1"}
+	for i := range 70 {
+		lines = append(lines, "srv-host=_http._tcp.many.test,t"+strconv.Itoa(i)+".test,80,0,1")
+	}
+	d := testutil.StartDNSMasq(t, lines...)
+	w := startWatch(t, mustTarget(t, servers(d.Addr), "{from: dns, name: _http._tcp.many.test, family: ipv4}"))
+	if err := w.nextFail(t, 5*time.Second); !strings.Contains(err.Error(), "more than 64 targets without addresses") {
+		t.Errorf("failure %q", err)
+	}
+}
