@@ -43,6 +43,9 @@ test-deps:
 	@command -v curl >/dev/null 2>&1 || { \
 		echo "installing curl"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
+	@command -v dnsmasq >/dev/null 2>&1 || test -x /usr/sbin/dnsmasq || { \
+		echo "installing dnsmasq-base"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base >/dev/null; }
 
 test-race:
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
