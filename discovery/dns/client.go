@@ -47,7 +47,13 @@ func (c *client) query(ctx context.Context, name string, typ dnsmessage.Type) (*
 	if len(c.servers) == 0 {
 		return nil, errNoServers
 	}
-	q := dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: typ, Class: dnsmessage.ClassINET}
+	// The name may come from an answer (a CNAME, an SRV target): a bad
+	// one is an error, never a panic.
+	qname, err := dnsmessage.NewName(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", typeName(typ), name, err)
+	}
+	q := dnsmessage.Question{Name: qname, Type: typ, Class: dnsmessage.ClassINET}
 	first := int(c.preferred.Load())
 	var errs []string
 	for i := range c.servers {

@@ -188,3 +188,27 @@ func TestACNAMELoopEnds(t *testing.T) {
 		t.Errorf("failure %q", err)
 	}
 }
+
+func TestAServerThatDoesNotAnswerIsPassedOverOnlyOnce(t *testing.T) {
+	var mu sync.Mutex
+	asked := 0
+	silent := startHostilePeer(t, func(dnsmessage.Message, func([]byte)) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+	}, nil)
+	live := startHostilePeer(t, func(q dnsmessage.Message, send func([]byte)) {
+		send(answer(t, q, q.ID, q.Questions[0].Name.String(), false, "10.5.0.2"))
+	}, nil)
+	w := startWatch(t, mustTarget(t, servers(silent.addr, live.addr), "{from: dns, name: stock.test, port: 80, family: ipv4}"))
+	if got := addrs(w.nextUpdate(t, 3*time.Second, false)); got != "10.5.0.2:80/1" {
+		t.Fatalf("set %q", got)
+	}
+	// Several refreshes (TTL 1s, max_ttl 1s) go to the server that answered.
+	time.Sleep(2500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Errorf("the silent server was asked %d times, want once", asked)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/discovery"
 )
 
 func TestSettingsDefaultsAndChecks(t *testing.T) {
@@ -73,5 +75,15 @@ func TestNameserversOfResolvConf(t *testing.T) {
 	got := nameservers(strings.NewReader("# comment\nsearch svc\nnameserver 10.96.0.10\nnameserver fe80::1%eth0\nnameserver bogus\noptions ndots:5\n"))
 	if len(got) != 2 || got[0].String() != "10.96.0.10:53" || got[1].String() != "[fe80::1%eth0]:53" {
 		t.Errorf("nameservers: %v", got)
+	}
+}
+
+func TestCheckedForAnotherHostReadsNoResolvConf(t *testing.T) {
+	p, err := newProvider(discovery.Decoder(node(t, "{min_ttl: 1s}")), discovery.Env{ForOtherHosts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := p.(*provider).cfg.servers; len(s) != 0 {
+		t.Errorf("servers %v read from this host's resolv.conf for another host", s)
 	}
 }
