@@ -78,6 +78,10 @@ func TestNXDOMAINIsAnEmptySetNotAFailure(t *testing.T) {
 	if set := missing.nextUpdate(t, 3*time.Second, false); set == nil || len(set) != 0 {
 		t.Fatalf("NXDOMAIN: update(%#v), want an empty, non-nil set", set)
 	}
+	time.Sleep(1500 * time.Millisecond) // asked again after min_ttl, max_ttl
+	if n, fails := missing.counts(); n != 1 || fails != 0 {
+		t.Fatalf("NXDOMAIN again and again: %d updates (want 1), %d failures (want 0)", n, fails)
+	}
 	// A name that disappears empties the set: the registry said so.
 	w := startWatch(t, mustTarget(t, servers(d.Addr), "{from: dns, name: _http._tcp.stock.test}"))
 	if set := w.nextUpdate(t, 3*time.Second, false); len(set) != 3 {

@@ -31,10 +31,10 @@ func (t *target) Watch(ctx context.Context, update func([]discovery.Instance), f
 			wait = backoff
 		} else {
 			backoff = 0
+			if set == nil {
+				set = []discovery.Instance{} // an answer: empty, not absent
+			}
 			if !reported || !reflect.DeepEqual(set, last) {
-				if set == nil {
-					set = []discovery.Instance{}
-				}
 				update(set)
 				last, reported = set, true
 			}
