@@ -75,13 +75,23 @@ func (c *client) query(ctx context.Context, name string, typ dnsmessage.Type) (*
 	return nil, fmt.Errorf("%s %s: %s", typeName(typ), strings.TrimSuffix(name, "."), strings.Join(errs, "; "))
 }
 
-// exchange asks one server over UDP, then over TCP if the answer is
-// truncated, within the client's timeout.
+// exchange asks one server within the client's timeout, with EDNS0 and,
+// should the server predate it (RFC 6891 section 7: it answers FORMERR
+// to the OPT record), once more without.
 func (c *client) exchange(ctx context.Context, server netip.AddrPort, q dnsmessage.Question) (*dnsmessage.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	msg, err := c.exchangeOnce(ctx, server, q, true)
+	if err == nil && msg.RCode == dnsmessage.RCodeFormatError {
+		msg, err = c.exchangeOnce(ctx, server, q, false)
+	}
+	return msg, err
+}
+
+// exchangeOnce asks over UDP, then over TCP if the answer is truncated.
+func (c *client) exchangeOnce(ctx context.Context, server netip.AddrPort, q dnsmessage.Question, edns bool) (*dnsmessage.Message, error) {
 	id := uint16(rand.Uint32())
-	packet, err := buildQuery(id, q)
+	packet, err := buildQuery(id, q, edns)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +118,9 @@ func (c *client) describe(ctx context.Context, err error) error {
 	return err
 }
 
-// buildQuery packs a recursive query for q with an EDNS0 record that
-// advertises udpSize.
-func buildQuery(id uint16, q dnsmessage.Question) ([]byte, error) {
+// buildQuery packs a recursive query for q, with an EDNS0 record that
+// advertises udpSize when edns is set.
+func buildQuery(id uint16, q dnsmessage.Question, edns bool) ([]byte, error) {
 	b := dnsmessage.NewBuilder(make([]byte, 2, 512), dnsmessage.Header{ID: id, RecursionDesired: true})
 	b.EnableCompression()
 	if err := b.StartQuestions(); err != nil {
@@ -122,6 +132,9 @@ func buildQuery(id uint16, q dnsmessage.Question) ([]byte, error) {
 	if err := b.StartAdditionals(); err != nil {
 		return nil, err
 	}
+	if !edns {
+		return finish(&b)
+	}
 	var opt dnsmessage.ResourceHeader
 	if err := opt.SetEDNS0(udpSize, dnsmessage.RCodeSuccess, false); err != nil {
 		return nil, err
@@ -129,11 +142,16 @@ func buildQuery(id uint16, q dnsmessage.Question) ([]byte, error) {
 	if err := b.OPTResource(opt, dnsmessage.OPTResource{}); err != nil {
 		return nil, err
 	}
+	return finish(&b)
+}
+
+// finish packs the message after two bytes of room for TCP's length
+// prefix, and fills them in.
+func finish(b *dnsmessage.Builder) ([]byte, error) {
 	packet, err := b.Finish()
 	if err != nil {
 		return nil, err
 	}
-	// The two bytes before the message are room for TCP's length prefix.
 	binary.BigEndian.PutUint16(packet, uint16(len(packet)-2))
 	return packet, nil
 }
@@ -213,7 +231,15 @@ func parseAnswer(b []byte, id uint16, q dnsmessage.Question) (*dnsmessage.Messag
 	if err := msg.Unpack(b); err != nil {
 		return nil, false
 	}
-	if msg.ID != id || !msg.Response || msg.OpCode != 0 || len(msg.Questions) != 1 {
+	if msg.ID != id || !msg.Response || msg.OpCode != 0 {
+		return nil, false
+	}
+	if len(msg.Questions) == 0 && msg.RCode == dnsmessage.RCodeFormatError {
+		// A server that cannot parse the query may not echo it; taking
+		// such an answer only leads to asking again without EDNS0.
+		return &msg, true
+	}
+	if len(msg.Questions) != 1 {
 		return nil, false
 	}
 	got := msg.Questions[0]

@@ -212,3 +212,21 @@ func TestAServerThatDoesNotAnswerIsPassedOverOnlyOnce(t *testing.T) {
 		t.Errorf("the silent server was asked %d times, want once", asked)
 	}
 }
+
+func TestAServerWithoutEDNSIsAskedAgainPlainly(t *testing.T) {
+	peer := startHostilePeer(t, func(q dnsmessage.Message, send func([]byte)) {
+		if len(q.Additionals) > 0 {
+			// As a server that predates EDNS0: FORMERR, no question.
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: q.ID, Response: true, RCode: dnsmessage.RCodeFormatError})
+			out, err := b.Finish()
+			must(t, err)
+			send(out)
+			return
+		}
+		send(answer(t, q, q.ID, q.Questions[0].Name.String(), false, "10.5.0.3"))
+	}, nil)
+	w := startWatch(t, mustTarget(t, servers(peer.addr), "{from: dns, name: stock.test, port: 80, family: ipv4}"))
+	if got := addrs(w.nextUpdate(t, 3*time.Second, false)); got != "10.5.0.3:80/1" {
+		t.Fatalf("set %q", got)
+	}
+}

@@ -68,8 +68,12 @@ func (r *resolver) lookup(ctx context.Context, name string, typ dnsmessage.Type)
 			if hops++; hops > maxCNAMEHops {
 				return records{}, fmt.Errorf("%s %s: more than %d CNAMEs", typeName(typ), strings.TrimSuffix(name, "."), maxCNAMEHops)
 			}
+			cname, ok := cnames[0].Body.(*dnsmessage.CNAMEResource)
+			if !ok {
+				break
+			}
 			ttl = min(ttl, cnames[0].Header.TTL)
-			cur = cnames[0].Body.(*dnsmessage.CNAMEResource).CNAME.String()
+			cur = cname.CNAME.String()
 		}
 		if cur == name || msg.RCode != dnsmessage.RCodeSuccess {
 			return records{owner: cur, ttl: min(ttl, negativeTTL(msg))}, nil
