@@ -46,40 +46,58 @@ type resolver struct {
 // further queries. NXDOMAIN and an answer without records are answers:
 // they return no records, not an error.
 func (r *resolver) lookup(ctx context.Context, name string, typ dnsmessage.Type) (records, error) {
-	ttl := uint32(math.MaxUint32)
-	hops := 0
+	w := chainWalk{ttl: math.MaxUint32}
 	for {
 		msg, err := r.client.query(ctx, name, typ)
 		if err != nil {
 			return records{}, err
 		}
-		cur := name
-		for {
-			if rrs := ownedBy(msg.Answers, cur, typ); len(rrs) > 0 {
-				for _, rr := range rrs {
-					ttl = min(ttl, rr.Header.TTL)
-				}
-				return records{owner: cur, rrs: rrs, extra: msg.Additionals, ttl: ttl}, nil
-			}
-			cnames := ownedBy(msg.Answers, cur, dnsmessage.TypeCNAME)
-			if len(cnames) == 0 {
-				break
-			}
-			if hops++; hops > maxCNAMEHops {
-				return records{}, fmt.Errorf("%s %s: more than %d CNAMEs", typeName(typ), strings.TrimSuffix(name, "."), maxCNAMEHops)
-			}
-			cname, ok := cnames[0].Body.(*dnsmessage.CNAMEResource)
-			if !ok {
-				break
-			}
-			ttl = min(ttl, cnames[0].Header.TTL)
-			cur = cname.CNAME.String()
+		rrs, end, err := w.follow(msg, name, typ)
+		if err != nil {
+			return records{}, fmt.Errorf("%s %s: %w", typeName(typ), strings.TrimSuffix(name, "."), err)
 		}
-		if cur == name || msg.RCode != dnsmessage.RCodeSuccess {
-			return records{owner: cur, ttl: min(ttl, negativeTTL(msg))}, nil
+		if len(rrs) > 0 {
+			return records{owner: end, rrs: rrs, extra: msg.Additionals, ttl: w.ttl}, nil
+		}
+		if end == name || msg.RCode != dnsmessage.RCodeSuccess {
+			return records{owner: end, ttl: min(w.ttl, negativeTTL(msg))}, nil
 		}
 		// The chain leads out of what this answer covers: ask its end.
-		name = cur
+		name = end
+	}
+}
+
+// chainWalk follows a CNAME chain through one or more answers.
+type chainWalk struct {
+	hops int
+	ttl  uint32 // the smallest TTL of the CNAMEs and records met
+}
+
+// follow returns the records of type typ that name leads to in msg's
+// answer section, and the name the chain ends at; no records and an end
+// other than name mean the answer stops short of the chain's end.
+func (w *chainWalk) follow(msg *dnsmessage.Message, name string, typ dnsmessage.Type) ([]dnsmessage.Resource, string, error) {
+	cur := name
+	for {
+		if rrs := ownedBy(msg.Answers, cur, typ); len(rrs) > 0 {
+			for _, rr := range rrs {
+				w.ttl = min(w.ttl, rr.Header.TTL)
+			}
+			return rrs, cur, nil
+		}
+		cnames := ownedBy(msg.Answers, cur, dnsmessage.TypeCNAME)
+		if len(cnames) == 0 {
+			return nil, cur, nil
+		}
+		cname, ok := cnames[0].Body.(*dnsmessage.CNAMEResource)
+		if !ok {
+			return nil, cur, nil
+		}
+		if w.hops++; w.hops > maxCNAMEHops {
+			return nil, cur, fmt.Errorf("more than %d CNAMEs", maxCNAMEHops)
+		}
+		w.ttl = min(w.ttl, cnames[0].Header.TTL)
+		cur = cname.CNAME.String()
 	}
 }
 
