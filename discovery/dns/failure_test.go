@@ -88,7 +88,7 @@ func TestNXDOMAINIsAnEmptySetNotAFailure(t *testing.T) {
 		t.Fatalf("first set %q", addrs(set))
 	}
 	d.SetConfig("local=/test/", "local-ttl=1")
-	if set := w.nextUpdate(t, 3*time.Second, false); len(set) != 0 {
+	if set := w.nextUpdate(t, 3*time.Second, true); len(set) != 0 {
 		t.Fatalf("after the records went: %q, want an empty set", addrs(set))
 	}
 }

@@ -103,7 +103,8 @@ func startWatch(t *testing.T, tg discovery.Target) *watcher {
 }
 
 // nextUpdate waits for the next update; a failure reported meanwhile
-// fails the test when failOK is false.
+// fails the test when failOK is false. Waits across a server restart
+// (DNSMasq.SetConfig) pass true: a query may land while it is down.
 func (w *watcher) nextUpdate(t *testing.T, within time.Duration, failOK bool) []discovery.Instance {
 	t.Helper()
 	timer := time.NewTimer(within)
