@@ -55,6 +55,9 @@ test-deps:
 		fi; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
 	@etcd --version | head -1
+	@command -v dnsmasq >/dev/null 2>&1 || test -x /usr/sbin/dnsmasq || { \
+		echo "installing dnsmasq-base"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base >/dev/null; }
 
 test-race:
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)

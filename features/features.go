@@ -7,6 +7,7 @@ package features
 import (
 	_ "github.com/tollgate/tollgate/auth"           // auth
 	_ "github.com/tollgate/tollgate/breaker"        // breaker, degrade
+	_ "github.com/tollgate/tollgate/discovery/dns"  // discovery: dns
 	_ "github.com/tollgate/tollgate/discovery/etcd" // discovery: etcd
 	_ "github.com/tollgate/tollgate/discovery/file" // discovery: file
 	_ "github.com/tollgate/tollgate/edgetls"        // redirect_https
