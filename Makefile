@@ -19,11 +19,12 @@ run: build
 
 ## check: the inner loop, under a minute: vet, then the tests in -short
 ## mode (slow ones skip themselves) without the race detector. The socket
-## tests mostly wait on timers and peers, so more of them run at once than
-## there are cores. make test stays the full run, and the one CI runs.
+## tests mostly wait on timers, peers and the servers they start, so more
+## packages and tests run at once than there are cores. make test stays the
+## full run, and the one CI runs.
 check:
 	$(GO) vet $(PKGS)
-	$(GO) test -short -count=1 -parallel 8 $(PKGS)
+	$(GO) test -short -count=1 -p 4 -parallel 8 $(PKGS)
 
 ## test: vet, every test under the race detector, then the allocation gates
 ## (which must run without -race: the detector allocates).

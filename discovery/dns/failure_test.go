@@ -11,6 +11,7 @@ import (
 var stockA = []string{"local=/test/", "local-ttl=1", "host-record=stock.test,10.2.0.1"}
 
 func TestAFrozenServerFailsAndNeverEmptiesTheSet(t *testing.T) {
+	t.Parallel()
 	d := testutil.StartDNSMasq(t, stockA...)
 	w := startWatch(t, mustTarget(t, servers(d.Addr), "{from: dns, name: stock.test, port: 80}"))
 	if got := addrs(w.nextUpdate(t, 3*time.Second, false)); got != "10.2.0.1:80/1" {
@@ -35,6 +36,7 @@ func TestAFrozenServerFailsAndNeverEmptiesTheSet(t *testing.T) {
 }
 
 func TestAStoppedServerFailsAndResolutionResumesWhenBack(t *testing.T) {
+	t.Parallel()
 	d := testutil.StartDNSMasq(t, stockA...)
 	w := startWatch(t, mustTarget(t, servers(d.Addr), "{from: dns, name: stock.test, port: 80}"))
 	w.nextUpdate(t, 3*time.Second, false)
@@ -59,6 +61,7 @@ func TestAStoppedServerFailsAndResolutionResumesWhenBack(t *testing.T) {
 }
 
 func TestTheNextServerAnswersWhenTheFirstDoesNot(t *testing.T) {
+	t.Parallel()
 	frozen := testutil.StartDNSMasq(t, "local=/test/", "host-record=stock.test,10.9.9.9")
 	frozen.Freeze()
 	live := testutil.StartDNSMasq(t, stockA...)
@@ -73,6 +76,7 @@ func TestTheNextServerAnswersWhenTheFirstDoesNot(t *testing.T) {
 }
 
 func TestNXDOMAINIsAnEmptySetNotAFailure(t *testing.T) {
+	t.Parallel()
 	d := testutil.StartDNSMasq(t, stockSRV...)
 	missing := startWatch(t, mustTarget(t, servers(d.Addr), "{from: dns, name: _http._tcp.gone.test}"))
 	if set := missing.nextUpdate(t, 3*time.Second, false); set == nil || len(set) != 0 {
@@ -94,6 +98,7 @@ func TestNXDOMAINIsAnEmptySetNotAFailure(t *testing.T) {
 }
 
 func TestAServerErrorIsAFailure(t *testing.T) {
+	t.Parallel()
 	// Without local=/test/ and with no upstream, dnsmasq answers REFUSED.
 	d := testutil.StartDNSMasq(t, "local-ttl=1")
 	w := startWatch(t, mustTarget(t, servers(d.Addr), "{from: dns, name: stock.test, port: 80}"))

@@ -117,6 +117,7 @@ func must(t *testing.T, err error) {
 }
 
 func TestSpoofedAndMalformedPacketsAreIgnored(t *testing.T) {
+	t.Parallel()
 	peer := startHostilePeer(t, func(q dnsmessage.Message, send func([]byte)) {
 		name := q.Questions[0].Name.String()
 		good := answer(t, q, q.ID, name, false, "10.5.0.1")
@@ -138,6 +139,7 @@ func TestSpoofedAndMalformedPacketsAreIgnored(t *testing.T) {
 }
 
 func TestAnEndlessTCPAnswerIsBoundedAndFails(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	written := 0
 	peer := startHostilePeer(t, func(q dnsmessage.Message, send func([]byte)) {
@@ -169,6 +171,7 @@ func TestAnEndlessTCPAnswerIsBoundedAndFails(t *testing.T) {
 }
 
 func TestACNAMELoopEnds(t *testing.T) {
+	t.Parallel()
 	peer := startHostilePeer(t, func(q dnsmessage.Message, send func([]byte)) {
 		// Every name is a CNAME to the next one, never an address.
 		qn := q.Questions[0].Name
@@ -190,6 +193,7 @@ func TestACNAMELoopEnds(t *testing.T) {
 }
 
 func TestAServerThatDoesNotAnswerIsPassedOverOnlyOnce(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	asked := 0
 	silent := startHostilePeer(t, func(dnsmessage.Message, func([]byte)) {
@@ -214,6 +218,7 @@ func TestAServerThatDoesNotAnswerIsPassedOverOnlyOnce(t *testing.T) {
 }
 
 func TestAServerWithoutEDNSIsAskedAgainPlainly(t *testing.T) {
+	t.Parallel()
 	peer := startHostilePeer(t, func(q dnsmessage.Message, send func([]byte)) {
 		if len(q.Additionals) > 0 {
 			// As a server that predates EDNS0: FORMERR, no question.

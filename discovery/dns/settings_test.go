@@ -10,6 +10,7 @@ import (
 )
 
 func TestSettingsDefaultsAndChecks(t *testing.T) {
+	t.Parallel()
 	tg := mustTarget(t, `{servers: ["10.0.0.2:53", "10.0.0.3", "[fd00::53]:5353"]}`,
 		"{from: dns, name: _http._tcp.stock.svc.cluster.local}")
 	got := tg.(*target)
@@ -39,6 +40,7 @@ func TestSettingsDefaultsAndChecks(t *testing.T) {
 }
 
 func TestSettingsErrors(t *testing.T) {
+	t.Parallel()
 	ok := `{servers: ["127.0.0.1:53"]}`
 	for _, tc := range []struct{ provider, discover, want string }{
 		{`{servers: ["127.0.0.1:53"], retries: 3}`, "{from: dns, name: a.b, port: 1}", `unknown setting "retries"`},
@@ -65,6 +67,7 @@ func TestSettingsErrors(t *testing.T) {
 }
 
 func TestSettingsMaxTTLDefaultFollowsALargerMinTTL(t *testing.T) {
+	t.Parallel()
 	tg := mustTarget(t, `{servers: ["127.0.0.1:53"], min_ttl: 1m}`, "{from: dns, name: a.b, port: 1}").(*target)
 	if tg.clamp.minTTL != time.Minute || tg.clamp.maxTTL != time.Minute {
 		t.Errorf("min_ttl 1m alone: clamp [%v, %v], want [1m, 1m]", tg.clamp.minTTL, tg.clamp.maxTTL)
@@ -72,6 +75,7 @@ func TestSettingsMaxTTLDefaultFollowsALargerMinTTL(t *testing.T) {
 }
 
 func TestNameserversOfResolvConf(t *testing.T) {
+	t.Parallel()
 	got := nameservers(strings.NewReader("# comment\nsearch svc\nnameserver 10.96.0.10\nnameserver fe80::1%eth0\nnameserver bogus\noptions ndots:5\n"))
 	if len(got) != 2 || got[0].String() != "10.96.0.10:53" || got[1].String() != "[fe80::1%eth0]:53" {
 		t.Errorf("nameservers: %v", got)
@@ -79,6 +83,7 @@ func TestNameserversOfResolvConf(t *testing.T) {
 }
 
 func TestCheckedForAnotherHostReadsNoResolvConf(t *testing.T) {
+	t.Parallel()
 	p, err := newProvider(discovery.Decoder(node(t, "{min_ttl: 1s}")), discovery.Env{ForOtherHosts: true})
 	if err != nil {
 		t.Fatal(err)

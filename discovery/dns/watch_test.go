@@ -24,6 +24,7 @@ var stockSRV = []string{
 }
 
 func TestSRVReadsPortsWeightsAndTheLowestPriority(t *testing.T) {
+	t.Parallel()
 	d := testutil.StartDNSMasq(t, stockSRV...)
 	w := startWatch(t, mustTarget(t, servers(d.Addr), "{from: dns, name: _http._tcp.stock.test, type: srv}"))
 	set := w.nextUpdate(t, 3*time.Second, false)
@@ -48,6 +49,7 @@ func TestSRVReadsPortsWeightsAndTheLowestPriority(t *testing.T) {
 }
 
 func TestSRVTargetsMissingFromTheAdditionalSectionAreAsked(t *testing.T) {
+	t.Parallel()
 	// The target's address comes through a CNAME, which dnsmasq does not
 	// put in the additional section: the client asks for it.
 	d := testutil.StartDNSMasq(t, "local=/test/", "local-ttl=1",
@@ -61,6 +63,7 @@ func TestSRVTargetsMissingFromTheAdditionalSectionAreAsked(t *testing.T) {
 }
 
 func TestAddressRecordsWithAPort(t *testing.T) {
+	t.Parallel()
 	d := testutil.StartDNSMasq(t, "local=/test/", "local-ttl=1",
 		"host-record=stock.test,10.2.0.1,fd00::1",
 		"host-record=stock.test,10.2.0.2",
@@ -76,6 +79,7 @@ func TestAddressRecordsWithAPort(t *testing.T) {
 }
 
 func TestAChangedSetIsReportedWithinMaxTTL(t *testing.T) {
+	t.Parallel()
 	// A TTL of an hour, clamped to max_ttl 1s.
 	d := testutil.StartDNSMasq(t, "local=/test/", "local-ttl=3600", "host-record=stock.test,10.2.0.1")
 	w := startWatch(t, mustTarget(t, servers(d.Addr), "{from: dns, name: stock.test, port: 80, family: ipv4}"))
@@ -98,6 +102,7 @@ func TestAChangedSetIsReportedWithinMaxTTL(t *testing.T) {
 }
 
 func TestTheRecordsTTLDecidesWhenToAskAgain(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, ttl, clamp string
 		lo, hi           int // A queries expected in 3s
@@ -151,6 +156,7 @@ func deadAddr(t *testing.T) string {
 }
 
 func TestATruncatedAnswerIsAskedAgainOverTCP(t *testing.T) {
+	t.Parallel()
 	// 100 A records do not fit the 512 bytes this server allows over UDP.
 	lines := []string{"local=/test/", "local-ttl=1", "edns-packet-max=512"}
 	for i := range 100 {
@@ -164,6 +170,7 @@ func TestATruncatedAnswerIsAskedAgainOverTCP(t *testing.T) {
 }
 
 func TestAnSRVAnswerCannotCauseUnboundedLookups(t *testing.T) {
+	t.Parallel()
 	// 70 targets, none with an address: each would need queries of its own.
 	lines := []string{"local=/test/", "local-ttl=1"}
 	for i := range 70 {

@@ -13,6 +13,7 @@ import (
 // not endpoints are skipped, logged and counted once, and the rest of the
 // service is kept.
 func TestWatchSkipsHostileValuesAndKeepsTheRest(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)
@@ -82,6 +83,7 @@ func TestWatchSkipsHostileValuesAndKeepsTheRest(t *testing.T) {
 // More big values than one answer may carry: the listing asks for fewer
 // keys at a time instead of failing for ever.
 func TestListingShrinksItsPagesForBigValues(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)

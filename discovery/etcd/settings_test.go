@@ -13,12 +13,14 @@ import (
 )
 
 func TestRegisteredUnderEtcd(t *testing.T) {
+	t.Parallel()
 	if !slices.Contains(discovery.Names(), "etcd") {
 		t.Fatalf("providers %v, want etcd among them", discovery.Names())
 	}
 }
 
 func TestSettingsDefaultsAndNormalisation(t *testing.T) {
+	t.Parallel()
 	p, err := newProvider(discovery.Decoder(node(t, "endpoints: [\"127.0.0.1:2379\"]\nprefix: /reg\n")), discovery.Env{})
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +40,7 @@ func TestSettingsDefaultsAndNormalisation(t *testing.T) {
 }
 
 func TestSettingsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
@@ -69,6 +72,7 @@ func TestSettingsRefused(t *testing.T) {
 // A file checked for another host names TLS files of that host: the
 // factory reads none of them.
 func TestSettingsForOtherHostsReadNoFile(t *testing.T) {
+	t.Parallel()
 	text := "endpoints: [\"a:1\"]\ntls: {ca_file: /nonexistent/ca.pem}\n"
 	if _, err := newProvider(discovery.Decoder(node(t, text)), discovery.Env{ForOtherHosts: true}); err != nil {
 		t.Errorf("for other hosts: %v", err)
@@ -76,6 +80,7 @@ func TestSettingsForOtherHostsReadNoFile(t *testing.T) {
 }
 
 func TestDiscoverSettingsRefused(t *testing.T) {
+	t.Parallel()
 	p, err := newProvider(discovery.Decoder(node(t, "endpoints: [\"a:1\"]\n")), discovery.Env{})
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +99,7 @@ func TestDiscoverSettingsRefused(t *testing.T) {
 }
 
 func TestPasswordIsMarkedSecret(t *testing.T) {
+	t.Parallel()
 	f, ok := reflectField(Settings{}, "Password")
 	if !ok || f.Tag.Get("secret") != "true" {
 		t.Errorf("Settings.Password tag %q: want secret:\"true\"", f.Tag)

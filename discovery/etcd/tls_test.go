@@ -14,6 +14,7 @@ import (
 // provider trusts it through ca_file and server_name, and a provider
 // that trusts another CA gets failures, never a set.
 func TestWatchOverTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testutil.NewTestCA(t)
 	certFile, keyFile := ca.Issue(t, dir, "etcd", "etcd", "localhost")
@@ -72,6 +73,7 @@ func TestWatchOverTLS(t *testing.T) {
 // With auth enabled in etcd, the provider signs in with username and
 // password; a wrong password is a failure Watch reports and retries.
 func TestWatchWithUsernameAndPassword(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)

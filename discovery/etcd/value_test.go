@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseValue(t *testing.T) {
+	t.Parallel()
 	for value, want := range map[string]discovery.Instance{
 		`{"Op":0,"Addr":"10.1.2.3:80"}`:                             {Addr: "10.1.2.3:80"},
 		`{"Addr":"[::1]:80","Metadata":null}`:                       {Addr: "[::1]:80"},

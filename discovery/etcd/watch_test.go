@@ -17,6 +17,7 @@ func settingsFor(e *testutil.Etcd, extra string) string {
 }
 
 func TestWatchFindsExistingThenAddedAndDeletedInstances(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)
@@ -50,6 +51,7 @@ func TestWatchFindsExistingThenAddedAndDeletedInstances(t *testing.T) {
 }
 
 func TestWatchDropsAnInstanceWhoseLeaseExpires(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	lease, err := reg.client.Grant(reg.ctx(), 2)
@@ -68,6 +70,7 @@ func TestWatchDropsAnInstanceWhoseLeaseExpires(t *testing.T) {
 }
 
 func TestWatchPassesMetadataAndWeight(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", map[string]any{
@@ -98,6 +101,7 @@ func TestWatchPassesMetadataAndWeight(t *testing.T) {
 // the watch must say so within the timeout, keep quiet about the set,
 // and report the whole set once etcd answers again.
 func TestWatchReportsAFrozenEtcdAndRecovers(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)
@@ -140,6 +144,7 @@ func TestWatchReportsAFrozenEtcdAndRecovers(t *testing.T) {
 // A stopped etcd refuses connections: failures, no set, then after the
 // restart the watch sees the changes made since.
 func TestWatchReportsAStoppedEtcdAndSeesChangesAfterItsRestart(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)
@@ -178,6 +183,7 @@ func TestWatchReportsAStoppedEtcdAndSeesChangesAfterItsRestart(t *testing.T) {
 // past it meanwhile, the watch lists again and converges, with no
 // failure reported.
 func TestWatchConvergesAfterCompaction(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)
@@ -222,6 +228,7 @@ func TestWatchConvergesAfterCompaction(t *testing.T) {
 // Closing the provider ends its client: a watch still running reports
 // failures instead of sets, and a new client is not made.
 func TestClosedProviderReportsFailures(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)
@@ -244,6 +251,7 @@ func TestClosedProviderReportsFailures(t *testing.T) {
 // An etcd that is down when the gateway starts is a failure the watch
 // reports and outlives, not an error of the configuration.
 func TestWatchStartsWhileEtcdIsDown(t *testing.T) {
+	t.Parallel()
 	e := testutil.StartEtcd(t)
 	reg := newRegistry(t, e, nil)
 	reg.add("orders", "127.0.0.1:8001", nil)
