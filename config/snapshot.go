@@ -148,7 +148,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 		NotFoundDefault: pipeline.NewCanned(404, "no route"),
 		state:           st,
 	}
-	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st, ForOtherHosts: c.ForOtherHosts, Note: c.Note}
+	s.env = &pipeline.Env{Now: c.Clock.Now, Logger: c.logger(), State: st, ForOtherHosts: c.ForOtherHosts, Offline: c.Offline, Note: c.Note}
 	if len(trusted) == 0 {
 		s.Edge.Trusted = nil
 	}

@@ -166,6 +166,10 @@ func Open(env *pipeline.Env, spec *Spec) (*Watch, error) {
 		Provider string
 		Settings map[string]any
 	}{entry.key, spec.Settings})
+	if env.Offline {
+		// A check: the settings are valid; nothing is watched.
+		return stillWatch(target), nil
+	}
 	key := fmt.Sprintf("discovery.watch|%s|%s|%s|%d", id, grace, c.cacheDir, c.maxSet)
 	created := false
 	w := env.State.Get(key, func() (any, func()) {

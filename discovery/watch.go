@@ -75,6 +75,14 @@ func startWatch(t Target, grace time.Duration, maxSet int, cache string, log *za
 	return w
 }
 
+// stillWatch returns a watch of t that never starts: what a build that
+// only checks the configuration gets.
+func stillWatch(t Target) *Watch {
+	done := make(chan struct{})
+	close(done)
+	return &Watch{target: t, log: zap.NewNop(), cancel: func() {}, done: done, first: make(chan struct{}), subs: map[int]func(Set){}}
+}
+
 // Current returns the current set; nil until one is known.
 func (w *Watch) Current() *Set { return w.cur.Load() }
 

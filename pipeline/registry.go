@@ -107,6 +107,10 @@ type Env struct {
 	// present when this host has none, and says what it assumed through
 	// Note.
 	ForOtherHosts bool
+	// Offline says the build only checks the configuration (tollgate
+	// validate, a document bound for Redis): owners validate and build,
+	// but connect nowhere and start nothing that runs in the background.
+	Offline bool
 	// Note records what a build assumed (nil: nothing is recorded).
 	Note func(string)
 	// shared holds objects built from top-level sections that features

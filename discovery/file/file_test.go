@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/upstream"
@@ -252,5 +253,35 @@ func TestARequestInFlightOnARemovedInstanceFinishes(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "b served", func() bool { return served(t, g, 1, nil)["b"] == 1 })
 	if got := <-done; got["slow"] != 1 {
 		t.Fatalf("the request in flight on the removed instance: %v", got)
+	}
+}
+
+func TestACheckWatchesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	list := filepath.Join(dir, "orders.yaml")
+	writeSet(t, list, "[{addr: \"127.0.0.1:1\"}]")
+	f, err := config.Parse("t.yaml", []byte(discovered(dir, list)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Defaults()
+	comp := config.NewCompiler()
+	comp.Offline = true
+	defer comp.Close()
+	start := time.Now()
+	snap, err := comp.Compile(f, "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp.Discard(snap)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a check waited %v for a registry", took)
+	}
+	if n := len(upstream.ServicesOf(snap.Env())["orders"].Instances()); n != 0 {
+		t.Fatalf("a check read the registry: %d instances", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "saved")); !os.IsNotExist(err) {
+		t.Fatalf("a check saved a set: %v", err)
 	}
 }
