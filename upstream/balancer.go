@@ -70,6 +70,7 @@ func NewRoundRobin(instances []*Instance) *RoundRobin {
 		weights[i] /= g
 		total += weights[i]
 	}
+	weights, total = boundSchedule(weights, total)
 	rr := &RoundRobin{instances: instances, schedule: lineApart(total)}
 	current := make([]int, len(weights))
 	for range total {
@@ -84,6 +85,30 @@ func NewRoundRobin(instances []*Instance) *RoundRobin {
 		rr.schedule = append(rr.schedule, uint16(best))
 	}
 	return rr
+}
+
+// maxScheduleWork bounds the schedule's build (cycle length × instances
+// steps): a registry's set of thousands of instances with uneven weights
+// would otherwise take seconds of CPU at every change.
+const maxScheduleWork = 1 << 26
+
+// boundSchedule scales weights down together, each kept at least 1, when
+// building their cycle would pass maxScheduleWork; weights that fit are
+// returned as they are.
+func boundSchedule(weights []int, total int) ([]int, int) {
+	n := len(weights)
+	if total*n <= maxScheduleWork {
+		return weights, total
+	}
+	// Room for the cycle, less one per instance for the weights that
+	// round up to 1.
+	room := max(maxScheduleWork/n-n, 0)
+	scaled := 0
+	for i, w := range weights {
+		weights[i] = max(1, int(int64(w)*int64(room)/int64(total)))
+		scaled += weights[i]
+	}
+	return weights, scaled
 }
 
 // lineApart returns an empty slice with room for n entries that shares
@@ -197,16 +222,29 @@ type Hash struct {
 // hashPoints is how many ring points an instance of weight 1 owns.
 const hashPoints = 160
 
+// maxRingPoints bounds the ring (12 bytes a point): a set of thousands of
+// heavy instances gets fewer points per unit of weight, at least one,
+// instead of hundreds of megabytes.
+const maxRingPoints = 1 << 20
+
 // NewHash builds the ring.
 func NewHash(instances []*Instance, key source.Source) *Hash {
 	h := &Hash{instances: instances, key: key}
+	units := 0
+	for _, in := range instances {
+		units += max(in.Weight, 1)
+	}
+	perUnit := hashPoints
+	if units*hashPoints > maxRingPoints {
+		perUnit = max(1, maxRingPoints/units)
+	}
 	type point struct {
 		at    uint64
 		owner uint16
 	}
 	var ps []point
 	for i, in := range instances {
-		for v := range max(in.Weight, 1) * hashPoints {
+		for v := range max(in.Weight, 1) * perUnit {
 			ps = append(ps, point{xxhash.Sum64String(in.Addr + "#" + strconv.Itoa(v)), uint16(i)})
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/internal/stripe"
 	"github.com/tollgate/tollgate/internal/testutil"
@@ -202,5 +203,35 @@ func TestHashPickAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("Pick allocates %v times", n)
+	}
+}
+
+// TestBalancersStayBoundedForHugeSets: thousands of instances with uneven
+// weights (what a registry can list) build in bounded time and memory,
+// and keep their weights' order.
+func TestBalancersStayBoundedForHugeSets(t *testing.T) {
+	weights := make([]int, 4096)
+	for i := range weights {
+		weights[i] = 1 + 99*(i%2) // 1, 100, 1, 100, …
+	}
+	ins := instances(weights...)
+	start := time.Now()
+	rr := NewRoundRobin(ins)
+	h := hashOf(ins)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("building took %v", took)
+	}
+	if n := len(rr.schedule) * len(ins); n > maxScheduleWork {
+		t.Fatalf("round robin cycle of %d for %d instances", len(rr.schedule), len(ins))
+	}
+	if len(h.points) > maxRingPoints {
+		t.Fatalf("hash ring of %d points", len(h.points))
+	}
+	count := map[string]int{}
+	for _, i := range rr.schedule {
+		count[rr.instances[i].Addr]++
+	}
+	if light, heavy := count[ins[0].Addr], count[ins[1].Addr]; heavy <= light {
+		t.Fatalf("a weight-100 instance has %d turns, a weight-1 one %d", heavy, light)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/tollgate/tollgate/discovery"
 	"github.com/tollgate/tollgate/pipeline"
@@ -34,6 +35,11 @@ type Members struct {
 	byKey  map[string]*Instance
 	closed bool
 	cancel func()
+	// views are the services (and their splits' selections) over the
+	// members, of every snapshot still in use: each gets its balancer
+	// rebuilt here, off the request path, at every change. Weak: a
+	// snapshot that is dropped takes its services with it.
+	views []weak.Pointer[Service]
 }
 
 // memberList is one set of instances; a service's balancers are built
@@ -88,6 +94,24 @@ func (m *Members) apply(set discovery.Set) {
 	}
 	m.byKey = next
 	m.cur.Store(&memberList{instances: list})
+	live := m.views[:0]
+	for _, w := range m.views {
+		if s := w.Value(); s != nil {
+			s.set.Store(s.balanced(list))
+			live = append(live, w)
+		}
+	}
+	clear(m.views[len(live):])
+	m.views = live
+}
+
+// attach builds s's balancer over the current members and rebuilds it at
+// every change from now on.
+func (m *Members) attach(s *Service) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.set.Store(s.balanced(m.cur.Load().instances))
+	m.views = append(m.views, weak.Make(s))
 }
 
 // memberKey is an instance's identity in the set: a weight or metadata

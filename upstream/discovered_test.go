@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,13 +78,39 @@ func TestDiscoveredSetChangesKeepStayingInstances(t *testing.T) {
 	}
 }
 
+// TestSetChangesRebuildBalancersOffTheRequestPath: a change rebuilds the
+// balancer of every live view at once (a request only loads it), and a
+// view nothing uses any more is let go.
+func TestSetChangesRebuildBalancersOffTheRequestPath(t *testing.T) {
+	m := membersOf(discoveredSet(4, 0)...)
+	s := discoveredService(t, m, "")
+	canary := s.Select(map[string]string{"version": "v2"})
+	before, canaryBefore := s.set.Load(), canary.set.Load()
+	m.apply(discovery.Set{Instances: discoveredSet(6, 1)})
+	if s.set.Load() == before || canary.set.Load() == canaryBefore || len(s.set.Load().instances) != 6 || len(canary.set.Load().instances) != 3 {
+		t.Fatal("a change did not rebuild the views' balancers")
+	}
+	for range 3 {
+		s.Select(map[string]string{"version": "v1"}) // dropped at once
+	}
+	runtime.GC()
+	m.apply(discovery.Set{Instances: discoveredSet(5, 2)})
+	m.mu.Lock()
+	views := len(m.views)
+	m.mu.Unlock()
+	if views != 2 {
+		t.Fatalf("%d views kept, want the 2 still used", views)
+	}
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(canary)
+}
+
 func TestDiscoveredPickAllocs(t *testing.T) {
 	if testutil.Race {
 		t.Skip("the race detector allocates; make test runs allocation gates without it")
 	}
 	for _, balance := range []string{"round_robin", "least_conn"} {
 		s := discoveredService(t, membersOf(discoveredSet(10, 0)...), balance)
-		s.current() // the first request after a change builds the balancer
 		if n := testing.AllocsPerRun(1000, func() {
 			if s.current().balancer.Pick(nil, nil) == nil {
 				t.Fatal("no pick")

@@ -10,42 +10,17 @@ import (
 type instanceSet struct {
 	instances []*Instance
 	balancer  Balancer
-	// from is the members' list the set was built from; nil for the
-	// file's instances.
-	from *memberList
 }
 
-// current returns the set a request is balanced over. A discovered
-// service rebuilds it when its members changed: one atomic load and a
-// compare on every request, the rebuild (which allocates) once per change.
-func (s *Service) current() *instanceSet {
-	set := s.set.Load()
-	if s.members == nil {
-		return set
-	}
-	if list := s.members.cur.Load(); set == nil || set.from != list {
-		return s.refresh()
-	}
-	return set
-}
-
-// refresh builds the set for the members' current list, once for all the
-// requests that find it stale at the same moment.
-func (s *Service) refresh() *instanceSet {
-	s.rebuild.Lock()
-	defer s.rebuild.Unlock()
-	list := s.members.cur.Load()
-	if set := s.set.Load(); set != nil && set.from == list {
-		return set
-	}
-	set := s.balanced(list.instances, list)
-	s.set.Store(set)
-	return set
-}
+// current returns the set a request is balanced over: one atomic load.
+// A discovered service's is rebuilt by its members, in the background,
+// when the registry's set changes (Members.apply); a request never builds
+// a balancer.
+func (s *Service) current() *instanceSet { return s.set.Load() }
 
 // balanced builds the service's balancer over the instances matching its
 // selection.
-func (s *Service) balanced(all []*Instance, from *memberList) *instanceSet {
+func (s *Service) balanced(all []*Instance) *instanceSet {
 	instances := all
 	if len(s.match) > 0 {
 		instances = make([]*Instance, 0, len(all))
@@ -55,7 +30,7 @@ func (s *Service) balanced(all []*Instance, from *memberList) *instanceSet {
 			}
 		}
 	}
-	set := &instanceSet{instances: instances, from: from}
+	set := &instanceSet{instances: instances}
 	switch s.balance {
 	case "least_conn":
 		set.balancer = NewLeastConn(instances)
@@ -94,7 +69,9 @@ func (s *Service) Select(match map[string]string) *Service {
 		Total: s.Total, Retry: s.Retry, RetryPutDelete: s.RetryPutDelete, Connect: s.Connect,
 		breaker: s.breaker, classifier: s.classifier, grpc: s.grpc, grpcTLS: s.grpcTLS}
 	if s.members == nil {
-		v.set.Store(v.balanced(s.set.Load().instances, nil))
+		v.set.Store(v.balanced(s.set.Load().instances))
+	} else {
+		s.members.attach(v)
 	}
 	return v
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,14 +22,13 @@ type Service struct {
 	Name string
 
 	// set is the instances requests go to and the balancer over them;
-	// a discovered service's is rebuilt when its members change
-	// (current).
+	// a discovered service's is rebuilt by its members when the set
+	// changes.
 	set     atomic.Pointer[instanceSet]
 	members *Members          // nil: the instances written in the file
 	match   map[string]string // a split's selection by metadata (Select)
 	balance string
 	hashKey source.Source
-	rebuild sync.Mutex
 
 	// Total bounds one client request's whole upstream exchange, retry
 	// included; default 5s.
@@ -129,7 +127,9 @@ func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 		return nil, fmt.Errorf("service %q: unknown balance %q (want round_robin, least_conn or hash)", cfg.Name, cfg.Balance)
 	}
 	if s.members == nil {
-		s.set.Store(s.balanced(instances, nil))
+		s.set.Store(s.balanced(instances))
+	} else {
+		s.members.attach(s)
 	}
 	return s, nil
 }
