@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -26,16 +24,13 @@ type DNSMasq struct {
 	// and Restart.
 	Addr string
 
-	t    testing.TB
+	serverProcess
+
 	bin  string
 	port int
 	dir  string
 
-	mu     sync.Mutex
-	lines  []string
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when cmd has been waited for
-	frozen bool
+	lines []string // under mu
 }
 
 // dnsmasqStartWait bounds how long a started server may take to listen.
@@ -56,7 +51,8 @@ func StartDNSMasq(t testing.TB, lines ...string) *DNSMasq {
 		t.Fatal("dnsmasq not found in PATH nor /usr/sbin: `make test` installs it " +
 			"(Debian package dnsmasq-base), or set TOLLGATE_SKIP_DNSMASQ=1 to skip the tests that need it")
 	}
-	d := &DNSMasq{t: t, bin: bin, dir: t.TempDir(), lines: lines}
+	d := &DNSMasq{serverProcess: serverProcess{t: t, name: "dnsmasq"}, bin: bin, dir: t.TempDir(), lines: lines}
+	d.serverProcess.start, d.where = d.start, func() string { return d.Addr }
 	t.Cleanup(d.Kill)
 	// A port taken from the kernel may be grabbed by someone else before
 	// dnsmasq binds it, on UDP or TCP; try a few.
@@ -140,17 +136,10 @@ func (d *DNSMasq) start() error {
 	}
 	cmd.Dir = d.dir
 	cmd.Stdout, cmd.Stderr = logOut, logOut
-	if err := cmd.Start(); err != nil {
+	done, err := d.run(cmd)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	d.mu.Lock()
-	d.cmd, d.done, d.frozen = cmd, done, false
-	d.mu.Unlock()
 
 	deadline := time.Now().Add(dnsmasqStartWait)
 	for {
@@ -210,77 +199,6 @@ func (d *DNSMasq) SetConfig(lines ...string) {
 	d.lines = lines
 	d.mu.Unlock()
 	d.Restart()
-}
-
-// Freeze stops the server with SIGSTOP: its sockets stay bound and
-// nothing answers, as with a hung or overloaded name server.
-func (d *DNSMasq) Freeze() {
-	d.t.Helper()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cmd == nil || d.frozen {
-		return
-	}
-	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		d.t.Errorf("freezing dnsmasq: %v", err)
-		return
-	}
-	d.frozen = true
-}
-
-// Thaw resumes a frozen server with SIGCONT.
-func (d *DNSMasq) Thaw() {
-	d.t.Helper()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.thawLocked()
-}
-
-func (d *DNSMasq) thawLocked() {
-	if d.cmd == nil || !d.frozen {
-		return
-	}
-	if err := d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		d.t.Errorf("thawing dnsmasq: %v", err)
-	}
-	d.frozen = false
-}
-
-// Kill ends the server with SIGKILL and waits until it is gone, so its
-// port is free for Restart. A frozen server is thawed first.
-func (d *DNSMasq) Kill() {
-	d.mu.Lock()
-	cmd, done := d.cmd, d.done
-	if cmd == nil {
-		d.mu.Unlock()
-		return
-	}
-	d.thawLocked()
-	_ = cmd.Process.Kill()
-	d.cmd, d.done = nil, nil
-	d.mu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		d.t.Errorf("dnsmasq pid %d did not exit after SIGKILL", cmd.Process.Pid)
-	}
-}
-
-// Restart kills the server if it runs and starts it again on the same
-// port with the current configuration.
-func (d *DNSMasq) Restart() {
-	d.t.Helper()
-	d.Kill()
-	var err error
-	// The port was just released; binding it again normally succeeds at
-	// once, but give the kernel a moment if it does not.
-	for range 50 {
-		if err = d.start(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	d.t.Fatalf("restarting dnsmasq on %s: %v", d.Addr, err)
 }
 
 // Log returns the end of the server's log (its queries are logged), for

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -33,17 +31,13 @@ type Etcd struct {
 	// PID is the process id of the running member (it changes on Restart).
 	PID int
 
-	t        testing.TB
+	serverProcess
+
 	bin      string
 	dir      string
 	peerURL  string
 	certFile string
 	keyFile  string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when cmd has been waited for
-	frozen bool
 }
 
 // etcdStartWait bounds how long a started member may take to answer
@@ -75,7 +69,8 @@ func startEtcd(t testing.TB, certFile, keyFile string) *Etcd {
 		t.Fatal("etcd not found in PATH: `make test` installs it " +
 			"(or set TOLLGATE_SKIP_ETCD=1 to skip the tests that need it)")
 	}
-	e := &Etcd{t: t, bin: bin, dir: t.TempDir(), certFile: certFile, keyFile: keyFile}
+	e := &Etcd{serverProcess: serverProcess{t: t, name: "etcd"}, bin: bin, dir: t.TempDir(), certFile: certFile, keyFile: keyFile}
+	e.serverProcess.start, e.where = e.start, func() string { return e.URL }
 	t.Cleanup(e.Kill)
 	scheme := "http"
 	if certFile != "" {
@@ -131,16 +126,11 @@ func (e *Etcd) start() error {
 		cmd.Args = append(cmd.Args, "--cert-file", e.certFile, "--key-file", e.keyFile)
 	}
 	cmd.Dir, cmd.Stdout, cmd.Stderr = e.dir, out, out
-	if err := cmd.Start(); err != nil {
+	done, err := e.run(cmd)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	e.mu.Lock()
-	e.cmd, e.done, e.frozen = cmd, done, false
 	e.PID = cmd.Process.Pid
 	e.mu.Unlock()
 
@@ -177,75 +167,4 @@ func (e *Etcd) healthy() bool {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"health":"true"`)
-}
-
-// Freeze stops the member with SIGSTOP: connections stay open and
-// nothing answers, as with a hung member.
-func (e *Etcd) Freeze() {
-	e.t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cmd == nil || e.frozen {
-		return
-	}
-	if err := e.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		e.t.Errorf("freezing etcd: %v", err)
-		return
-	}
-	e.frozen = true
-}
-
-// Thaw resumes a frozen member with SIGCONT.
-func (e *Etcd) Thaw() {
-	e.t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.thawLocked()
-}
-
-func (e *Etcd) thawLocked() {
-	if e.cmd == nil || !e.frozen {
-		return
-	}
-	if err := e.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		e.t.Errorf("thawing etcd: %v", err)
-	}
-	e.frozen = false
-}
-
-// Kill ends the member with SIGKILL and waits until it is gone, so its
-// ports are free for Restart. A frozen member is thawed first.
-func (e *Etcd) Kill() {
-	e.mu.Lock()
-	cmd, done := e.cmd, e.done
-	if cmd == nil {
-		e.mu.Unlock()
-		return
-	}
-	e.thawLocked()
-	_ = cmd.Process.Kill()
-	e.cmd, e.done = nil, nil
-	e.mu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		e.t.Errorf("etcd pid %d did not exit after SIGKILL", cmd.Process.Pid)
-	}
-}
-
-// Restart starts the member again, on the same ports and with the same
-// data, after a Kill (or kills it first).
-func (e *Etcd) Restart() {
-	e.t.Helper()
-	e.Kill()
-	var err error
-	// The ports were just released; binding them again normally succeeds
-	// at once, but give the kernel a moment if it does not.
-	for range 50 {
-		if err = e.start(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	e.t.Fatalf("restarting etcd on %s: %v", e.URL, err)
 }

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -28,16 +26,12 @@ type Redis struct {
 	// PID is the process id of the running server (it changes on Restart).
 	PID int
 
-	t     testing.TB
+	serverProcess
+
 	bin   string
 	port  int
 	dir   string
 	extra []string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when cmd has been waited for
-	frozen bool
 }
 
 // redisStartWait bounds how long a started server may take to answer PING.
@@ -57,7 +51,8 @@ func StartRedis(t testing.TB, extra ...string) *Redis {
 		t.Fatal("redis-server not found in PATH: `make test` installs it " +
 			"(or set TOLLGATE_SKIP_REDIS=1 to skip the tests that need it)")
 	}
-	r := &Redis{t: t, bin: bin, dir: t.TempDir(), extra: extra}
+	r := &Redis{serverProcess: serverProcess{t: t, name: "redis-server"}, bin: bin, dir: t.TempDir(), extra: extra}
+	r.serverProcess.start, r.where = r.start, func() string { return r.Addr }
 	t.Cleanup(r.stop)
 
 	// A port taken from the kernel may be grabbed by someone else before
@@ -95,16 +90,11 @@ func (r *Redis) start() error {
 	)
 	cmd.Args = append(cmd.Args, r.extra...)
 	cmd.Dir = r.dir
-	if err := cmd.Start(); err != nil {
+	done, err := r.run(cmd)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	r.mu.Lock()
-	r.cmd, r.done, r.frozen = cmd, done, false
 	r.PID = cmd.Process.Pid
 	r.mu.Unlock()
 
@@ -125,77 +115,6 @@ func (r *Redis) start() error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// Freeze stops the server with SIGSTOP: connections stay open and nothing
-// answers, as with a hung or overloaded Redis.
-func (r *Redis) Freeze() {
-	r.t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil || r.frozen {
-		return
-	}
-	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		r.t.Errorf("freezing redis-server: %v", err)
-		return
-	}
-	r.frozen = true
-}
-
-// Thaw resumes a frozen server with SIGCONT.
-func (r *Redis) Thaw() {
-	r.t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.thawLocked()
-}
-
-func (r *Redis) thawLocked() {
-	if r.cmd == nil || !r.frozen {
-		return
-	}
-	if err := r.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		r.t.Errorf("thawing redis-server: %v", err)
-	}
-	r.frozen = false
-}
-
-// Kill ends the server with SIGKILL and waits until it is gone, so its
-// port is free for Restart. A frozen server is thawed first.
-func (r *Redis) Kill() {
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	if cmd == nil {
-		r.mu.Unlock()
-		return
-	}
-	r.thawLocked()
-	_ = cmd.Process.Kill()
-	r.cmd, r.done = nil, nil
-	r.mu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		r.t.Errorf("redis-server pid %d did not exit after SIGKILL", cmd.Process.Pid)
-	}
-}
-
-// Restart kills the server if it runs and starts a fresh, empty one on the
-// same port.
-func (r *Redis) Restart() {
-	r.t.Helper()
-	r.Kill()
-	var err error
-	// The port was just released; binding it again normally succeeds at
-	// once, but give the kernel a moment if it does not.
-	for range 50 {
-		if err = r.start(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.t.Fatalf("restarting redis-server on %s: %v", r.Addr, err)
 }
 
 func (r *Redis) stop() { r.Kill() }
