@@ -3,6 +3,7 @@ package discovery
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,7 +48,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, skip []string) error {
 	collectFields(t, fields)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if contains(skip, k.Value) {
+		if slices.Contains(skip, k.Value) {
 			continue
 		}
 		ft, ok := fields[k.Value]
@@ -83,15 +84,6 @@ func collectFields(t reflect.Type, into map[string]reflect.Type) {
 		}
 		into[name] = f.Type
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func sortedKeys(m map[string]reflect.Type) []string {

@@ -3,6 +3,7 @@ package discovery
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tollgate/tollgate/pipeline"
 	"gopkg.in/yaml.v3"
@@ -46,7 +47,7 @@ func (s *Spec) UnmarshalYAML(n *yaml.Node) error {
 	var sub yaml.Node
 	sub.Kind, sub.Tag, sub.Line, sub.Column = yaml.MappingNode, "!!map", n.Line, n.Column
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if contains(specKeys, n.Content[i].Value) {
+		if slices.Contains(specKeys, n.Content[i].Value) {
 			sub.Content = append(sub.Content, n.Content[i], n.Content[i+1])
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -275,7 +276,7 @@ func normalize(in []Instance) []Instance {
 		}
 		out = append(out, x)
 	}
-	slices.SortFunc(out, func(a, b Instance) int { return compareStrings(a.Addr, b.Addr) })
+	slices.SortFunc(out, func(a, b Instance) int { return strings.Compare(a.Addr, b.Addr) })
 	scaleWeights(out)
 	return out
 }
@@ -310,16 +311,6 @@ func validAddr(addr string) bool {
 	return err == nil && p > 0 && p <= 65535
 }
 
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func equalSets(a, b []Instance) bool {
 	return slices.EqualFunc(a, b, func(x, y Instance) bool {
 		return x.Addr == y.Addr && x.Weight == y.Weight && maps.Equal(x.Meta, y.Meta)
@@ -349,6 +340,3 @@ func diff(prev *Set, set []Instance) (added, removed []string) {
 	slices.Sort(removed)
 	return added, removed
 }
-
-// String describes a set for logs.
-func (s Set) String() string { return fmt.Sprintf("%d instances (gen %d)", len(s.Instances), s.Gen) }
