@@ -21,7 +21,8 @@ func TestExamplesValidate(t *testing.T) {
 		cmd := exec.Command(binary, "validate", f)
 		// The secrets examples take from the environment.
 		cmd.Env = append(os.Environ(), "DEMO_APP_SECRET=example-secret-0123456789",
-			"BIG_PARTNER_SECRET=example-secret-0123456789", "JWT_SECRET=example-jwt-secret-0123456789abcdef")
+			"BIG_PARTNER_SECRET=example-secret-0123456789", "JWT_SECRET=example-jwt-secret-0123456789abcdef",
+			"ETCD_PASSWORD=example-etcd-password")
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), ": ok (") {
 			t.Errorf("%s: %v\n%s", f, err, out)
