@@ -291,3 +291,57 @@ func firstLine(b []byte) string {
 	}
 	return string(b)
 }
+
+// TestH2CUpgradeRefused: an HTTP/1.1 request asking to switch to h2c
+// (Upgrade: h2c) is served as HTTP/1.1 and never switched, and neither
+// the Upgrade nor the HTTP2-Settings field reaches the backend, whether
+// or not Connection names them; curl's --http2 on a cleartext URL (which
+// asks for the upgrade) gets its answer over HTTP/1.1.
+func TestH2CUpgradeRefused(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is needed (make test-deps installs it)")
+	}
+	for _, kind := range h2cTransports {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			g, up := gatewaytest.StartRecorded(t, h2Routes, gatewaytest.Options{Transport: kind})
+			for _, connection := range []string{"Connection: Upgrade, HTTP2-Settings\r\n", ""} {
+				conn, err := net.DialTimeout("tcp", g.Addr, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+				_, err = io.WriteString(conn, "GET /upgrade HTTP/1.1\r\nHost: a.test\r\n"+connection+
+					"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nX-Keep: 1\r\n\r\n")
+				if err != nil {
+					t.Fatal(err)
+				}
+				line := make([]byte, len("HTTP/1.1 200"))
+				_, err = io.ReadFull(conn, line)
+				conn.Close()
+				if err != nil || string(line) != "HTTP/1.1 200" {
+					t.Fatalf("%q: answered %q (%v)", connection, line, err)
+				}
+				last, _ := up.Last()
+				if last.Line() != "GET /upgrade HTTP/1.1" || last.Values("X-Keep") == nil {
+					t.Fatalf("backend got:\n%s", last.Head)
+				}
+				for _, f := range []string{"Upgrade", "HTTP2-Settings", "Connection"} {
+					if v := last.Values(f); len(v) > 0 && f != "Connection" || slices.ContainsFunc(v, func(s string) bool {
+						return strings.Contains(strings.ToLower(s), "upgrade") || strings.Contains(strings.ToLower(s), "settings")
+					}) {
+						t.Fatalf("%q: the backend got %s: %q", connection, f, v)
+					}
+				}
+			}
+			out, err := exec.Command(curl, "-sS", "--http2", "-i", "http://"+g.Addr+"/curl-upgrade").CombinedOutput()
+			if err != nil {
+				t.Fatalf("curl: %v\n%s", err, out)
+			}
+			if !bytes.HasPrefix(out, []byte("HTTP/1.1 200")) || !bytes.HasSuffix(out, []byte("ok")) {
+				t.Fatalf("curl --http2 got:\n%s", out)
+			}
+		})
+	}
+}
