@@ -9,7 +9,7 @@ import (
 )
 
 // Lingering after the refusal of an h2c client, so that the client reads
-// the GOAWAY before the close: closing with its frames unread would make
+// the refusal before the close: closing with its frames unread would make
 // the kernel reset the connection, and a reset can destroy the answer.
 const (
 	refusalLinger      = time.Second
@@ -54,18 +54,21 @@ func (l *alpnListener) sniff(raw net.Conn) {
 	}
 }
 
-// refuseH2C writes the GOAWAY that refuses an h2c client when h2c is off,
-// then closes after the client has read it.
+// refuseH2C refuses an h2c client when h2c is off (transport.RefuseH2C),
+// its frames read and the refusal written under the header timeout, then
+// closes after the client has read it.
 func refuseH2C(c net.Conn, timeout time.Duration) {
 	if timeout <= 0 {
 		timeout = refusalLinger
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.Write(transport.H2CRefusal()); err == nil {
-		if tc, ok := c.(interface{ CloseWrite() error }); ok && tc.CloseWrite() == nil {
-			_ = c.SetReadDeadline(time.Now().Add(refusalLinger))
-			_, _ = io.CopyN(io.Discard, c, refusalLingerBytes)
-		}
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	err := transport.RefuseH2C(c, func(b []byte) error {
+		_, err := c.Write(b)
+		return err
+	})
+	if tc, ok := c.(interface{ CloseWrite() error }); ok && err == nil && tc.CloseWrite() == nil {
+		_ = c.SetReadDeadline(time.Now().Add(refusalLinger))
+		_, _ = io.CopyN(io.Discard, c, refusalLingerBytes)
 	}
 	_ = c.Close()
 }

@@ -198,9 +198,15 @@ func TestH2CDrainSaysGoAway(t *testing.T) {
 }
 
 // TestH2COff: with client.h2c false, a client opening with the preface
-// gets the server's SETTINGS and a GOAWAY saying HTTP_1_1_REQUIRED and
-// why, and the connection closes; HTTP/1.1 on the port is served.
+// gets the server's SETTINGS, its first request is reset with
+// HTTP_1_1_REQUIRED and a GOAWAY says the same and why, then the
+// connection closes; curl is told at once; HTTP/1.1 on the port is
+// served.
 func TestH2COff(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is needed (make test-deps installs it)")
+	}
 	for _, kind := range h2cTransports {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -209,26 +215,43 @@ func TestH2COff(t *testing.T) {
 				t.Fatal("an h2c server with client.h2c false")
 			}
 			r := gatewaytest.DialH2C(t, g.Addr)
-			r.Send(nil, gatewaytest.H2Get("/refused")...)
+			id := r.Send(nil, gatewaytest.H2Get("/refused")...)
 			_ = r.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			var goaway *http2.GoAwayFrame
+			var reset *http2.RSTStreamFrame
+			settings := false
 			for {
 				f, err := r.Framer.ReadFrame()
 				if err != nil {
-					if goaway == nil {
-						t.Fatalf("no GOAWAY before: %v", err)
-					}
 					break
 				}
-				if ga, ok := f.(*http2.GoAwayFrame); ok {
-					goaway = ga
+				switch f := f.(type) {
+				case *http2.SettingsFrame:
+					settings = true
+				case *http2.RSTStreamFrame:
+					reset = f
+				case *http2.GoAwayFrame:
+					goaway = f
 				}
 			}
-			if goaway.ErrCode != http2.ErrCodeHTTP11Required || !strings.Contains(string(goaway.DebugData()), "client.h2c") {
-				t.Fatalf("GOAWAY %v %q", goaway.ErrCode, goaway.DebugData())
+			if !settings || reset == nil || reset.StreamID != id || reset.ErrCode != http2.ErrCodeHTTP11Required {
+				t.Fatalf("SETTINGS %v, RST_STREAM %+v", settings, reset)
+			}
+			if goaway == nil || goaway.ErrCode != http2.ErrCodeHTTP11Required || goaway.LastStreamID != id ||
+				!strings.Contains(string(goaway.DebugData()), "client.h2c") {
+				t.Fatalf("GOAWAY %+v", goaway)
 			}
 			if up.Count() != 0 {
 				t.Fatalf("the backend got %d requests", up.Count())
+			}
+			// A curl that retries over HTTP/1.1 gets the answer; an older one
+			// (7.88) stops at once, showing the code.
+			start := time.Now()
+			out, err := exec.Command(curl, "-sS", "-v", "--max-time", "5", "--http2-prior-knowledge", "http://"+g.Addr+"/curl-off").CombinedOutput()
+			retried := err == nil && bytes.Contains(out, []byte("< HTTP/1.1 200")) && bytes.HasSuffix(out, []byte("ok"))
+			told := err != nil && (bytes.Contains(out, []byte("error=13")) || bytes.Contains(out, []byte("HTTP_1_1_REQUIRED")))
+			if !retried && !told || time.Since(start) > 2*time.Second {
+				t.Fatalf("curl --http2-prior-knowledge with h2c off, after %v (%v):\n%s", time.Since(start), err, out)
 			}
 			if status, body := getHTTP1(t, g.Addr, "/plain"); status != 200 || body != "ok" {
 				t.Fatalf("HTTP/1.1 with h2c off: %d %q", status, body)

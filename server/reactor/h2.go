@@ -87,14 +87,20 @@ func prefaced(br *bufio.Reader) bool {
 
 // serveH2C gives a cleartext connection that opened with the preface to
 // the HTTP/2 server, the bytes read so far first; without one (client.h2c
-// off) it refuses it with a GOAWAY that says why, then closes. It reports
+// off) it refuses it (transport.RefuseH2C), then closes. It reports
 // false: the connection is no longer the reactor's to serve.
 func (t *reactorTransport) serveH2C(c *clientConn, w *serveState) bool {
 	if t.o.HTTP2 == nil {
-		c.armWrite()
-		if _, err := w.bw.Write(transport.H2CRefusal()); err == nil {
-			_ = c.flushOut()
-		}
+		// What follows the preface is read under the header timeout
+		// still running.
+		_, _ = w.br.Discard(len(transport.ClientPreface))
+		_ = transport.RefuseH2C(w.br, func(b []byte) error {
+			c.armWrite()
+			if _, err := w.bw.Write(b); err != nil {
+				return err
+			}
+			return c.flushOut()
+		})
 		c.linger = true
 		return t.drop(c, w)
 	}

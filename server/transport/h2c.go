@@ -2,6 +2,7 @@ package transport
 
 import (
 	"encoding/binary"
+	"io"
 	"net"
 )
 
@@ -21,25 +22,70 @@ func PrefaceMatch(b []byte) (h2, more bool) {
 	return n == len(ClientPreface), n < len(ClientPreface)
 }
 
-// h2cRefusal is what a client opening with the preface gets when h2c is
-// off: the server's preface (an empty SETTINGS frame) then a GOAWAY with
-// HTTP_1_1_REQUIRED, the code HTTP/2 has for "use HTTP/1.1 instead", and
-// a reason an operator reading the client's error understands. An h2
-// client shows the GOAWAY's code and text; an HTTP/1.1 answer would only
-// read as a malformed frame to it.
-var h2cRefusal = func() []byte {
-	const reason = "h2c (HTTP/2 without TLS) is off on this listener: client.h2c"
-	b := make([]byte, 0, 9+9+8+len(reason))
-	b = append(b, 0, 0, 0, 0x4, 0, 0, 0, 0, 0) // SETTINGS, empty, stream 0
-	b = binary.BigEndian.AppendUint32(b, uint32(8+len(reason))<<8|0x7)
-	b = append(b, 0, 0, 0, 0, 0)              // flags, stream 0
-	b = binary.BigEndian.AppendUint32(b, 0)   // last stream ID
-	b = binary.BigEndian.AppendUint32(b, 0xd) // HTTP_1_1_REQUIRED
-	return append(b, reason...)
-}()
+// Bounds of what RefuseH2C reads of a refused client's frames, looking for
+// its first request: HTTP/2's default largest frame, and a few of them.
+const (
+	refusalFrameBytes = 16 << 10
+	refusalReadBytes  = 64 << 10
+)
 
-// H2CRefusal is the bytes that refuse an h2c client (h2cRefusal).
-func H2CRefusal() []byte { return h2cRefusal }
+const (
+	frameHeaders       = 0x1
+	frameRSTStream     = 0x3
+	frameSettings      = 0x4
+	frameGoAway        = 0x7
+	codeHTTP11Required = 0xd
+	h2cRefusalReason   = "h2c (HTTP/2 without TLS) is off on this listener: client.h2c"
+)
+
+// RefuseH2C refuses a client that opened with the preface (r reads what
+// follows it) when h2c is off. It sends the server's preface (an empty
+// SETTINGS frame: gRPC clients send no request before it), reads the
+// client's frames, bounded, up to its first request, and ends that
+// stream with RST_STREAM HTTP_1_1_REQUIRED, then the connection with a
+// GOAWAY carrying the same code and the reason. The code is HTTP/2's "use
+// HTTP/1.1 instead": curl retries the request over HTTP/1.1, a gRPC call
+// fails at once with it instead of waiting; an HTTP/1.1 answer would only
+// read as a malformed frame to either.
+func RefuseH2C(r io.Reader, write func([]byte) error) error {
+	if err := write(appendFrame(nil, frameSettings, 0, nil)); err != nil {
+		return err
+	}
+	var hdr [9]byte
+	var stream uint32
+	for read := 0; read < refusalReadBytes && stream == 0; {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			break
+		}
+		n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+		if n > refusalFrameBytes {
+			break
+		}
+		if id := binary.BigEndian.Uint32(hdr[5:]) & 0x7fffffff; hdr[3] == frameHeaders && id != 0 {
+			stream = id
+		} else if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+			break
+		}
+		read += len(hdr) + n
+	}
+	code := binary.BigEndian.AppendUint32(nil, codeHTTP11Required)
+	var b []byte
+	if stream != 0 {
+		b = appendFrame(b, frameRSTStream, stream, code)
+	}
+	// The last stream is the refused one: answered, not to be retried on
+	// a connection that would be refused the same way.
+	goaway := append(binary.BigEndian.AppendUint32(nil, stream), code...)
+	b = appendFrame(b, frameGoAway, 0, append(goaway, h2cRefusalReason...))
+	return write(b)
+}
+
+func appendFrame(b []byte, typ byte, stream uint32, payload []byte) []byte {
+	n := len(payload)
+	b = append(b, byte(n>>16), byte(n>>8), byte(n), typ, 0)
+	b = binary.BigEndian.AppendUint32(b, stream)
+	return append(b, payload...)
+}
 
 // PrefacedConn is a connection whose first bytes were already read (to
 // find the preface): its reads give those bytes first, then the socket's.
