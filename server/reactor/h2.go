@@ -10,7 +10,8 @@ import (
 )
 
 // HTTP/2 on the reactor. A TLS connection whose client chose h2 by ALPN
-// leaves the reactor once its handshake is done: its multiplexed streams
+// leaves the reactor once its handshake is done, and a cleartext one once
+// its first bytes were the HTTP/2 preface (h2c): its multiplexed streams
 // need a reader that is always waiting for frames and answers written
 // while other streams are read, which is what the HTTP/2 server's own
 // goroutines do. From the hand-off the connection's socket is read and
@@ -36,9 +37,10 @@ func (t *reactorTransport) handshakeForH2(c *clientConn) (h2 bool, err error) {
 
 // handOffH2 gives the connection to the HTTP/2 server, on a goroutine of
 // its own, which reads read0 (what the reactor read of a cleartext
-// connection already) before the socket; the connection is closed, and stops counting as in flight,
-// when the server returns. An error (no descriptor left for the net.Conn
-// the server reads) leaves the connection to the caller to drop.
+// connection already) before the socket; the connection is closed, and
+// stops counting as in flight, when the server returns. An error (no
+// descriptor left for the net.Conn the server reads) leaves the
+// connection to the caller to drop.
 func (t *reactorTransport) handOffH2(c *clientConn, read0 []byte) error {
 	if err := c.netConn(); err != nil {
 		return err
@@ -50,7 +52,7 @@ func (t *reactorTransport) handOffH2(c *clientConn, read0 []byte) error {
 	// Shut with the transport if the HTTP/2 server's own shutdown ran
 	// out of time (stop ends relays the same way).
 	c.relaying.Store(true)
-	var conn = c.nc
+	conn := c.nc
 	if c.tls != nil {
 		conn = c.tls
 	} else if len(read0) > 0 {
