@@ -368,3 +368,35 @@ func TestH2CUpgradeRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestH2CMaxConns: h2c connections count against client.max_conns on
+// every transport; one past it is closed, not served.
+func TestH2CMaxConns(t *testing.T) {
+	for _, kind := range h2cTransports {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			g, _ := gatewaytest.StartRecorded(t, h2Routes+"client:\n  max_conns: 2\n", gatewaytest.Options{Transport: kind})
+			for range 2 {
+				r := gatewaytest.DialH2C(t, g.Addr)
+				if o := r.Await(r.Send(nil, gatewaytest.H2Get("/ok")...)); o.Status != "200" {
+					t.Fatalf("within the limit: %+v", o)
+				}
+			}
+			conn, err := net.DialTimeout("tcp", g.Addr, 5*time.Second)
+			if err != nil {
+				return // refused at connect: also past the limit
+			}
+			defer conn.Close()
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			_, _ = io.WriteString(conn, http2.ClientPreface)
+			var b [1]byte
+			for err == nil {
+				_, err = conn.Read(b[:])
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("a third h2c connection was served with max_conns 2")
+			}
+		})
+	}
+}
