@@ -2,6 +2,7 @@ package h2_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -396,6 +397,67 @@ func TestH2CMaxConns(t *testing.T) {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				t.Fatal("a third h2c connection was served with max_conns 2")
+			}
+		})
+	}
+}
+
+// TestH2CShutdown: a shutdown lets a request in flight on an h2c
+// connection finish, tells the client to go away, and returns once it is
+// answered, with no h2c connection left.
+func TestH2CShutdown(t *testing.T) {
+	for _, kind := range h2cTransports {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			inflight := make(chan struct{}, 1)
+			slow := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				inflight <- struct{}{}
+				time.Sleep(400 * time.Millisecond)
+				_, _ = io.WriteString(w, "slow")
+			})}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = slow.Serve(ln) }()
+			t.Cleanup(func() { _ = slow.Close() })
+			g := gatewaytest.Start(t, gatewaytest.OneService, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": ln.Addr().String()}})
+			r := gatewaytest.DialH2C(t, g.Addr)
+			id := r.Send(nil, gatewaytest.H2Get("/inflight")...)
+			<-inflight
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- g.Transport.Shutdown(ctx) }()
+			_ = r.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			var status, body string
+			goaway := false
+			for {
+				f, err := r.Framer.ReadFrame()
+				if err != nil {
+					break
+				}
+				switch f := f.(type) {
+				case *http2.GoAwayFrame:
+					goaway = true
+				case *http2.MetaHeadersFrame:
+					if f.StreamID == id {
+						status = f.PseudoValue("status")
+					}
+				case *http2.DataFrame:
+					if f.StreamID == id {
+						body += string(f.Data())
+					}
+				}
+			}
+			if status != "200" || body != "slow" || !goaway {
+				t.Fatalf("in flight: %q %q, GOAWAY %v", status, body, goaway)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+			if n := g.H2C.Conns(); n != 0 {
+				t.Fatalf("%d h2c connections left", n)
 			}
 		})
 	}
