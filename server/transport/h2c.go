@@ -44,9 +44,10 @@ const (
 // client's frames, bounded, up to its first request, and ends that
 // stream with RST_STREAM HTTP_1_1_REQUIRED, then the connection with a
 // GOAWAY carrying the same code and the reason. The code is HTTP/2's "use
-// HTTP/1.1 instead": curl retries the request over HTTP/1.1, a gRPC call
-// fails at once with it instead of waiting; an HTTP/1.1 answer would only
-// read as a malformed frame to either.
+// HTTP/1.1 instead": a gRPC call fails at once with it instead of
+// waiting, curl stops showing it (newer versions ask again over
+// HTTP/1.1); an HTTP/1.1 answer would only read as a malformed frame to
+// either.
 func RefuseH2C(r io.Reader, write func([]byte) error) error {
 	if err := write(appendFrame(nil, frameSettings, 0, nil)); err != nil {
 		return err
