@@ -8,7 +8,9 @@
 # over keep-alive connections, and wrk with "Connection: close", where
 # every request is a new TLS connection and handshake (wrk does not resume
 # sessions), then h2load over HTTP/2 (H2_CONNS connections with
-# H2_STREAMS concurrent streams each). Prints one markdown table: req/s,
+# H2_STREAMS concurrent streams each), over TLS and then over cleartext
+# with prior knowledge (h2c: the gateway's cleartext port, and an nginx
+# cleartext listener with http2, 127.0.0.1:18445). Prints one markdown table: req/s,
 # latency (p99 for wrk, the mean for h2load, which reports no
 # percentiles), CPU per request, and the ratios to nginx; handshakes per
 # second per core are the second pass's req/s divided by the proxy's busy
@@ -37,6 +39,7 @@ UPSTREAM_ADDR=127.0.0.1:19300
 GATEWAY_ADDR=127.0.0.1:18092
 GATEWAY_TLS=127.0.0.1:18443
 NGINX_ADDR=127.0.0.1:18444
+NGINX_H2C=127.0.0.1:18445
 
 COMMAND=$(command_line 'TLS|BENCH|TOLLGATE' 'TOKEN|SECRET|PASSWORD|KEY' bench/tls.sh)
 [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "TOLLGATE_WORKERS must be a positive integer"
@@ -57,7 +60,7 @@ build tollgate bench-upstream
 
 # ---------------------------------------------------------------- processes
 make_tmp tls
-for addr in $UPSTREAM_ADDR $GATEWAY_ADDR $GATEWAY_TLS $NGINX_ADDR; do
+for addr in $UPSTREAM_ADDR $GATEWAY_ADDR $GATEWAY_TLS $NGINX_ADDR $NGINX_H2C; do
 	port_busy "$addr" && die "$addr is already in use; stop whatever listens there"
 done
 ulimit -n 65536 2>/dev/null || true
@@ -84,7 +87,7 @@ mkdir -p "$prefix"
 user_line=""
 if [[ $(id -u) == 0 ]]; then user_line="user nobody $(id -gn nobody 2>/dev/null || echo nogroup);"; fi
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@WORKERS@|$WORKERS|g" -e "s|@UPSTREAM@|$UPSTREAM_ADDR|g" \
-	-e "s|@LISTEN@|$NGINX_ADDR|g" -e "s|@USER_LINE@|$user_line|g" \
+	-e "s|@LISTEN@|$NGINX_ADDR|g" -e "s|@H2C_LISTEN@|$NGINX_H2C|g" -e "s|@USER_LINE@|$user_line|g" \
 	-e "s|@CERT@|$TMP/cert.pem|g" -e "s|@KEY@|$TMP/key.pem|g" bench/nginx-tls.conf.tmpl >"$prefix/nginx.conf"
 chmod 755 "$TMP"
 start_pinned nginx "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
@@ -108,20 +111,21 @@ pass() { # target addr mode
 	CPU[$target.$mode]=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
 	log "$target $mode: ${RPS[$target.$mode]} req/s, p99 ${P99[$target.$mode]}, ${CPU[$target.$mode]} µs CPU/req, errors: ${ERR[$target.$mode]}"
 }
-pass_h2() { # target addr: h2load, HTTP/2 over TLS
-	local target=$1 addr=$2 pid out t0 t1 n
+pass_h2() { # target addr [mode]: h2load, HTTP/2 over TLS (h2) or cleartext with prior knowledge (h2c)
+	local target=$1 addr=$2 mode=${3:-h2} scheme=https pid out t0 t1 n
+	[[ $mode == h2c ]] && scheme=http # h2load speaks h2c with prior knowledge to an http URI
 	pid=${PIDS[$target]}
-	pinned "$LOAD_CPUS" h2load -t2 -c"$H2_CONNS" -m"$H2_STREAMS" -D "${WARMUP%s}" "https://$addr/" >/dev/null 2>&1 || true
+	pinned "$LOAD_CPUS" h2load -t2 -c"$H2_CONNS" -m"$H2_STREAMS" -D "${WARMUP%s}" "$scheme://$addr/" >/dev/null 2>&1 || true
 	t0=$(proc_ticks "$pid")
-	out=$(pinned "$LOAD_CPUS" h2load -t2 -c"$H2_CONNS" -m"$H2_STREAMS" -D "${DURATION%s}" "https://$addr/")
+	out=$(pinned "$LOAD_CPUS" h2load -t2 -c"$H2_CONNS" -m"$H2_STREAMS" -D "${DURATION%s}" "$scheme://$addr/")
 	t1=$(proc_ticks "$pid")
 	grep -q "h2" <<<"$(awk '/^Application protocol/' <<<"$out")" || die "$target did not speak h2 to h2load: $out"
 	n=$(awk '/^requests:/ { print $8 }' <<<"$out")
-	RPS[$target.h2]=$(awk '/^finished in/ { printf "%.0f", $4 }' <<<"$out")
-	P99[$target.h2]="$(awk '/^time for request:/ { print $6 }' <<<"$out") (mean)"
-	ERR[$target.h2]=$(awk '/^requests:/ { f = $10 + $12 + $14 } /^status codes:/ { f += $7 + $9 } END { print f + 0 }' <<<"$out")
-	CPU[$target.h2]=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
-	log "$target h2: ${RPS[$target.h2]} req/s, latency ${P99[$target.h2]}, ${CPU[$target.h2]} µs CPU/req, errors: ${ERR[$target.h2]}"
+	RPS[$target.$mode]=$(awk '/^finished in/ { printf "%.0f", $4 }' <<<"$out")
+	P99[$target.$mode]="$(awk '/^time for request:/ { print $6 }' <<<"$out") (mean)"
+	ERR[$target.$mode]=$(awk '/^requests:/ { f = $10 + $12 + $14 } /^status codes:/ { f += $7 + $9 } END { print f + 0 }' <<<"$out")
+	CPU[$target.$mode]=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
+	log "$target $mode: ${RPS[$target.$mode]} req/s, latency ${P99[$target.$mode]}, ${CPU[$target.$mode]} µs CPU/req, errors: ${ERR[$target.$mode]}"
 }
 log "transport $TRANSPORT, $WORKERS worker(s) each, $CONNS connections, $DURATION after $WARMUP warm-up"
 for mode in keepalive handshake; do
@@ -130,6 +134,8 @@ for mode in keepalive handshake; do
 done
 pass_h2 tollgate $GATEWAY_TLS
 pass_h2 nginx $NGINX_ADDR
+pass_h2 tollgate $GATEWAY_ADDR h2c
+pass_h2 nginx $NGINX_H2C h2c
 
 # ---------------------------------------------------------------- report
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
@@ -139,10 +145,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 	echo
 	echo "| connections | target | req/s | p99 | CPU µs/req | errors | req/s ÷ nginx | CPU/req ÷ nginx |"
 	echo "|---|---|---|---|---|---|---|---|"
-	for mode in keepalive handshake h2; do
+	for mode in keepalive handshake h2 h2c; do
 		label="keep-alive, wrk -c$CONNS"
 		[[ $mode == handshake ]] && label="new TLS connection per request"
 		[[ $mode == h2 ]] && label="HTTP/2, h2load -c$H2_CONNS -m$H2_STREAMS"
+		[[ $mode == h2c ]] && label="h2c (cleartext, prior knowledge), h2load -c$H2_CONNS -m$H2_STREAMS"
 		for target in tollgate nginx; do
 			echo "| $label | $target | ${RPS[$target.$mode]} | ${P99[$target.$mode]} | ${CPU[$target.$mode]} | ${ERR[$target.$mode]} | $(ratio "${RPS[$target.$mode]}" "${RPS[nginx.$mode]}") | $(ratio "${CPU[$target.$mode]}" "${CPU[nginx.$mode]}") |"
 		done

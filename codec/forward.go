@@ -13,10 +13,12 @@ import (
 )
 
 // hopByHop are the RFC 9110 §7.6.1 connection-specific fields, plus the
-// legacy Proxy-Connection, that must never cross the gateway.
+// legacy Proxy-Connection and HTTP2-Settings (the h2c upgrade's, which is
+// never accepted and belongs to the client's connection even when
+// Connection does not name it), that must never cross the gateway.
 var hopByHop = []string{
 	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
-	"TE", "Trailer", "Upgrade",
+	"TE", "Trailer", "Upgrade", "HTTP2-Settings",
 }
 
 // framing fields are redone by the writer on each side; Expect was answered

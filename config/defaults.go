@@ -48,6 +48,10 @@ func (f *File) Defaults() {
 	if c.InternalHeaderPrefixes == nil {
 		c.InternalHeaderPrefixes = &[]string{"X-Internal-"}
 	}
+	if c.H2C == nil {
+		on := true
+		c.H2C = &on
+	}
 	if c.InternalQueryPrefixes == nil {
 		c.InternalQueryPrefixes = &[]string{"internal_"}
 	}

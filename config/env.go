@@ -141,6 +141,14 @@ var EnvFlags = []EnvFlag{
 	{"TOLLGATE_BODY_TIMEOUT", "30s", "time a client has to send a request body", durFlag(func(f *File) *Duration { return &f.Client.BodyTimeout })},
 	{"TOLLGATE_WRITE_TIMEOUT", "10s", "time allowed to write a response to the client", durFlag(func(f *File) *Duration { return &f.Client.WriteTimeout })},
 	{"TOLLGATE_MAX_CONNS", "100000", "concurrent client connections; more are refused", intFlag(func(f *File) *int { return &f.Client.MaxConns })},
+	{"TOLLGATE_H2C", "true", "HTTP/2 with prior knowledge (h2c) on the cleartext listener: true or false", func(f *File, v string) error {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		f.Client.H2C = &on
+		return nil
+	}},
 	{"TOLLGATE_TRUSTED_PROXIES", "(none)", "comma-separated CIDRs whose X-Forwarded-For is believed", listFlag(func(f *File) *[]string { return &f.Client.TrustedProxies })},
 	{"TOLLGATE_CONNECT_TIMEOUT", "1s", "default upstream connect timeout", sectionFlag("upstream", "timeouts.connect", "!!str", durValue)},
 	{"TOLLGATE_READ_TIMEOUT", "3s", "default upstream read timeout", sectionFlag("upstream", "timeouts.read", "!!str", durValue)},

@@ -63,6 +63,7 @@ func RestartOnlyChanges(prev, next *File) []string {
 	diff("client.idle_timeout", p.IdleTimeout != n.IdleTimeout)
 	diff("client.write_timeout", p.WriteTimeout != n.WriteTimeout)
 	diff("client.max_conns", p.MaxConns != n.MaxConns)
+	diff("client.h2c", p.ServesH2C() != n.ServesH2C())
 	diff("admin", !prev.Admin.equal(next.Admin))
 	diff("access_log", prev.AccessLog.settings() != next.AccessLog.settings())
 	diff("cluster.tls", prev.Cluster.TLS.WithoutPlace() != next.Cluster.TLS.WithoutPlace())

@@ -84,7 +84,15 @@ type Client struct {
 	// ["X-Internal-"] and ["internal_"]. Set to [] to strip nothing.
 	InternalHeaderPrefixes *[]string `yaml:"internal_header_prefixes"`
 	InternalQueryPrefixes  *[]string `yaml:"internal_query_prefixes"`
+	// H2C serves HTTP/2 with prior knowledge on the cleartext listener
+	// (gRPC clients and h2c load balancers); default true. Off, a client
+	// opening with the HTTP/2 preface gets a GOAWAY (HTTP_1_1_REQUIRED).
+	H2C *bool `yaml:"h2c"`
 }
+
+// ServesH2C reports whether the cleartext listener serves HTTP/2 with
+// prior knowledge (h2c defaults to on).
+func (c *Client) ServesH2C() bool { return c.H2C == nil || *c.H2C }
 
 // Admin is the operators' listener.
 type Admin struct {

@@ -73,7 +73,28 @@ func HTTP2For(f *config.File, t *edgetls.Settings) *h2.Server {
 	if !t.OffersH2() {
 		return nil
 	}
-	c, l := f.Client, t.HTTP2
+	return http2With(f, t.HTTP2)
+}
+
+// HTTP2CleartextFor is the HTTP/2 server of a configuration's cleartext
+// listener, for clients that open with the HTTP/2 preface (h2c with prior
+// knowledge); nil when client.h2c is off. It is a server of its own, with
+// the tls section's http2 limits when there is one (t may be nil), so
+// both listeners meet a client with the same limits and each reports its
+// own figures.
+func HTTP2CleartextFor(f *config.File, t *edgetls.Settings) *h2.Server {
+	if !f.Client.ServesH2C() {
+		return nil
+	}
+	var l edgetls.HTTP2Limits
+	if t != nil {
+		l = t.HTTP2
+	}
+	return http2With(f, l)
+}
+
+func http2With(f *config.File, l edgetls.HTTP2Limits) *h2.Server {
+	c := f.Client
 	header := l.MaxHeaderListBytes
 	if header == 0 {
 		header = c.MaxHeaderBytes

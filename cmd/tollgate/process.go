@@ -10,9 +10,11 @@ import (
 
 	"github.com/tollgate/tollgate/admin"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/edgetls"
 	"github.com/tollgate/tollgate/internal/clock"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/server/h2"
 	"go.uber.org/zap"
 )
 
@@ -40,6 +42,7 @@ type process struct {
 	gw        *server.Gateway
 	accessLog *observe.AccessLog
 	transport server.Transport
+	h2c       *h2.Server // the cleartext listener's HTTP/2; nil with client.h2c off
 	ln        net.Listener
 	secure    *tlsListener // nil without a tls block
 	admin     *admin.Server
@@ -143,7 +146,12 @@ func (p *process) startGateway(snap *config.Snapshot) error {
 		reportStatus(cl, f.Listen, p.follower)
 		join(cl, f.NodeID, p.gw) // membership: how many nodes share the cluster's limits
 	}
-	p.transport, err = server.NewTransport(f.Transport, p.gw, server.OptionsFor(f))
+	o := server.OptionsFor(f)
+	tlsSettings, _ := edgetls.SettingsKey.Get(snap.Env())
+	if p.h2c = server.HTTP2CleartextFor(f, tlsSettings); p.h2c != nil {
+		o.HTTP2 = p.h2c
+	}
+	p.transport, err = server.NewTransport(f.Transport, p.gw, o)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ func (p *process) stats() any {
 	if p.secure != nil && p.secure.h2 != nil {
 		st["http2"] = p.secure.h2.Stats()
 	}
+	if p.h2c != nil {
+		st["h2c"] = p.h2c.Stats()
+	}
 	return st
 }
 

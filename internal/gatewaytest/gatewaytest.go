@@ -24,6 +24,8 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/server/h2"
+	"github.com/tollgate/tollgate/server/transport"
 	_ "github.com/tollgate/tollgate/upstream" // the services sections
 )
 
@@ -54,6 +56,9 @@ type Gateway struct {
 	// Compiler compiled the configuration; a test reloads through it.
 	Compiler *config.Compiler
 	File     *config.File
+	// H2C serves the connections that open with the HTTP/2 preface; nil
+	// with client.h2c off.
+	H2C *h2.Server
 }
 
 // Start parses and compiles yaml and serves it.
@@ -82,8 +87,17 @@ func StartFile(tb testing.TB, f *config.File, o Options) *Gateway {
 	comp.Release(snap)
 	gw := server.NewGateway(snap, nil)
 	opts := server.OptionsFor(f)
+	// The cleartext listener's HTTP/2 (h2c), as the process serves it; a
+	// Tweak that sets TLS replaces it with its own or none.
+	h2c := server.HTTP2CleartextFor(f, nil)
+	if h2c != nil {
+		opts.HTTP2 = h2c
+	}
 	if o.Tweak != nil {
 		o.Tweak(&opts)
+	}
+	if opts.TLS != nil && opts.HTTP2 == transport.ConnServer(h2c) {
+		opts.HTTP2, h2c = nil, nil // a TLS listener offers h2 by its own server only
 	}
 	var h server.Handler = gw
 	if opts.TLS != nil {
@@ -116,7 +130,7 @@ func StartFile(tb testing.TB, f *config.File, o Options) *Gateway {
 			tb.Error("transport did not stop")
 		}
 	})
-	return &Gateway{Addr: ln.Addr().String(), GW: gw, Transport: tr, Compiler: comp, File: f}
+	return &Gateway{Addr: ln.Addr().String(), GW: gw, Transport: tr, Compiler: comp, File: f, H2C: h2c}
 }
 
 // StartRecorded serves yaml with ${UP} a recording upstream, which it

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"io"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 // client never sends. Framer is there for frames of a test's own.
 type H2Conn struct {
 	tb     testing.TB
-	Conn   *tls.Conn
+	Conn   net.Conn // TLS, or cleartext for h2c
 	Framer *http2.Framer
 	enc    *hpack.Encoder
 	hbuf   bytes.Buffer
@@ -36,6 +37,24 @@ func (e *TLSEdge) DialH2(tb testing.TB, settings ...http2.Setting) *H2Conn {
 	if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
 		tb.Fatalf("ALPN chose %q", p)
 	}
+	return startH2Conn(tb, conn, settings)
+}
+
+// DialH2C opens an h2 connection to addr over cleartext (prior
+// knowledge), sends the preface and its SETTINGS frame with settings, and
+// closes it when the test ends.
+func DialH2C(tb testing.TB, addr string, settings ...http2.Setting) *H2Conn {
+	tb.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return startH2Conn(tb, conn, settings)
+}
+
+func startH2Conn(tb testing.TB, conn net.Conn, settings []http2.Setting) *H2Conn {
+	tb.Helper()
 	r := &H2Conn{tb: tb, Conn: conn, next: 1}
 	r.Framer = http2.NewFramer(conn, bufio.NewReader(conn))
 	r.Framer.ReadMetaHeaders = hpack.NewDecoder(65536, nil)

@@ -18,18 +18,29 @@ import (
 // cancelling it at once, streams times, in writes of a hundred pairs
 // (for authority and path). It returns how many streams it sent and
 // whether the server ended the connection (a GOAWAY, a close or a reset)
-// within 10 s of the last write.
+// within 10 s of the last write. A nil conf speaks h2 over cleartext
+// (prior knowledge, h2c).
 func H2RapidReset(addr string, conf *tls.Config, authority, path string, streams int) (sent int, cut bool, err error) {
-	conf = conf.Clone()
-	conf.NextProtos = []string{"h2"}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, conf)
-	if err != nil {
-		return 0, false, err
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	var conn net.Conn
+	if conf == nil {
+		if conn, err = dialer.Dial("tcp", addr); err != nil {
+			return 0, false, err
+		}
+	} else {
+		conf = conf.Clone()
+		conf.NextProtos = []string{"h2"}
+		tc, err := tls.DialWithDialer(dialer, "tcp", addr, conf)
+		if err != nil {
+			return 0, false, err
+		}
+		if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+			tc.Close()
+			return 0, false, fmt.Errorf("ALPN chose %q", p)
+		}
+		conn = tc
 	}
 	defer conn.Close()
-	if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
-		return 0, false, fmt.Errorf("ALPN chose %q", p)
-	}
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", authority}, {":path", path}} {

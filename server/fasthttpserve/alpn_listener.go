@@ -9,10 +9,12 @@ import (
 	"github.com/tollgate/tollgate/server/transport"
 )
 
-// alpnListener is the fasthttp transport's TLS listener: it completes each
-// handshake (its reads and writes under the header timeout) before fasthttp
-// sees the connection, hands a client that chose h2 to the HTTP/2 server
-// (when one is offered), and lets fasthttp accept the others as HTTP/1.1.
+// alpnListener is the fasthttp transport's listener: it completes each
+// TLS handshake (its reads and writes under the header timeout) before
+// fasthttp sees the connection, hands a client that chose h2 to the
+// HTTP/2 server (when one is offered), and lets fasthttp accept the others
+// as HTTP/1.1. On cleartext (conf nil) it reads a connection's first bytes
+// instead, for the HTTP/2 preface (h2c_listener.go).
 type alpnListener struct {
 	net.Listener
 	conf    *tls.Config
@@ -70,6 +72,10 @@ func (l *alpnListener) acceptLoop() {
 }
 
 func (l *alpnListener) handshake(raw net.Conn) {
+	if l.conf == nil {
+		l.sniff(raw)
+		return
+	}
 	c := tls.Server(raw, l.conf)
 	shaken := func() { <-l.shaking }
 	if l.timeout > 0 {
@@ -90,9 +96,14 @@ func (l *alpnListener) handshake(raw net.Conn) {
 		l.h2.ServeConn(c, transport.PeerOf(raw.RemoteAddr()), l.h)
 		return
 	}
+	l.pass(c)
+}
+
+// pass gives fasthttp a connection to serve as HTTP/1.x.
+func (l *alpnListener) pass(c net.Conn) {
 	select {
 	case l.ready <- c:
 	case <-l.done:
-		_ = raw.Close()
+		_ = c.Close()
 	}
 }

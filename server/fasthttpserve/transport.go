@@ -140,12 +140,12 @@ func newFastHTTPTransport(h transport.Handler, o transport.Options) *fastHTTPTra
 }
 
 func (t *fastHTTPTransport) Serve(ln net.Listener) error {
-	if t.tlsConf != nil {
-		// Handshakes complete before fasthttp reads: inside its first read
-		// the handshake's writes had no deadline. Under TLS the bare-LF
-		// check (fhConn) reads the plaintext.
-		ln = newALPNListener(ln, t.tlsConf, t.h2, t.h, t.hdrTimeout, t.maxConns, t.Conns)
-	}
+	// Handshakes complete before fasthttp reads: inside its first read
+	// the handshake's writes had no deadline. Under TLS the bare-LF check
+	// (fhConn) reads the plaintext. On cleartext the listener finds the
+	// connections that open with the HTTP/2 preface (h2c), served or
+	// refused whether or not an HTTP/2 server is given.
+	ln = newALPNListener(ln, t.tlsConf, t.h2, t.h, t.hdrTimeout, t.maxConns, t.Conns)
 	return t.srv.Serve(fhListener{Listener: ln, limit: t.hdrLimit})
 }
 

@@ -3,11 +3,15 @@
 package reactor
 
 import (
+	"bufio"
 	"time"
+
+	"github.com/tollgate/tollgate/server/transport"
 )
 
 // HTTP/2 on the reactor. A TLS connection whose client chose h2 by ALPN
-// leaves the reactor once its handshake is done: its multiplexed streams
+// leaves the reactor once its handshake is done, and a cleartext one once
+// its first bytes were the HTTP/2 preface (h2c): its multiplexed streams
 // need a reader that is always waiting for frames and answers written
 // while other streams are read, which is what the HTTP/2 server's own
 // goroutines do. From the hand-off the connection's socket is read and
@@ -32,10 +36,12 @@ func (t *reactorTransport) handshakeForH2(c *clientConn) (h2 bool, err error) {
 }
 
 // handOffH2 gives the connection to the HTTP/2 server, on a goroutine of
-// its own; the connection is closed, and stops counting as in flight,
-// when the server returns. An error (no descriptor left for the net.Conn
-// the server reads) leaves the connection to the caller to drop.
-func (t *reactorTransport) handOffH2(c *clientConn) error {
+// its own, which reads read0 (what the reactor read of a cleartext
+// connection already) before the socket; the connection is closed, and
+// stops counting as in flight, when the server returns. An error (no
+// descriptor left for the net.Conn the server reads) leaves the
+// connection to the caller to drop.
+func (t *reactorTransport) handOffH2(c *clientConn, read0 []byte) error {
 	if err := c.netConn(); err != nil {
 		return err
 	}
@@ -46,11 +52,64 @@ func (t *reactorTransport) handOffH2(c *clientConn) error {
 	// Shut with the transport if the HTTP/2 server's own shutdown ran
 	// out of time (stop ends relays the same way).
 	c.relaying.Store(true)
+	conn := c.nc
+	if c.tls != nil {
+		conn = c.tls
+	} else if len(read0) > 0 {
+		conn = &transport.PrefacedConn{Conn: c.nc, Read0: read0}
+	}
 	go func() {
-		t.o.HTTP2.ServeConn(c.tls, c.peer, t.h)
+		t.o.HTTP2.ServeConn(conn, c.peer, t.h)
 		c.relaying.Store(false)
 		c.close()
 		t.served(c, -1)
 	}()
 	return nil
+}
+
+// prefaced reports whether a cleartext connection opens with the HTTP/2
+// client preface, reading no further than the preface needs: an
+// HTTP/1.x request parts from it within its first bytes (most at the
+// first), so only a client that is sending the preface is waited for, and
+// under the header timeout like any request's first line. A read error
+// is left in the reader for the request parser to meet.
+func prefaced(br *bufio.Reader) bool {
+	for want := 1; ; {
+		if _, err := br.Peek(want); err != nil {
+			return false
+		}
+		b, _ := br.Peek(br.Buffered())
+		h2, more := transport.PrefaceMatch(b)
+		if !more {
+			return h2
+		}
+		want = len(b) + 1
+	}
+}
+
+// serveH2C gives a cleartext connection that opened with the preface to
+// the HTTP/2 server, the bytes read so far first; without one (client.h2c
+// off) it refuses it (transport.RefuseH2C), then closes. It reports
+// false: the connection is no longer the reactor's to serve.
+func (t *reactorTransport) serveH2C(c *clientConn, w *serveState) bool {
+	if t.o.HTTP2 == nil {
+		// What follows the preface is read under the header timeout
+		// still running.
+		_, _ = w.br.Discard(len(transport.ClientPreface))
+		_ = transport.RefuseH2C(w.br, func(b []byte) error {
+			c.armWrite()
+			if _, err := w.bw.Write(b); err != nil {
+				return err
+			}
+			return c.flushOut()
+		})
+		c.linger = true
+		return t.drop(c, w)
+	}
+	b, _ := w.br.Peek(w.br.Buffered())
+	read0 := append([]byte(nil), b...)
+	if t.handOffH2(c, read0) != nil {
+		return t.drop(c, w)
+	}
+	return false
 }

@@ -81,13 +81,16 @@ func (t *reactorTransport) serveOne(c *clientConn, w *serveState) bool {
 		case err != nil:
 			return t.drop(c, w)
 		case h2:
-			if t.handOffH2(c) != nil {
+			if t.handOffH2(c, nil) != nil {
 				return t.drop(c, w)
 			}
 			return false
 		}
 	}
 	c.readPhase(t.o.HeaderTimeout)
+	if c.tls == nil && !c.used.Load() && prefaced(w.br) {
+		return t.serveH2C(c, w)
+	}
 	// The header scanner sees the section from its first byte: what the
 	// reader holds already, then what each read brings.
 	c.hdr.Start(t.readBufSize)

@@ -67,8 +67,11 @@ type Options struct {
 	IOUring string
 	// TLS, when set, makes every connection TLS, served with this config.
 	TLS *tls.Config
-	// HTTP2 serves the TLS connections whose client chose h2 by ALPN;
-	// nil when h2 is not offered.
+	// HTTP2 serves the TLS connections whose client chose h2 by ALPN or,
+	// on a cleartext listener (TLS nil), the connections that open with
+	// the HTTP/2 client preface (h2c with prior knowledge); nil when h2 is
+	// not offered. Without it a cleartext connection opening with the
+	// preface is refused with a GOAWAY (RefuseH2C).
 	HTTP2 ConnServer
 }
 

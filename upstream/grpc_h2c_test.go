@@ -1,0 +1,84 @@
+package upstream_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/gatewaytest"
+	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// h2cCreate calls Orders/Create through the gateway at addr as a gRPC
+// client without TLS (h2c with prior knowledge, as gRPC speaks to a
+// plaintext port) and returns the order's id and the call's trailer.
+func h2cCreate(t *testing.T, addr, tenant, body string) (string, metadata.MD, error) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	d, _ := grpcorders.Files(t).FindDescriptorByName("shop.v1.Orders")
+	create := d.(protoreflect.ServiceDescriptor).Methods().ByName("Create")
+	in, out := dynamicpb.NewMessage(create.Input()), dynamicpb.NewMessage(create.Output())
+	if err := protojson.Unmarshal([]byte(body), in); err != nil {
+		t.Fatal(err)
+	}
+	var trailer metadata.MD
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-tenant", tenant), 5*time.Second)
+	defer cancel()
+	err = conn.Invoke(ctx, "/shop.v1.Orders/Create", in, out, grpc.Trailer(&trailer))
+	return out.Get(out.Descriptor().Fields().ByName("id")).String(), trailer, err
+}
+
+// TestGRPCPassThroughH2C: a gRPC client with insecure credentials calls
+// through the cleartext port on every transport and gets the backend's
+// answer, trailers and statuses; with client.h2c off its call fails at
+// once (HTTP_1_1_REQUIRED) instead of waiting for a reply that never comes.
+func TestGRPCPassThroughH2C(t *testing.T) {
+	for _, kind := range gatewaytest.Transports {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			be := grpcorders.Start(t)
+			g := gatewaytest.Start(t, grpcPassRoutes, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": be.Addr}})
+			id, trailer, err := h2cCreate(t, g.Addr, "t1", `{"sku":"abc","quantity":2}`)
+			if err != nil || id != "o-abc" {
+				t.Fatalf("call: %q %v", id, err)
+			}
+			if got := trailer.Get("x-order-trace"); len(got) != 1 || got[0] != "t-Create" {
+				t.Fatalf("trailers %v", trailer)
+			}
+			if md := be.LastMetadata(); len(md.Get("x-tenant")) != 1 || len(md.Get("x-request-id")) != 1 {
+				t.Fatalf("backend metadata %v", md)
+			}
+			if _, _, err := h2cCreate(t, g.Addr, "t2", `{"sku":"missing","quantity":1}`); status.Code(err) != codes.NotFound {
+				t.Fatalf("NOT_FOUND passed through as %v", err)
+			}
+			if n := g.H2C.Stats().Conns; n > 1 {
+				t.Fatalf("%d h2c connections open after two calls, each on a closed connection", n)
+			}
+
+			off := gatewaytest.Start(t, grpcPassRoutes+"client:\n  h2c: false\n", gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": be.Addr}})
+			calls := be.Calls.Load()
+			start := time.Now()
+			_, _, err = h2cCreate(t, off.Addr, "t3", `{"sku":"abc","quantity":1}`)
+			if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "HTTP_1_1_REQUIRED") || time.Since(start) > 2*time.Second {
+				t.Fatalf("h2c off: %v after %v", err, time.Since(start))
+			}
+			if be.Calls.Load() != calls {
+				t.Fatal("the call reached the backend with h2c off")
+			}
+			t.Logf("h2c off, the client says: %v", err)
+		})
+	}
+}
