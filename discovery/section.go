@@ -2,8 +2,10 @@ package discovery
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,6 +101,17 @@ func provision(env *pipeline.Env, cfg any) error {
 	}
 	sectionKey.Set(env, c)
 	return nil
+}
+
+// Report hands on the figures of the providers that have some
+// (pipeline.Reporter): the section's shared object is what the metrics
+// writer finds in the snapshot.
+func (c *compiled) Report(emit pipeline.Emit) {
+	for _, name := range slices.Sorted(maps.Keys(c.providers)) {
+		if r, ok := c.providers[name].provider.(pipeline.Reporter); ok {
+			r.Report(emit)
+		}
+	}
 }
 
 // buildProvider builds the provider name from its settings node (nil:

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pipeline"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,16 @@ func TestWatchSkipsHostileValuesAndKeepsTheRest(t *testing.T) {
 	}
 	if got := p.SkippedValues(); got != wantSkipped {
 		t.Errorf("after a new listing: skipped %d, want still %d", got, wantSkipped)
+	}
+	// /metrics shows the count.
+	var reported []float64
+	p.Report(func(f *pipeline.Family, v float64, labels ...string) {
+		if f.Name == "tollgate_discovery_etcd_skipped_values_total" && len(labels) == len(f.Labels) {
+			reported = append(reported, v)
+		}
+	})
+	if len(reported) != 1 || reported[0] != float64(wantSkipped) {
+		t.Errorf("reported %v, want [%d]", reported, wantSkipped)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tollgate/tollgate/discovery"
+	"github.com/tollgate/tollgate/pipeline"
 )
 
 func init() {
@@ -87,6 +88,13 @@ func (p *Provider) Target(service string, decode func(into any) error) (discover
 // usable endpoints (malformed, oversized), each key and revision counted
 // once.
 func (p *Provider) SkippedValues() uint64 { return p.skipped.Load() }
+
+var skippedValues = &pipeline.Family{Name: "tollgate_discovery_etcd_skipped_values_total",
+	Help: "Values under the watched prefixes that were not usable instances (malformed, oversized), each key and revision once.",
+	Type: pipeline.Counter}
+
+// Report implements pipeline.Reporter.
+func (p *Provider) Report(emit pipeline.Emit) { emit(skippedValues, float64(p.SkippedValues())) }
 
 // Close ends the connection to etcd; the watches still running end with
 // failures until their contexts end.

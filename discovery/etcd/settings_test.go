@@ -1,6 +1,8 @@
 package etcd
 
 import (
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/pipeline"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -108,4 +110,30 @@ func TestPasswordIsMarkedSecret(t *testing.T) {
 
 func reflectField(v any, name string) (reflect.StructField, bool) {
 	return reflect.TypeOf(v).FieldByName(name)
+}
+
+// TestSkippedValuesReachTheMetrics: the provider's figures are found in
+// a compiled snapshot the way the metrics writer finds them.
+func TestSkippedValuesReachTheMetrics(t *testing.T) {
+	t.Parallel()
+	f, err := config.Parse("t.yaml", []byte("discovery:\n  cache_dir: "+t.TempDir()+"\n  etcd: {endpoints: [\"127.0.0.1:1\"]}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Defaults()
+	comp := config.NewCompiler()
+	defer comp.Close()
+	snap, err := comp.Compile(f, "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	snap.Reporters(func(_ string, r pipeline.Reporter) {
+		r.Report(func(f *pipeline.Family, _ float64, _ ...string) {
+			found = found || f.Name == "tollgate_discovery_etcd_skipped_values_total"
+		})
+	})
+	if !found {
+		t.Fatal("the etcd provider's figures are not reported")
+	}
 }
