@@ -437,6 +437,16 @@ func (m *Metrics) Reloaded(r ReloadResult) {
 	m.lastReload.Store(&r)
 }
 
+// Settled records that the configuration's source is back to what runs
+// (a refused edit undone): the last load's failure no longer stands, so
+// the alert on it clears. No load happened, and none is counted.
+func (m *Metrics) Settled(reason string, version uint64) {
+	if last := m.lastReload.Load(); last == nil || last.OK {
+		return
+	}
+	m.lastReload.Store(&ReloadResult{At: time.Now(), OK: true, Reason: reason, Version: version})
+}
+
 // LastReload returns the last load's outcome (nil before any).
 func (m *Metrics) LastReload() *ReloadResult { return m.lastReload.Load() }
 

@@ -32,6 +32,14 @@ func newOps(f *config.File) *ops {
 	return o
 }
 
+// settled records that the file is back to what runs (see
+// observe.Metrics.Settled).
+func (o *ops) settled(version uint64) {
+	if o.metrics != nil {
+		o.metrics.Settled("file back to the running configuration", version)
+	}
+}
+
 // loaded records a configuration load (start or reload). On success it
 // prepares the new snapshot's series before the snapshot goes live.
 func (o *ops) loaded(next *config.Snapshot, err error, reason string, running uint64) {

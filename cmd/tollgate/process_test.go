@@ -157,6 +157,21 @@ func TestProcessReloadsOnFileChange(t *testing.T) {
 	if st := status(base + "/b/x"); st != 200 || tp.gw.Snapshot().Version != v+1 {
 		t.Fatalf("after a refused edit: /b/ %d, version %d (want 200, %d)", st, tp.gw.Snapshot().Version, v+1)
 	}
+	if m := get(t, "http://"+tp.adminAddr()+"/metrics"); !strings.Contains(m, "tollgate_config_last_reload_successful 0") {
+		t.Fatal("the refused edit does not show as the last load failing")
+	}
+	// The file put back as it runs: nothing to load, and the alert on the
+	// last load clears (no reload is counted: none happened).
+	writeProcessConfig(t, cfg, true, "0s", up.Listener.Addr().String(),
+		"  - {name: a, match: {prefix: /a/}, service: up}\n  - {name: b, match: {prefix: /b/}, service: up}\n")
+	eventually(t, 5*time.Second, "the file back to what runs clears the failed load", func() bool {
+		return strings.Contains(get(t, "http://"+tp.adminAddr()+"/metrics"), "tollgate_config_last_reload_successful 1")
+	})
+	// Two applied loads: the start and the first edit.
+	m := get(t, "http://"+tp.adminAddr()+"/metrics")
+	if tp.gw.Snapshot().Version != v+1 || !strings.Contains(m, `tollgate_config_reloads_total{result="ok"} 2`) {
+		t.Fatalf("putting the file back reloaded: version %d, metrics:\n%s", tp.gw.Snapshot().Version, m)
+	}
 }
 
 // TestProcessSIGHUPReloads: without the watch, SIGHUP re-reads the file;

@@ -39,7 +39,7 @@ func (p *process) watch() {
 		go p.follower.Follow(p.stop, func(reason string) { _, _ = p.reload(reason) })
 	} else if p.path != "" && *p.file.Watch {
 		go watchFile(p.path, time.Second, p.stop, func() [32]byte { return p.gw.Snapshot().Digest },
-			func() { _, _ = p.reload("file changed") })
+			func() { _, _ = p.reload("file changed") }, func() { p.op.settled(p.gw.Snapshot().Version) })
 	}
 }
 
@@ -48,7 +48,8 @@ func (p *process) watch() {
 // interval. Contents are compared, not times, so a touch, a save of the same
 // text or a SIGHUP that already loaded the edit reloads nothing; a
 // half-written file is refused and the next check loads the finished one.
-func watchFile(path string, interval time.Duration, stop <-chan struct{}, current func() [32]byte, changed func()) {
+// A file written back to what runs (a refused edit undone) calls same.
+func watchFile(path string, interval time.Duration, stop <-chan struct{}, current func() [32]byte, changed, same func()) {
 	var lastMod time.Time
 	var lastSize int64
 	t := time.NewTicker(interval)
@@ -70,6 +71,8 @@ func watchFile(path string, interval time.Duration, stop <-chan struct{}, curren
 		lastMod, lastSize = st.ModTime(), st.Size()
 		if sha256.Sum256(b) != current() {
 			changed()
+		} else {
+			same()
 		}
 	}
 }
