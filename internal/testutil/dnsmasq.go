@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -140,23 +139,7 @@ func (d *DNSMasq) start() error {
 	if err != nil {
 		return err
 	}
-
-	deadline := time.Now().Add(dnsmasqStartWait)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("dnsmasq exited at start: %s", tail(logFile))
-		default:
-		}
-		if d.answers() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			d.Kill()
-			return fmt.Errorf("dnsmasq on %s did not listen within %v: %s", d.Addr, dnsmasqStartWait, tail(logFile))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return d.awaitReady(done, logFile, dnsmasqStartWait, d.answers)
 }
 
 // answers sends a query for the root's SOA over UDP and TCP and reports

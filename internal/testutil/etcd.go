@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -28,8 +27,6 @@ type Etcd struct {
 	Endpoint string
 	// URL is the client URL, http:// or https://.
 	URL string
-	// PID is the process id of the running member (it changes on Restart).
-	PID int
 
 	serverProcess
 
@@ -130,26 +127,7 @@ func (e *Etcd) start() error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.PID = cmd.Process.Pid
-	e.mu.Unlock()
-
-	deadline := time.Now().Add(etcdStartWait)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("etcd exited at start: %s", tail(logFile))
-		default:
-		}
-		if e.healthy() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			e.Kill()
-			return fmt.Errorf("etcd on %s was not healthy within %v: %s", e.URL, etcdStartWait, tail(logFile))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return e.awaitReady(done, logFile, etcdStartWait, e.healthy)
 }
 
 // healthy asks /health, which says true once the member has a leader.

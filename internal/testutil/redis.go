@@ -23,8 +23,6 @@ import (
 type Redis struct {
 	// Addr is host:port of the server; it stays the same across Restart.
 	Addr string
-	// PID is the process id of the running server (it changes on Restart).
-	PID int
 
 	serverProcess
 
@@ -94,27 +92,7 @@ func (r *Redis) start() error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	r.PID = cmd.Process.Pid
-	r.mu.Unlock()
-
-	deadline := time.Now().Add(redisStartWait)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("redis-server exited at start: %s", tail(logFile))
-		default:
-		}
-		if out, err := r.Command("PING"); err == nil && out == "PONG" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			r.Kill()
-			return fmt.Errorf("redis-server on %s did not answer PING within %v: %s",
-				r.Addr, redisStartWait, tail(logFile))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return r.awaitReady(done, logFile, redisStartWait, func() bool { out, err := r.Command("PING"); return err == nil && out == "PONG" })
 }
 
 func (r *Redis) stop() { r.Kill() }

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -21,7 +22,10 @@ type serverProcess struct {
 	where func() string // where it listens, for messages
 	start func() error  // must not hold mu
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// PID is the process id of the running server (it changes on
+	// Restart); written under mu.
+	PID    int
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when cmd has been waited for
 	frozen bool
@@ -40,8 +44,31 @@ func (p *serverProcess) run(cmd *exec.Cmd) (chan struct{}, error) {
 	}()
 	p.mu.Lock()
 	p.cmd, p.done, p.frozen = cmd, done, false
+	p.PID = cmd.Process.Pid
 	p.mu.Unlock()
 	return done, nil
+}
+
+// awaitReady waits until ready says the server answers, up to wait; a
+// server that exits first, or does not answer in time (it is killed), is
+// an error carrying the end of its log.
+func (p *serverProcess) awaitReady(done <-chan struct{}, logFile string, wait time.Duration, ready func() bool) error {
+	deadline := time.Now().Add(wait)
+	for {
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited at start: %s", p.name, tail(logFile))
+		default:
+		}
+		if ready() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			return fmt.Errorf("%s on %s did not answer within %v: %s", p.name, p.where(), wait, tail(logFile))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Freeze stops the server with SIGSTOP: its sockets stay open and

@@ -473,11 +473,17 @@ func TestHTTP2MaxConns(t *testing.T) {
 // client's carries Connection: close.
 func TestHTTP2DrainSaysGoAway(t *testing.T) {
 	e := gatewaytest.StartH2(t, h2Routes, h2.Options{}, gatewaytest.Options{})
-	r := e.DialH2(t)
+	expectGoAwayOnDrain(t, e.DialH2(t), e.GW.Drain)
+}
+
+// expectGoAwayOnDrain: r's request before drain is answered without a
+// GOAWAY; the one after is answered, and a GOAWAY comes.
+func expectGoAwayOnDrain(t *testing.T, r *gatewaytest.H2Conn, drain func()) {
+	t.Helper()
 	if o := r.Await(r.Send(nil, gatewaytest.H2Get("/before")...)); o.Status != "200" || o.GoAway {
 		t.Fatalf("before the drain: %+v", o)
 	}
-	e.GW.Drain()
+	drain()
 	id := r.Send(nil, gatewaytest.H2Get("/during")...)
 	_ = r.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	answered, goaway := false, false

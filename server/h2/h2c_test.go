@@ -172,28 +172,7 @@ func TestH2CDrainSaysGoAway(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			g, _ := gatewaytest.StartRecorded(t, h2Routes, gatewaytest.Options{Transport: kind})
-			r := gatewaytest.DialH2C(t, g.Addr)
-			if o := r.Await(r.Send(nil, gatewaytest.H2Get("/before")...)); o.Status != "200" || o.GoAway {
-				t.Fatalf("before the drain: %+v", o)
-			}
-			g.GW.Drain()
-			id := r.Send(nil, gatewaytest.H2Get("/during")...)
-			_ = r.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			answered, goaway := false, false
-			for !answered || !goaway {
-				f, err := r.Framer.ReadFrame()
-				if err != nil {
-					t.Fatalf("answered %v, GOAWAY %v, then: %v", answered, goaway, err)
-				}
-				switch f := f.(type) {
-				case *http2.GoAwayFrame:
-					goaway = true
-				case *http2.MetaHeadersFrame:
-					if f.StreamID == id && f.PseudoValue("status") == "200" {
-						answered = true
-					}
-				}
-			}
+			expectGoAwayOnDrain(t, gatewaytest.DialH2C(t, g.Addr), g.GW.Drain)
 		})
 	}
 }
