@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -92,27 +93,16 @@ func loadSaved(path string, log *zap.Logger) ([]Instance, bool) {
 	}
 	defer f.Close()
 	var s savedSet
-	dec := json.NewDecoder(&limitedReader{f: f, left: maxSavedBytes})
-	if err := dec.Decode(&s); err != nil || s.Target != filepath.Base(path) {
+	b, err := io.ReadAll(io.LimitReader(f, maxSavedBytes+1))
+	if err == nil && len(b) > maxSavedBytes {
+		err = errors.New("saved set larger than 16 MiB")
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil || s.Target != filepath.Base(path) {
 		log.Warn("discovery: the saved set is unusable; waiting for the registry", zap.String("file", path), zap.Error(err))
 		return nil, false
 	}
 	return normalize(s.Instances), true
-}
-
-type limitedReader struct {
-	f    *os.File
-	left int64
-}
-
-func (r *limitedReader) Read(p []byte) (int, error) {
-	if r.left <= 0 {
-		return 0, errors.New("saved set larger than 16 MiB")
-	}
-	if int64(len(p)) > r.left {
-		p = p[:r.left]
-	}
-	n, err := r.f.Read(p)
-	r.left -= int64(n)
-	return n, err
 }

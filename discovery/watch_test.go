@@ -208,6 +208,18 @@ func TestSavedSetOfAnotherTargetIsRefused(t *testing.T) {
 	if _, ok := loadSaved(filepath.Join(dir, "none.json"), zap.NewNop()); ok {
 		t.Fatal("a missing file gave a set")
 	}
+	// A copy past the bound is not read whole: padded with blanks before
+	// its (valid) contents, it is refused.
+	own, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(a, append([]byte(strings.Repeat(" ", maxSavedBytes)), own...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := loadSaved(a, zap.NewNop()); ok {
+		t.Fatal("a saved copy larger than the bound was read")
+	}
 }
 
 func TestWeightsAreBoundedKeepingRatios(t *testing.T) {
