@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -43,13 +44,24 @@ type dashboardCache struct {
 	decided map[string]uint64
 }
 
+// dashboardFirst marks where the page carries its first figures, so that
+// it is filled the moment it loads rather than after its first poll.
+var dashboardFirst = []byte(`<script id="first" type="application/json">null</script>`)
+
 func (s *Server) dashboard(w http.ResponseWriter, _ *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(dashboardPage)
+	before, after, _ := bytes.Cut(dashboardPage, dashboardFirst)
+	_, _ = w.Write(before)
+	// json.Marshal escapes <, > and & (and U+2028/9), so the figures
+	// cannot end the script element they are carried in.
+	_, _ = w.Write(dashboardFirst[:len(dashboardFirst)-len("null</script>")])
+	_, _ = w.Write(s.liveBody(time.Now()))
+	_, _ = w.Write([]byte("</script>"))
+	_, _ = w.Write(after)
 }
 
 func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
@@ -73,6 +85,9 @@ type liveRoute struct {
 	R5xx    float64 `json:"r5xx"`
 	Total   uint64  `json:"total"`
 	Breaker string  `json:"breaker,omitempty"`
+	// Builtin marks the rows of requests no configured route took: no
+	// route matched, the default or the fallback answer.
+	Builtin bool `json:"builtin,omitempty"`
 }
 
 type liveService struct {
@@ -335,7 +350,7 @@ func (c *dashboardCache) trafficFigures(m *observe.Metrics, snap *config.Snapsho
 			Name: name, QPS: rate(total, prevTotal), Total: total,
 			P50: ms(d.Quantile(0.5)), P95: ms(d.Quantile(0.95)), P99: ms(d.Quantile(0.99)), P999: ms(d.Quantile(0.999)),
 			R4xx: rate(f.ByClass[4], p.ByClass[4]), R5xx: rate(f.ByClass[5], p.ByClass[5]),
-			Breaker: h.routeBreaker[f.Name],
+			Breaker: h.routeBreaker[f.Name], Builtin: f.Name == "" || f.Name[0] == '(',
 		})
 	}
 	if interval > 0 {

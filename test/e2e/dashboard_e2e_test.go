@@ -96,8 +96,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if same[0] != same[1] || same[2] != "1 node" || count("#cluster-nodes tr") != 1 {
 		t.Fatalf("standalone cluster figures: %q req/s (%s), node %q", same[0], same[2], same[1])
 	}
-	// 1,000 routes and "(none)", the row of requests no route matched.
-	if !strings.Contains(rows1, "1001 routes") || nRows != 300 {
+	// 1,000 routes and "(none)", the row of requests no route matched
+	// (not counted as a route).
+	if rows1 != "1000 routes + 1 unrouted row" || nRows != 300 {
 		t.Fatalf("route table: %q with %d rows rendered", rows1, nRows)
 	}
 
@@ -269,4 +270,103 @@ func TestDashboardClusterFigures(t *testing.T) {
 		return b.count("#cluster-nodes tr") == 2 && near(num(b.text("#cqps")), 300)
 	})
 	t.Logf("after the kill (seen in %v): cluster %.0f req/s, nodes %+v", took.Round(100*time.Millisecond), v.ClusterLoad.QPS, v.ClusterLoad.Nodes)
+}
+
+// TestDashboardWithURLCredentials opens the dashboard as the docs say an
+// operator may, with the token in the URL (http://admin:TOKEN@host/…),
+// in a 1280-pixel-wide window. The page is filled from its first answer,
+// before any poll (its polls are blocked for that first look); the polls
+// then work although the page's URL carries credentials; nothing spills
+// out of its column; and the route counts in the header and the table
+// agree (the table's "no route matched" row is not a route).
+func TestDashboardWithURLCredentials(t *testing.T) {
+	browserPath := chromium(t)
+	up := testutil.StartQuietUpstream(t, "ok")
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "watch: false\nservices:\n  api:\n    instances: [{addr: %q}]\nroutes:\n", up.Addr)
+	for i := range 8 {
+		fmt.Fprintf(&cfg, "  - {name: route-with-a-long-name-%d, match: {prefix: /r%d}, service: api, breaker: {window: 10s, failure_rate: 0.5, min_requests: 100, open_for: 30s}}\n", i, i)
+	}
+	path := writeConfig(t, cfg.String())
+	addr, admin := freePort(t), freePort(t)
+	startProc(t, addr, admin, []string{"TOLLGATE_ADMIN_TOKEN=" + limitsToken}, "run", "-c", path)
+	load := startLoad(addr, "/r1/x", 2)
+	missing := startLoad(addr, "/nowhere", 1)
+	defer func() { load.finish(); missing.finish() }()
+	time.Sleep(500 * time.Millisecond) // the unmatched row exists once a request missed
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browserPath),
+		chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelT()
+	b := &browser{ctx: ctx, t: t}
+	_, err := chromedp.Call(ctx, network.Enable, network.EnableParams{})
+	b.must(err)
+	_, err = chromedp.Call(ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
+		URLPatterns: []*network.BlockPattern{{URLPattern: "*://*:*/admin/live", Block: true}}})
+	b.must(err)
+
+	b.must(chromedp.Do(ctx,
+		chromedp.Navigate("http://admin:"+limitsToken+"@"+admin+"/dashboard"),
+		chromedp.WaitReady("body"),
+	))
+	if node := b.text("#node"); node == "" || node == "–" {
+		t.Fatalf("node not shown from the page's first answer: %q", node)
+	}
+	if n := b.count("#routes-body tr"); n < 9 {
+		t.Fatalf("route table from the page's first answer: %d rows", n)
+	}
+	if v := b.text("#version"); !strings.Contains(v, "8 routes") {
+		t.Fatalf("header: %q", v)
+	}
+	if c := b.text("#routecount"); !strings.HasPrefix(c, "8 routes") {
+		t.Fatalf("table count %q, header says 8 routes", c)
+	}
+
+	// Polls through the URL with credentials.
+	_, err = chromedp.Call(ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{})
+	b.must(err)
+	var qps string
+	waitUntil(t, 15*time.Second, "the page polling with credentials in its URL", func() bool {
+		time.Sleep(300 * time.Millisecond)
+		qps = b.text("#qps")
+		v, _ := strconv.ParseFloat(strings.ReplaceAll(qps, ",", ""), 64)
+		return v > 0
+	})
+	if stale, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("stale").classList.contains("on")`)); err != nil || stale {
+		t.Fatalf("the page says it has no answer (err %v)", err)
+	}
+
+	// Nothing wider than its box at 1280 pixels, nor at two wider sizes.
+	for _, width := range []int64{1280, 1440, 1920} {
+		b.must(chromedp.Do(ctx, chromedp.EmulateViewport(width, 900)))
+		assertNoOverflow(t, b, width)
+	}
+	t.Logf("filled before its first poll; polling shows %s req/s; no overflow at 1280, 1440 and 1920 px", qps)
+}
+
+// assertNoOverflow fails when the page, or a section of it, is wider than
+// its box.
+func assertNoOverflow(t *testing.T, b *browser, width int64) {
+	t.Helper()
+	over, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`(() => {
+		const out = [];
+		if (document.documentElement.scrollWidth > window.innerWidth) out.push("page " + document.documentElement.scrollWidth + " > " + window.innerWidth);
+		document.querySelectorAll("section").forEach(s => {
+			if (s.scrollWidth > s.clientWidth + 1) out.push((s.querySelector("h2") || s).textContent.trim().slice(0, 30) + ": " + s.scrollWidth + " > " + s.clientWidth + " " + [...(s.querySelector("tbody tr") || s).children].map(c => c.textContent + "=" + c.offsetWidth).join(" "));
+		});
+		return out;
+	})()`))
+	b.must(err)
+	if len(over) > 0 {
+		t.Fatalf("overflow at %d px: %v", width, over)
+	}
 }
