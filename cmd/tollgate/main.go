@@ -5,6 +5,8 @@
 //	tollgate sign ...          sign a request for a consumer
 //	tollgate replay ...        replay recorded traffic and compare answers
 //	tollgate config ...        push, show, roll back the cluster's configuration
+//	tollgate demo-upstream     serve the demo backend alone
+//	tollgate cert              write a self-signed certificate for trying TLS
 //	tollgate version           print the version
 package main
 
@@ -42,6 +44,10 @@ func mainWithArgs(args []string, stdout, stderr io.Writer) int {
 		return replayCommand(args, stdout, stderr)
 	case "config":
 		return configCommand(args, stdout, stderr)
+	case "demo-upstream":
+		return demoUpstreamCommand(args, stdout, stderr)
+	case "cert":
+		return certCommand(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "tollgate", version)
 		return 0
@@ -71,6 +77,10 @@ Usage:
                              node with config.source redis runs
   tollgate config status | show [V] | rollback --to V  [--redis ADDR]
                              live nodes and their versions; print a version; run one again
+  tollgate demo-upstream [--listen ADDR] [--name NAME]
+                             serve the demo backend alone (echoes each request as JSON)
+  tollgate cert [--host NAMES] [--out DIR]
+                             write a self-signed certificate and key for trying TLS locally
   tollgate version           print the version
 
 Signals: SIGHUP reloads the configuration file; SIGTERM/SIGINT drain and stop.
