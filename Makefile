@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 FUZZTIME ?= 20s
 
-.PHONY: build run check test test-deps test-race test-allocs bench chaos lint fuzz proto clean
+.PHONY: build run check test test-deps test-race test-times test-allocs bench chaos lint fuzz proto clean
 
 # Root installs directly; anyone else through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -60,9 +60,21 @@ test-deps:
 		echo "installing dnsmasq-base"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base >/dev/null; }
 
-test-race:
-	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
-	$(GO) test -race -tags e2e -count=1 -timeout 15m ./test/e2e/
+## test-race prints what go test would and keeps every test's time in
+## .test-times/ for make test-times.
+## The end-to-end package (build tag e2e) runs beside the others, not after
+## them: its tests mostly wait (for nodes, Redis outages, timers), which
+## leaves the cores to the rest.
+test-race: bin/testtimes
+	@mkdir -p .test-times
+	bin/testtimes -record .test-times/race.jsonl -- $(GO) test -json -race -shuffle=on -count=1 -timeout 15m -tags e2e $(PKGS)
+
+## test-times: the slowest packages and tests of the last make test.
+test-times: bin/testtimes
+	@bin/testtimes -n 25 -show .test-times/race.jsonl
+
+bin/testtimes: tools/testtimes/main.go
+	cd tools/testtimes && $(GO) build -o ../../bin/testtimes .
 
 test-allocs:
 	$(GO) test -count=1 -run 'Alloc' $(PKGS)

@@ -28,15 +28,22 @@ func TestExamplesValidate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(binary, "validate", abs)
-		cmd.Dir = dir
-		// The secrets examples take from the environment.
-		cmd.Env = append(os.Environ(), "DEMO_APP_SECRET=example-secret-0123456789",
-			"BIG_PARTNER_SECRET=example-secret-0123456789", "JWT_SECRET=example-jwt-secret-0123456789abcdef",
-			"ETCD_PASSWORD=example-etcd-password")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), ": ok (") {
-			t.Errorf("%s: %v\n%s", f, err, out)
-		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel() // each starts a binary built with -race: a second each
+			validateExample(t, abs, dir)
+		})
+	}
+}
+
+func validateExample(t *testing.T, f, dir string) {
+	cmd := exec.Command(binary, "validate", f)
+	cmd.Dir = dir
+	// The secrets examples take from the environment.
+	cmd.Env = append(os.Environ(), "DEMO_APP_SECRET=example-secret-0123456789",
+		"BIG_PARTNER_SECRET=example-secret-0123456789", "JWT_SECRET=example-jwt-secret-0123456789abcdef",
+		"ETCD_PASSWORD=example-etcd-password")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ": ok (") {
+		t.Errorf("%s: %v\n%s", f, err, out)
 	}
 }

@@ -1,0 +1,3 @@
+module github.com/tollgate/tollgate/tools/testtimes
+
+go 1.26
