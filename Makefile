@@ -85,6 +85,7 @@ bench:
 	bash bench/chain.sh
 	bash bench/tls.sh
 	bash bench/grpc.sh
+	bash bench/grpcpass.sh
 
 ## chaos: reloads, a killed instance and a hanging upstream under wrk load.
 chaos:

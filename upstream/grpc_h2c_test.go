@@ -1,13 +1,19 @@
 package upstream_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/gatewaytest"
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -79,6 +85,47 @@ func TestGRPCPassThroughH2C(t *testing.T) {
 				t.Fatal("the call reached the backend with h2c off")
 			}
 			t.Logf("h2c off, the client says: %v", err)
+		})
+	}
+}
+
+// TestGRPCAnswerFramedByItsTrailers: a passed-through call's answer
+// carries no Content-Length beside its trailers. gRPC servers send none; a
+// client that trusts one (curl) stops reading at the body's end and never
+// sees grpc-status. The call is made with a plain HTTP/2 client, byte for
+// byte as curl would.
+func TestGRPCAnswerFramedByItsTrailers(t *testing.T) {
+	for _, kind := range gatewaytest.Transports {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			be := grpcorders.Start(t)
+			g := gatewaytest.Start(t, grpcPassRoutes, gatewaytest.Options{Transport: kind, Vars: map[string]string{"UP": be.Addr}})
+			tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}}
+			defer tr.CloseIdleConnections()
+			// CreateOrderRequest{sku: "abc", quantity: 2}, framed.
+			call := []byte("\x00\x00\x00\x00\x07\x0a\x03abc\x10\x02")
+			req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/shop.v1.Orders/Create", bytes.NewReader(call))
+			req.Header.Set("Content-Type", "application/grpc")
+			req.Header.Set("TE", "trailers")
+			req.Header.Set("X-Tenant", "t1")
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || len(body) < 5 {
+				t.Fatalf("answer %d %q %v", resp.StatusCode, body, err)
+			}
+			if cl := resp.Header.Get("Content-Length"); cl != "" {
+				t.Fatalf("Content-Length %s beside the trailers %v", cl, resp.Trailer)
+			}
+			if resp.Trailer.Get("Grpc-Status") != "0" {
+				t.Fatalf("trailers %v", resp.Trailer)
+			}
 		})
 	}
 }

@@ -278,6 +278,14 @@ func writeAnswer(w http.ResponseWriter, resp *fasthttp.Response, head bool) {
 		resp.SetBodyString(`{"error":"bad_gateway","message":"protocol switch not possible over HTTP/2"}`)
 	}
 	hdr := w.Header()
+	// An answer with trailers (gRPC) is framed by them, the stream's last
+	// HEADERS: a Content-Length beside them makes a client that trusts it
+	// (curl) stop at the body's end and never read grpc-status.
+	withTrailers := false
+	for range resp.Header.Trailers() {
+		withTrailers = true
+		break
+	}
 	raw := resp.Header.Header()
 	// Skip the status line.
 	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -298,10 +306,18 @@ func writeAnswer(w http.ResponseWriter, resp *fasthttp.Response, head bool) {
 		if isHopByHop(name) || bytes.EqualFold(name, strTrailer) {
 			continue // Trailer: the trailers go as HTTP/2 trailers, below
 		}
+		if withTrailers && bytes.EqualFold(name, strContentLength) {
+			continue
+		}
 		k := http.CanonicalHeaderKey(string(name))
 		hdr[k] = append(hdr[k], string(value))
 	}
 	w.WriteHeader(status)
+	if withTrailers {
+		// Sent now, x/net cannot add a Content-Length of its own (it does
+		// for an answer written whole before its headers go).
+		_ = http.NewResponseController(w).Flush()
+	}
 	if !head {
 		_ = resp.BodyWriteTo(w)
 	}
@@ -316,7 +332,10 @@ func writeAnswer(w http.ResponseWriter, resp *fasthttp.Response, head bool) {
 	}
 }
 
-var strTrailer = []byte("Trailer")
+var (
+	strTrailer       = []byte("Trailer")
+	strContentLength = []byte("Content-Length")
+)
 
 func isHopByHop(name []byte) bool {
 	for _, h := range hopByHop {

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# gRPC pass-through beside a direct call. See bench/README.md.
+#
+# Starts the bench gRPC upstream (shop.v1.Orders, h2c, 127.0.0.1:19411)
+# and one gateway (cleartext 127.0.0.1:18095, TOLLGATE_WORKERS workers,
+# default 1) with a route passing /shop.v1.Orders/ calls through to it.
+# h2load makes the same unary call (shop.v1.Orders/Create, a 12-byte
+# message) over h2c to the upstream directly and through the gateway.
+# Prints one markdown table: calls/s, mean latency, the gateway's CPU per
+# call and the backend's, and through ÷ direct.
+set -euo pipefail
+
+source "$(dirname "$0")/lib.sh"
+PROG=grpcpass.sh
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+DURATION=${GRPC_DURATION:-${BENCH_DURATION:-10s}}
+WARMUP=${GRPC_WARMUP:-${BENCH_WARMUP:-2s}}
+H2_CONNS=${GRPC_H2_CONNS:-16}
+H2_STREAMS=${GRPC_H2_STREAMS:-8}
+TRANSPORT=${TOLLGATE_TRANSPORT:-reactor}
+WORKERS=${TOLLGATE_WORKERS:-1}
+RECORD=${GRPC_RECORD:-${BENCH_RECORD:-0}}
+NPROC=$(nproc)
+HZ=$(getconf CLK_TCK)
+
+GRPC_ADDR=127.0.0.1:19411
+GATEWAY_ADDR=127.0.0.1:18095
+
+COMMAND=$(command_line 'GRPC|BENCH|TOLLGATE' 'TOKEN|SECRET|PASSWORD|KEY' bench/grpcpass.sh)
+[[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "TOLLGATE_WORKERS must be a positive integer"
+
+mapfile -t need < <(missing curl)
+command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
+apt_install "${need[@]}"
+
+log "building bin/tollgate and bin/bench-grpcupstream"
+build tollgate bench-grpcupstream
+
+make_tmp grpcpass
+for addr in $GRPC_ADDR $GATEWAY_ADDR; do
+	port_busy "$addr" && die "$addr is already in use; stop whatever listens there"
+done
+ulimit -n 65536 2>/dev/null || true
+
+start grpcupstream bin/bench-grpcupstream -listen $GRPC_ADDR
+wait_port grpcupstream $GRPC_ADDR
+
+cat >"$TMP/tollgate.yaml" <<-EOF2
+	listen: "$GATEWAY_ADDR"
+	watch: false
+	admin: {listen: "off"}
+	access_log: {path: "off"}
+	services:
+	  orders:
+	    protocol: grpc
+	    instances: [{addr: "$GRPC_ADDR"}]
+	routes:
+	  - {name: orders, match: {prefix: /shop.v1.Orders/}, service: orders}
+EOF2
+start_tollgate "" "$TRANSPORT" "$WORKERS" bin/tollgate "$TMP/tollgate.yaml"
+wait_port tollgate $GATEWAY_ADDR
+
+# CreateOrderRequest{sku: "abc", quantity: 2, customer_id: "c-1"}, framed:
+# no compression, a 4-byte length, the message.
+printf '\x00\x00\x00\x00\x0c\x0a\x03abc\x10\x02\x1a\x03c-1' >"$TMP/call.bin"
+call() { # addr: one call with curl; prints its grpc-status and the reply's size
+	curl -sS --http2-prior-knowledge -o "$TMP/reply.bin" -D - --data-binary @"$TMP/call.bin" \
+		-H 'Content-Type: application/grpc' -H 'TE: trailers' "http://$1/shop.v1.Orders/Create" |
+		awk 'tolower($1) == "grpc-status:" { s = $2 } END { printf "status %s, ", s }'
+	wc -c <"$TMP/reply.bin"
+}
+for addr in $GRPC_ADDR $GATEWAY_ADDR; do
+	got=$(call "$addr" | tr -d '\r')
+	[[ $got == "status 0, "* ]] || die "the call to $addr did not succeed: $got"
+done
+direct=$(call $GRPC_ADDR | tr -d '\r')
+through=$(call $GATEWAY_ADDR | tr -d '\r')
+[[ $direct == "$through" ]] || die "the answer through the gateway ($through) differs from the direct one ($direct)"
+
+declare -A RPS LAT CPU UPCPU ERR
+pass() { # name addr
+	local name=$1 addr=$2 out t0 t1 u0 u1 n args
+	args=(-t2 -c"$H2_CONNS" -m"$H2_STREAMS" -d "$TMP/call.bin" -H 'content-type: application/grpc' -H 'te: trailers')
+	h2load "${args[@]}" -D "${WARMUP%s}" "http://$addr/shop.v1.Orders/Create" >/dev/null 2>&1 || true
+	t0=$(proc_ticks "${PIDS[tollgate]}")
+	u0=$(proc_ticks "${PIDS[grpcupstream]}")
+	out=$(h2load "${args[@]}" -D "${DURATION%s}" "http://$addr/shop.v1.Orders/Create")
+	t1=$(proc_ticks "${PIDS[tollgate]}")
+	u1=$(proc_ticks "${PIDS[grpcupstream]}")
+	n=$(awk '/^requests:/ { print $8 }' <<<"$out")
+	RPS[$name]=$(awk '/^finished in/ { printf "%.0f", $4 }' <<<"$out")
+	LAT[$name]=$(awk '/^time for request:/ { print $6 }' <<<"$out")
+	ERR[$name]=$(awk '/^requests:/ { f = $10 + $12 + $14 } /^status codes:/ { f += $7 + $9 } END { print f + 0 }' <<<"$out")
+	CPU[$name]=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
+	UPCPU[$name]=$(awk -v t="$((u1 - u0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
+	log "$name: ${RPS[$name]} calls/s, mean ${LAT[$name]}, gateway ${CPU[$name]} µs CPU/call, backend ${UPCPU[$name]}, errors ${ERR[$name]}"
+}
+log "transport $TRANSPORT, $WORKERS worker(s), h2load -c$H2_CONNS -m$H2_STREAMS, $DURATION after $WARMUP warm-up"
+pass direct $GRPC_ADDR
+pass through $GATEWAY_ADDR
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+{
+	echo
+	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · transport $TRANSPORT · $WORKERS worker(s) · h2load -c$H2_CONNS -m$H2_STREAMS · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+	echo
+	echo "| call | calls/s | mean latency | gateway CPU µs/call | backend CPU µs/call | errors | calls/s ÷ direct |"
+	echo "|---|---|---|---|---|---|---|"
+	for name in direct through; do
+		echo "| $name | ${RPS[$name]} | ${LAT[$name]} | ${CPU[$name]} | ${UPCPU[$name]} | ${ERR[$name]} | $(ratio "${RPS[$name]}" "${RPS[direct]}") |"
+	done
+} | tee "$TMP/report.md"
+
+if [[ $RECORD == 1 ]]; then
+	{
+		echo
+		echo "## gRPC pass-through beside a direct call, $(date -u)"
+		echo
+		echo "\`$COMMAND\`"
+		cat "$TMP/report.md"
+	} >>bench/RESULTS.md
+	log "appended to bench/RESULTS.md"
+fi
