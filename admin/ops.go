@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/cluster"
+	"github.com/tollgate/tollgate/history"
 	"github.com/tollgate/tollgate/observe"
 	"go.uber.org/zap"
 )
@@ -34,6 +35,9 @@ type Ops struct {
 	// (standalone, or cluster.nodes set to a number): the dashboard's
 	// cluster figures are then this node's.
 	NodeLoads func(ctx context.Context) ([]cluster.NodeLoad, error)
+	// History is this node's traffic by route and hour (GET
+	// /admin/history, for tollgate limits suggest); nil without metrics.
+	History *history.Local
 }
 
 // Paths served without the token even when one is set: what load balancers
@@ -146,6 +150,7 @@ func (s *Server) registerOps(mux *http.ServeMux) {
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /dashboard", s.dashboard)
 	mux.HandleFunc("GET /admin/live", s.live)
+	mux.HandleFunc("GET /admin/history", s.history)
 	if m := s.deps.Ops.Metrics; m != nil {
 		m.AddSource(s.reportAdmin)
 	}

@@ -44,7 +44,7 @@ func TestEveryEndpointNeedsTheToken(t *testing.T) {
 	guarded := []struct{ method, path string }{
 		{"GET", "/admin/config"}, {"GET", "/admin/stats"}, {"GET", "/admin/breakers"}, {"GET", "/admin/instances"},
 		{"GET", "/admin/limits"}, {"GET", "/admin/live"}, {"GET", "/dashboard"}, {"GET", "/debug/goroutines"},
-		{"GET", "/debug/pprof/"}, {"GET", "/admin/nonexistent"},
+		{"GET", "/debug/pprof/"}, {"GET", "/admin/nonexistent"}, {"GET", "/admin/history"},
 		{"POST", "/admin/reload"}, {"POST", "/admin/revoke"}, {"POST", "/admin/breakers"}, {"POST", "/admin/degrade"},
 		{"POST", "/admin/instances"},
 	}
@@ -93,7 +93,7 @@ func TestEveryEndpointNeedsTheToken(t *testing.T) {
 	}
 	// Failures are counted (and logged, at most once a second).
 	_, metrics := do(t, "GET", base+"/metrics", "")
-	for _, want := range []string{`tollgate_admin_auth_failures_total{token="missing"} 15`, `tollgate_admin_auth_failures_total{token="wrong"} 17`} {
+	for _, want := range []string{`tollgate_admin_auth_failures_total{token="missing"} 16`, `tollgate_admin_auth_failures_total{token="wrong"} 18`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
 		}

@@ -7,6 +7,7 @@
 //	tollgate config ...        push, show, roll back the cluster's configuration
 //	tollgate demo-upstream     serve the demo backend alone
 //	tollgate cert              write a self-signed certificate for trying TLS
+//	tollgate limits suggest    limits per route from the traffic history
 //	tollgate version           print the version
 package main
 
@@ -48,6 +49,8 @@ func mainWithArgs(args []string, stdout, stderr io.Writer) int {
 		return demoUpstreamCommand(args, stdout, stderr)
 	case "cert":
 		return certCommand(args, stdout, stderr)
+	case "limits":
+		return limitsCommand(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "tollgate", version)
 		return 0
@@ -81,6 +84,8 @@ Usage:
                              serve the demo backend alone (echoes each request as JSON)
   tollgate cert [--host NAMES] [--out DIR]
                              write a self-signed certificate and key for trying TLS locally
+  tollgate limits suggest (--redis ADDR | --admin URL) [--days N]
+                             print a rate limit per route from the traffic it carried
   tollgate version           print the version
 
 Signals: SIGHUP reloads the configuration file; SIGTERM/SIGINT drain and stop.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -10,14 +11,17 @@ import (
 	"github.com/tollgate/tollgate/admin"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/history"
 	"github.com/tollgate/tollgate/observe"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/upstream"
+	"go.uber.org/zap"
 )
 
 // ops wires the operations side: metrics, readiness and drain state.
 type ops struct {
 	metrics *observe.Metrics // nil with admin.metrics: off
+	history *history.Local   // each route's traffic by hour; nil without metrics
 	// ready is set once the first configuration serves; draining from the
 	// moment SIGTERM arrives, so /readyz turns 503 before the listener
 	// closes.
@@ -28,8 +32,42 @@ func newOps(f *config.File) *ops {
 	o := &ops{}
 	if f.Admin.Metrics != "off" {
 		o.metrics = observe.NewMetrics()
+		o.history = history.NewLocal(0)
 	}
 	return o
+}
+
+// recordHistory keeps each route's traffic by minute, from the metrics'
+// counters, in the node's hours and, on a cluster, in Redis (for tollgate
+// limits suggest), until stop is closed.
+func (o *ops) recordHistory(cl *cluster.Client, log *zap.Logger, stop <-chan struct{}) {
+	if o.metrics == nil {
+		return
+	}
+	r := &history.Recorder{Totals: o.routeTotals, Sinks: []history.Sink{o.history}}
+	if cl != nil {
+		r.Sinks = append(r.Sinks, &history.Redis{Client: cl, Log: log})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stop
+		cancel()
+	}()
+	go r.Run(ctx)
+}
+
+// routeTotals is every route's requests since the start.
+func (o *ops) routeTotals() map[string]uint64 {
+	figures := o.metrics.ReadRoutes()
+	out := make(map[string]uint64, len(figures))
+	for _, f := range figures {
+		var n uint64
+		for _, c := range f.ByClass {
+			n += c
+		}
+		out[f.Name] = n
+	}
+	return out
 }
 
 // settled records that the file is back to what runs (see
@@ -142,6 +180,7 @@ func (o *ops) readiness() (bool, string) {
 func (o *ops) admin(compiler *config.Compiler, gw *server.Gateway) admin.Ops {
 	a := admin.Ops{
 		Metrics: o.metrics,
+		History: o.history,
 		Ready:   o.readiness,
 		Cluster: func() *cluster.Client { return compiler.Cluster() },
 		Nodes:   func() int { return clusterNodes(compiler, gw.Snapshot().File) },

@@ -156,6 +156,7 @@ func (p *process) startGateway(snap *config.Snapshot) error {
 		return err
 	}
 	p.op.wire(p.gw, p.transport, accessLog, p.compiler)
+	p.op.recordHistory(p.compiler.Cluster(), p.log, p.stop)
 	return nil
 }
 
