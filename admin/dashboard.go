@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/anomaly"
 	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/config"
@@ -231,6 +232,11 @@ func (s *Server) liveBody(now time.Time) []byte {
 			"loaded": snap.Loaded.UTC().Format(time.RFC3339), "node_id": snap.File.NodeID, "routes": len(snap.Routes)}
 	}
 	out["cluster"] = s.redisFigures()
+	alerts := []anomaly.Alert{}
+	if e := s.deps.Ops.Alerts; e != nil {
+		alerts = append(alerts, e.Figures().Active...)
+	}
+	out["alerts"] = alerts
 	if f := s.deps.Ops.Ready; f != nil {
 		ok, why := f()
 		out["ready"] = map[string]any{"ok": ok, "why": why}

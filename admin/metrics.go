@@ -4,6 +4,7 @@ import (
 	"github.com/tollgate/tollgate/discovery"
 	"sort"
 
+	"github.com/tollgate/tollgate/anomaly"
 	"github.com/tollgate/tollgate/cluster"
 
 	"github.com/tollgate/tollgate/auth"
@@ -37,6 +38,7 @@ func (s *Server) reportAdmin(sc *observe.Scrape) {
 		float64(s.ops.authWrong.Load()), "token", "wrong")
 	sc.Counter("tollgate_admin_changes_total", "Operators' changes through the admin API (breakers, degrade, instances, recording).",
 		float64(s.prot.changes.Load()))
+	s.reportAlerts(sc)
 	snap := s.deps.Snapshot()
 	if snap == nil {
 		return
@@ -96,10 +98,10 @@ func reportSnapshot(sc *observe.Scrape, snap *config.Snapshot) {
 		if route == "" {
 			return
 		}
-		if g, ok := in.(guard); ok && shows(in, "breaker") {
+		if g, ok := in.(guard); ok && config.Shows(in, "breaker") {
 			report("route", route, g.Breaker())
 		}
-		if d, ok := in.(degrader); ok && shows(in, "degrade") {
+		if d, ok := in.(degrader); ok && config.Shows(in, "degrade") {
 			on := 0.0
 			if d.On() {
 				on = 1
@@ -188,4 +190,27 @@ func reportInstance(sc *observe.Scrape, service string, st upstream.InstanceStat
 	sc.Counter("tollgate_upstream_instance_errors_total", "Connection-level failures of the instance (timeouts, refusals, resets).", float64(st.Errors), l...)
 	sc.Gauge("tollgate_upstream_in_flight", "Requests waiting on the instance now.", float64(st.InFlight), l...)
 	sc.Gauge("tollgate_upstream_connections", "Open connections to the instance (pooled idle and busy).", float64(st.Conns), l...)
+}
+
+// reportAlerts writes the anomaly alerts' series.
+func (s *Server) reportAlerts(sc *observe.Scrape) {
+	e := s.deps.Ops.Alerts
+	if e == nil {
+		return
+	}
+	f := e.Figures()
+	for _, sig := range []anomaly.Signal{anomaly.SignalRate, anomaly.SignalErrors, anomaly.SignalLatency} {
+		sc.Counter("tollgate_anomaly_alerts_total", "Alerts raised: a route departing from its usual request rate, error share or latency.",
+			float64(f.Raised[sig]), "signal", string(sig))
+	}
+	for _, a := range f.Active {
+		sc.Gauge("tollgate_anomaly_active", "Alerts holding now, by route and signal.", 1, "route", a.Route, "signal", string(a.Signal))
+	}
+	if w := s.deps.Ops.Webhook; w != nil {
+		wf := w.Figures()
+		const help = "Alerts sent to the alerts webhook, given up after three tries, or dropped with the queue full."
+		sc.Counter("tollgate_alert_webhook_total", help, float64(wf.Sent), "result", "sent")
+		sc.Counter("tollgate_alert_webhook_total", help, float64(wf.Failed), "result", "failed")
+		sc.Counter("tollgate_alert_webhook_total", help, float64(wf.Dropped), "result", "dropped")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/anomaly"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/history"
 	"github.com/tollgate/tollgate/observe"
@@ -38,6 +39,10 @@ type Ops struct {
 	// History is this node's traffic by route and hour (GET
 	// /admin/history, for tollgate limits suggest); nil without metrics.
 	History *history.Local
+	// Alerts are the routes' anomaly alerts and Webhook their sender
+	// (/metrics, the dashboard); nil without metrics.
+	Alerts  *anomaly.Engine
+	Webhook *anomaly.Webhook
 }
 
 // Paths served without the token even when one is set: what load balancers

@@ -123,7 +123,7 @@ func (s *Server) setBreaker(w http.ResponseWriter, r *http.Request) {
 	target := ""
 	switch {
 	case body.Route != "" && body.Service == "":
-		part := routePart(snap, body.Route, "breaker")
+		part := snap.RoutePart(body.Route, "breaker")
 		g, ok := part.(guard)
 		if !ok {
 			fail(w, http.StatusNotFound, "no route "+body.Route+" with a breaker")
@@ -157,7 +157,7 @@ func (s *Server) setBreaker(w http.ResponseWriter, r *http.Request) {
 // setDegrade takes {"route": NAME, "on": true|false, "reason": "..."}.
 func (s *Server) setDegrade(w http.ResponseWriter, r *http.Request) {
 	s.setRouteSwitch(w, r, "degrade", "a degrade answer configured", func(route string) pipeline.Switcher {
-		part := routePart(s.deps.Snapshot(), route, "degrade")
+		part := s.deps.Snapshot().RoutePart(route, "degrade")
 		sw, _ := part.(pipeline.Switcher)
 		return sw
 	})

@@ -3,7 +3,6 @@ package admin
 import (
 	"net/http"
 
-	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pipeline"
 )
 
@@ -13,25 +12,6 @@ import (
 func (s *Server) registerRecording(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin/recording", s.recording)
 	mux.HandleFunc("POST /admin/recording", s.auth(s.setRecording))
-}
-
-// routePart finds the part of a route's chain that shows itself as kind;
-// nil when the route has none (or there is no such route).
-func routePart(snap *config.Snapshot, route, kind string) pipeline.Inspector {
-	var part pipeline.Inspector
-	snap.Inspectors(func(r string, in pipeline.Inspector) {
-		if part == nil && r == route && route != "" && shows(in, kind) {
-			part = in
-		}
-	})
-	return part
-}
-
-// shows reports whether in shows a state of kind.
-func shows(in pipeline.Inspector, kind string) bool {
-	found := false
-	in.Inspect(func(k string, _ any) { found = found || k == kind })
-	return found
 }
 
 func (s *Server) recording(w http.ResponseWriter, _ *http.Request) {
@@ -60,7 +40,7 @@ func (s *Server) recording(w http.ResponseWriter, _ *http.Request) {
 // setRecording takes {"route": NAME, "on": true|false, "reason": "..."}.
 func (s *Server) setRecording(w http.ResponseWriter, r *http.Request) {
 	s.setRouteSwitch(w, r, "recording", "a record rule", func(route string) pipeline.Switcher {
-		part := routePart(s.deps.Snapshot(), route, "record")
+		part := s.deps.Snapshot().RoutePart(route, "record")
 		sw, _ := part.(pipeline.Switcher)
 		return sw
 	})

@@ -139,7 +139,7 @@ func TestPrivateUseCharactersAreRefused(t *testing.T) {
 // is the schema's secret:"true" fields.
 func TestSecretFieldsComeFromTheSchema(t *testing.T) {
 	got := strings.Join(SecretFields(), " ")
-	if got != "admin.token cluster.password consumers[].secret discovery.etcd.password jwt.keys[].secret" {
+	if got != "admin.token alerts.headers cluster.password consumers[].secret discovery.etcd.password jwt.keys[].secret" {
 		t.Fatalf("secret fields: %s", got)
 	}
 }

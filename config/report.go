@@ -25,6 +25,26 @@ func (s *Snapshot) Inspectors(visit func(route string, in pipeline.Inspector)) {
 	})
 }
 
+// RoutePart finds the part of a route's chain that shows itself as kind
+// ("degrade", "record", "breaker"); nil when the route has none (or there
+// is no such route).
+func (s *Snapshot) RoutePart(route, kind string) pipeline.Inspector {
+	var part pipeline.Inspector
+	s.Inspectors(func(r string, in pipeline.Inspector) {
+		if part == nil && r == route && route != "" && Shows(in, kind) {
+			part = in
+		}
+	})
+	return part
+}
+
+// Shows reports whether in shows a state of kind.
+func Shows(in pipeline.Inspector, kind string) bool {
+	found := false
+	in.Inspect(func(k string, _ any) { found = found || k == kind })
+	return found
+}
+
 // parts visits the global filters and the shared objects with route "",
 // then each route's filters with the route's name.
 func (s *Snapshot) parts(visit func(route string, v any)) {

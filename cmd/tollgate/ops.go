@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/admin"
+	"github.com/tollgate/tollgate/anomaly"
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/history"
 	"github.com/tollgate/tollgate/observe"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/upstream"
 	"go.uber.org/zap"
@@ -22,6 +24,8 @@ import (
 type ops struct {
 	metrics *observe.Metrics // nil with admin.metrics: off
 	history *history.Local   // each route's traffic by hour; nil without metrics
+	alerts  *anomaly.Engine  // departures from each route's usual figures; nil without metrics
+	webhook *anomaly.Webhook
 	// ready is set once the first configuration serves; draining from the
 	// moment SIGTERM arrives, so /readyz turns 503 before the listener
 	// closes.
@@ -54,6 +58,35 @@ func (o *ops) recordHistory(cl *cluster.Client, log *zap.Logger, stop <-chan str
 		cancel()
 	}()
 	go r.Run(ctx)
+}
+
+// watchAnomalies raises alerts when a route departs from its usual
+// figures (the alerts section), until stop is closed.
+func (o *ops) watchAnomalies(gw *server.Gateway, node string, log *zap.Logger, stop <-chan struct{}) {
+	if o.metrics == nil {
+		return
+	}
+	o.webhook = &anomaly.Webhook{Log: log}
+	o.webhook.Start(stop)
+	o.alerts = &anomaly.Engine{
+		Routes: o.metrics.ReadRoutes,
+		Settings: func() anomaly.Settings {
+			s, ok := anomaly.SettingsKey.Get(gw.Snapshot().Env())
+			if !ok {
+				s.Off = true
+				s.Interval = time.Second
+			}
+			return s
+		},
+		Degrade: func(route string) pipeline.Switcher {
+			sw, _ := gw.Snapshot().RoutePart(route, "degrade").(pipeline.Switcher)
+			return sw
+		},
+		Node: node,
+		Log:  log,
+		Send: o.webhook.Send,
+	}
+	go o.alerts.Run(stop)
 }
 
 // routeTotals is every route's requests since the start.
@@ -181,6 +214,8 @@ func (o *ops) admin(compiler *config.Compiler, gw *server.Gateway) admin.Ops {
 	a := admin.Ops{
 		Metrics: o.metrics,
 		History: o.history,
+		Alerts:  o.alerts,
+		Webhook: o.webhook,
 		Ready:   o.readiness,
 		Cluster: func() *cluster.Client { return compiler.Cluster() },
 		Nodes:   func() int { return clusterNodes(compiler, gw.Snapshot().File) },

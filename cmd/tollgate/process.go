@@ -157,6 +157,7 @@ func (p *process) startGateway(snap *config.Snapshot) error {
 	}
 	p.op.wire(p.gw, p.transport, accessLog, p.compiler)
 	p.op.recordHistory(p.compiler.Cluster(), p.log, p.stop)
+	p.op.watchAnomalies(p.gw, f.NodeID, p.log, p.stop)
 	return nil
 }
 
