@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/ascii"
+	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -34,14 +36,15 @@ import (
 
 // grpcLoopConn is one h2c connection to a gRPC instance, of one loop.
 type grpcLoopConn struct {
-	in   *Instance
-	conn net.Conn
-	br   *bufio.Reader
-	bw   *bufio.Writer
-	fr   *http2.Framer
-	enc  *hpack.Encoder
-	hbuf bytes.Buffer // a header block being encoded
-	dbuf []byte       // a request message being framed
+	in    *Instance
+	conn  net.Conn
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	fr    *http2.Framer
+	enc   *hpack.Encoder
+	hbuf  bytes.Buffer // a header block being encoded
+	dbuf  []byte       // a request message being framed
+	lower []byte       // a metadata name in lower case
 
 	dialing  bool               // the connection is being made
 	dialWait pipeline.ParkQueue // calls waiting for it
@@ -195,7 +198,7 @@ type loopCallResult struct {
 // grpcOnLoop makes a unary call to method with msg (serialized) and md on
 // c's loop. ok is false when the call cannot be made there (the caller
 // makes it through grpc-go); err is a deadline that passed.
-func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, md metadata.MD, deadline time.Time) (r loopCallResult, ok bool, err error) {
+func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadline time.Time) (r loopCallResult, ok bool, err error) {
 	if c.Loop == nil || c.Loop.ID() < 0 || c.Loop.ID() >= maxLoopPools {
 		return r, false, nil
 	}
@@ -217,12 +220,12 @@ func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, md me
 			return r, true, errGRPCTimeout
 		}
 		if cc.err != nil || cc.goAway {
-			return in.grpcOnLoop(c, method, msg, md, deadline)
+			return in.grpcOnLoop(c, method, msg, deadline)
 		}
 	}
 	call := &grpcLoopCall{limit: in.pool.MaxResponseBytes}
 	defer cc.forget(call)
-	if err := cc.send(c.Loop, call, method, msg, md, deadline); err != nil {
+	if err := cc.send(c, call, method, msg, deadline); err != nil {
 		if errors.Is(err, errGRPCTimeout) {
 			return r, true, err
 		}
@@ -271,6 +274,11 @@ func (cc *grpcLoopConn) forget(call *grpcLoopCall) {
 	}
 	delete(cc.calls, call.id)
 	cc.slots.WakeOne()
+	if !cc.reading {
+		// It may have been woken to read (readFor's hand-over) and be
+		// leaving instead, its deadline past: another waiting call reads.
+		cc.passReading()
+	}
 	if cc.goAway && len(cc.calls) == 0 {
 		cc.close()
 	}
@@ -280,8 +288,8 @@ func (cc *grpcLoopConn) forget(call *grpcLoopCall) {
 // number is taken, and its header block encoded, in the write's turn:
 // streams must open in the order of their numbers, and the backend
 // decodes header blocks in the order they arrive.
-func (cc *grpcLoopConn) send(loop pipeline.Loop, call *grpcLoopCall, method string, msg []byte, md metadata.MD, deadline time.Time) error {
-	if !cc.takeTurn(loop, deadline) {
+func (cc *grpcLoopConn) send(c *pipeline.Ctx, call *grpcLoopCall, method string, msg []byte, deadline time.Time) error {
+	if !cc.takeTurn(c.Loop, deadline) {
 		return errGRPCTimeout
 	}
 	defer cc.endTurn()
@@ -300,10 +308,21 @@ func (cc *grpcLoopConn) send(loop pipeline.Loop, call *grpcLoopCall, method stri
 	} {
 		_ = cc.enc.WriteField(f)
 	}
-	for k, vs := range md {
-		for _, v := range vs {
-			_ = cc.enc.WriteField(hpack.HeaderField{Name: k, Value: v})
+	// The request's forwarding fields, as outgoingMetadata chooses them,
+	// written without copies: never indexed, so the encoder's table keeps
+	// no view of the request's buffer (their values change with every
+	// request anyway).
+	l := &c.Fields
+	for i := range l.Len() {
+		name, value := l.Field(i)
+		if !grpcMetadataName(name) || !printable(value) {
+			continue
 		}
+		cc.lower = cc.lower[:0]
+		for _, b := range name {
+			cc.lower = append(cc.lower, ascii.Lower(b))
+		}
+		_ = cc.enc.WriteField(hpack.HeaderField{Name: bytesconv.B2S(cc.lower), Value: bytesconv.B2S(value), Sensitive: true})
 	}
 	block := cc.hbuf.Bytes()
 	first := true

@@ -25,12 +25,7 @@ func (cc *grpcLoopConn) readFor(call *grpcLoopCall, deadline time.Time) {
 	cc.reading = true
 	defer func() {
 		cc.reading = false
-		for _, other := range cc.calls {
-			if other.waiting && !other.done {
-				other.q.WakeOne()
-				return
-			}
-		}
+		cc.passReading()
 	}()
 	for !call.done && cc.err == nil {
 		// Waiting for a frame to begin is bounded by this call's
@@ -52,6 +47,17 @@ func (cc *grpcLoopConn) readFor(call *grpcLoopCall, deadline time.Time) {
 		}
 		cc.dispatch(f)
 		cc.flushOwed()
+	}
+}
+
+// passReading wakes a call still waiting for its answer to read the
+// connection next.
+func (cc *grpcLoopConn) passReading() {
+	for _, other := range cc.calls {
+		if other.waiting && !other.done {
+			other.q.WakeOne()
+			return
+		}
 	}
 }
 
