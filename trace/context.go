@@ -37,6 +37,11 @@ type Context struct {
 	// id in hex. It lives in a buffer of the Context's own.
 	RequestID []byte
 	reqIDBuf  [maxRequestID]byte
+
+	// Rec, when the request is traced (a tracing section is configured),
+	// records its spans; nil otherwise, and every recording call is then
+	// a no-op.
+	Rec *Recording
 }
 
 // SetRequestID stores id (truncated to 64 bytes) as the request id.
