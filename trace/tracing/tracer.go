@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/trace"
+	"github.com/tollgate/tollgate/trace/otlp"
 )
 
 // Sink takes the finished recordings to export. Offer never waits: it
@@ -34,8 +35,12 @@ func Of(env *pipeline.Env) *Tracer {
 // records nothing.
 type Tracer struct {
 	sink Sink
+	exp  *otlp.Exporter
 	node string
 }
+
+// configure takes the sampling and propagation settings.
+func (t *Tracer) configure(s *Settings) error { return nil }
 
 // Begin reads the request's trace context (or starts a trace) once its
 // header section is checked, and starts recording its spans when they
@@ -99,3 +104,6 @@ func fill(r *trace.Recording, c *pipeline.Ctx, end time.Time, node string) {
 // keep decides, at the end of the request, whether its spans are
 // exported.
 func (t *Tracer) keep(r *trace.Recording) bool { return r.Sampled }
+
+// Exporter returns the exporter spans go to, nil when none.
+func (t *Tracer) Exporter() *otlp.Exporter { return t.exp }

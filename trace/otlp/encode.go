@@ -1,0 +1,181 @@
+package otlp
+
+import (
+	"net/netip"
+
+	"github.com/tollgate/tollgate/trace"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// The OTLP trace messages are written by hand, field by field, from the
+// opentelemetry-proto definitions (collector/trace/v1, trace/v1,
+// common/v1, resource/v1): no generated code, no intermediate objects,
+// straight into a pooled buffer.
+
+// ExportTraceServiceRequest, ResourceSpans, ScopeSpans.
+const (
+	fieldResourceSpans = 1
+	fieldResource      = 1
+	fieldScopeSpans    = 2
+	fieldScope         = 1
+	fieldSpans         = 2
+	fieldScopeName     = 1
+	fieldScopeVersion  = 2
+	fieldResourceAttrs = 1
+)
+
+// Span, Span.Event, Status.
+const (
+	spanTraceID       = 1
+	spanSpanID        = 2
+	spanParentSpanID  = 4
+	spanName          = 5
+	spanKind          = 6
+	spanStart         = 7
+	spanEnd           = 8
+	spanAttributes    = 9
+	spanEvents        = 11
+	spanDroppedEvents = 12
+	spanStatus        = 15
+	eventTime         = 1
+	eventName         = 2
+	eventAttributes   = 3
+	statusMessage     = 2
+	statusCode        = 3
+)
+
+// KeyValue, AnyValue.
+const (
+	kvKey        = 1
+	kvValue      = 2
+	anyString    = 1
+	anyInt       = 3
+	kindInternal = 1
+	kindServer   = 2
+	kindClient   = 3
+	statusError  = 2
+)
+
+// beginMessage starts the embedded message field num; endMessage, given
+// what beginMessage returned, puts its length in front of it.
+func beginMessage(b []byte, num protowire.Number) ([]byte, int) {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return b, len(b)
+}
+
+func endMessage(b []byte, start int) []byte {
+	n := len(b) - start
+	k := protowire.SizeVarint(uint64(n))
+	b = append(b, make([]byte, k)...)
+	copy(b[start+k:], b[start:start+n])
+	protowire.AppendVarint(b[start:start], uint64(n))
+	return b
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
+	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, v)
+}
+
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// appendStringAttr adds a string attribute (a KeyValue) to the message
+// being written as field num; an empty value is left out.
+func appendStringAttr(b []byte, num protowire.Number, key, value string) []byte {
+	if value == "" {
+		return b
+	}
+	b, kv := beginMessage(b, num)
+	b = appendString(b, kvKey, key)
+	b, v := beginMessage(b, kvValue)
+	b = appendString(b, anyString, value)
+	return endMessage(endMessage(b, v), kv)
+}
+
+// appendBytesAttr is appendStringAttr for a value held as bytes.
+func appendBytesAttr(b []byte, num protowire.Number, key string, value []byte) []byte {
+	if len(value) == 0 {
+		return b
+	}
+	b, kv := beginMessage(b, num)
+	b = appendString(b, kvKey, key)
+	b, v := beginMessage(b, kvValue)
+	b = appendBytes(b, anyString, value)
+	return endMessage(endMessage(b, v), kv)
+}
+
+func appendIntAttr(b []byte, num protowire.Number, key string, value int64) []byte {
+	b, kv := beginMessage(b, num)
+	b = appendString(b, kvKey, key)
+	b, v := beginMessage(b, kvValue)
+	b = appendVarintField(b, anyInt, uint64(value))
+	return endMessage(endMessage(b, v), kv)
+}
+
+func appendAddrAttr(b []byte, num protowire.Number, key string, a netip.Addr) []byte {
+	if !a.IsValid() {
+		return b
+	}
+	b, kv := beginMessage(b, num)
+	b = appendString(b, kvKey, key)
+	b, v := beginMessage(b, kvValue)
+	b = protowire.AppendTag(b, anyString, protowire.BytesType)
+	var buf [64]byte
+	b = protowire.AppendBytes(b, a.AppendTo(buf[:0]))
+	return endMessage(endMessage(b, v), kv)
+}
+
+// Resource is the resource every exported span belongs to (service.name
+// and the operator's attributes), encoded once.
+type Resource struct {
+	encoded []byte
+}
+
+// NewResource encodes the resource attributes, in the order given.
+func NewResource(attrs [][2]string) Resource {
+	var b []byte
+	for _, kv := range attrs {
+		b = appendStringAttr(b, fieldResourceAttrs, kv[0], kv[1])
+	}
+	return Resource{encoded: b}
+}
+
+// scopeName names the instrumentation that made the spans.
+const scopeName = "github.com/tollgate/tollgate/trace"
+
+// AppendRequest appends an ExportTraceServiceRequest holding the spans of
+// recs under res to b.
+func AppendRequest(b []byte, res Resource, version string, recs []*trace.Recording) []byte {
+	b, rs := beginMessage(b, fieldResourceSpans)
+	b, r := beginMessage(b, fieldResource)
+	b = append(b, res.encoded...)
+	b = endMessage(b, r)
+	b, ss := beginMessage(b, fieldScopeSpans)
+	b, sc := beginMessage(b, fieldScope)
+	b = appendString(b, fieldScopeName, scopeName)
+	if version != "" {
+		b = appendString(b, fieldScopeVersion, version)
+	}
+	b = endMessage(b, sc)
+	for _, rec := range recs {
+		b = appendServerSpan(b, rec)
+		for i := range rec.Spans() {
+			b = appendChildSpan(b, rec, &rec.Spans()[i])
+		}
+	}
+	b = endMessage(b, ss)
+	return endMessage(b, rs)
+}

@@ -1,0 +1,202 @@
+// Package otlp exports the gateway's spans to a tracing backend over the
+// OpenTelemetry protocol, HTTP/protobuf (POST /v1/traces) or gRPC
+// (TraceService/Export). Requests hand their recordings to a bounded
+// queue and never wait: when it is full the recording is dropped and
+// counted. Background workers batch the queue by size and time, encode
+// each batch by hand into a pooled buffer (encode.go) and send it with
+// the OTLP exporter's retry rules (retry.go).
+package otlp
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/trace"
+	"go.uber.org/zap"
+)
+
+// Config is what an Exporter needs; zero fields take their defaults.
+type Config struct {
+	// Send delivers one encoded ExportTraceServiceRequest (NewHTTP,
+	// NewGRPC).
+	Send Sender
+	// Resource is the resource the spans belong to.
+	Resource Resource
+	// Version is the gateway's version, the instrumentation scope's.
+	Version string
+	// QueueSize bounds the recordings waiting for export (default 2048).
+	QueueSize int
+	// BatchSize is the most recordings one export carries (default 512);
+	// BatchDelay the longest a recording waits for its batch to fill
+	// (default 1s).
+	BatchSize  int
+	BatchDelay time.Duration
+	// Workers send batches in parallel (default 1).
+	Workers int
+	// Retry is the backoff between tries of a batch.
+	Retry  Backoff
+	Logger *zap.Logger
+}
+
+// Exporter is the queue and its workers. It is safe for concurrent use.
+type Exporter struct {
+	cfg   Config
+	queue chan *trace.Recording
+	stop  context.Context
+	quit  context.CancelFunc
+	wg    sync.WaitGroup
+	bufs  sync.Pool
+	once  sync.Once
+
+	// Counted in spans, so that /metrics compares with the backend's.
+	dropped  atomic.Uint64 // the queue was full
+	failed   atomic.Uint64 // a batch failed for good
+	exported atomic.Uint64
+	retries  atomic.Uint64
+	// lastError is the last failure's message, logged once per change.
+	lastError atomic.Pointer[string]
+}
+
+// maxKeptBuffer is the largest encoding buffer kept for the next batch.
+const maxKeptBuffer = 4 << 20
+
+// New starts an exporter's workers; Close stops them.
+func New(cfg Config) *Exporter {
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 2048
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 512
+	}
+	if cfg.BatchDelay <= 0 {
+		cfg.BatchDelay = time.Second
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	cfg.Retry = cfg.Retry.withDefaults()
+	e := &Exporter{cfg: cfg, queue: make(chan *trace.Recording, cfg.QueueSize)}
+	e.stop, e.quit = context.WithCancel(context.Background())
+	e.bufs.New = func() any { b := make([]byte, 0, 64<<10); return &b }
+	for range cfg.Workers {
+		e.wg.Add(1)
+		go e.work()
+	}
+	return e
+}
+
+// Offer queues r for export, or drops it when the queue is full. It
+// never waits; r is the exporter's either way.
+func (e *Exporter) Offer(r *trace.Recording) {
+	select {
+	case e.queue <- r:
+	default:
+		e.dropped.Add(uint64(r.SpanCount()))
+		r.Release()
+	}
+}
+
+// Close stops the workers once they sent what was queued (a batch's
+// retries are cut short).
+func (e *Exporter) Close() {
+	e.once.Do(func() {
+		e.quit()
+		e.wg.Wait()
+		if c, ok := e.cfg.Send.(interface{ Close() }); ok {
+			c.Close()
+		}
+	})
+}
+
+// work batches the queue until Close.
+func (e *Exporter) work() {
+	defer e.wg.Done()
+	batch := make([]*trace.Recording, 0, e.cfg.BatchSize)
+	timer := time.NewTimer(e.cfg.BatchDelay)
+	defer timer.Stop()
+	for {
+		select {
+		case r := <-e.queue:
+			batch = append(batch, r)
+			if len(batch) == cap(batch) {
+				batch = e.flush(batch)
+			}
+		case <-timer.C:
+			batch = e.flush(batch)
+			timer.Reset(e.cfg.BatchDelay)
+		case <-e.stop.Done():
+			e.drain(batch)
+			return
+		}
+	}
+}
+
+// drain sends what is still queued, at Close.
+func (e *Exporter) drain(batch []*trace.Recording) {
+	for {
+		select {
+		case r := <-e.queue:
+			batch = append(batch, r)
+			if len(batch) == cap(batch) {
+				batch = e.flush(batch)
+			}
+		default:
+			e.flush(batch)
+			return
+		}
+	}
+}
+
+// flush encodes batch, gives its recordings back, and sends it.
+func (e *Exporter) flush(batch []*trace.Recording) []*trace.Recording {
+	if len(batch) == 0 {
+		return batch
+	}
+	bp := e.bufs.Get().(*[]byte)
+	body := AppendRequest((*bp)[:0], e.cfg.Resource, e.cfg.Version, batch)
+	spans := 0
+	for i, r := range batch {
+		spans += r.SpanCount()
+		r.Release()
+		batch[i] = nil
+	}
+	if err := e.deliver(body); err != nil {
+		e.failed.Add(uint64(spans))
+		e.noteError(err)
+	} else {
+		e.exported.Add(uint64(spans))
+		e.lastError.Store(nil)
+	}
+	if cap(body) <= maxKeptBuffer {
+		*bp = body[:0]
+		e.bufs.Put(bp)
+	}
+	return batch[:0]
+}
+
+// noteError logs an export failure when it differs from the last one:
+// a backend that stays down is logged once, not once a batch.
+func (e *Exporter) noteError(err error) {
+	msg := err.Error()
+	if last := e.lastError.Swap(&msg); last != nil && *last == msg {
+		return
+	}
+	e.cfg.Logger.Warn("trace export failed; spans dropped", zap.Error(err))
+}
+
+// Stats are the exporter's counts, in spans, since it started.
+type Stats struct {
+	Exported, Dropped, Failed, Retries uint64
+	Queued                             int
+}
+
+// Stats returns the exporter's counts.
+func (e *Exporter) Stats() Stats {
+	return Stats{Exported: e.exported.Load(), Dropped: e.dropped.Load(), Failed: e.failed.Load(),
+		Retries: e.retries.Load(), Queued: len(e.queue)}
+}
