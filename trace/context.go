@@ -29,6 +29,9 @@ type Context struct {
 	SpanID   [8]byte
 	ParentID [8]byte
 	Flags    byte
+	// Decided says the caller made the sampling decision (its context
+	// carried one): the sampled flag is then the caller's word.
+	Decided bool
 
 	TraceHex [32]byte
 	SpanHex  [16]byte
@@ -43,6 +46,9 @@ type Context struct {
 	// a no-op.
 	Rec *Recording
 }
+
+// FlagSampled is the trace flags' sampled bit.
+const FlagSampled = 0x01
 
 // SetRequestID stores id (truncated to 64 bytes) as the request id.
 func (t *Context) SetRequestID(id []byte) {

@@ -17,7 +17,7 @@ func Begin(t *Context, r *codec.Received, h *fasthttp.RequestHeader) {
 		binary.LittleEndian.PutUint64(t.TraceID[:8], rand.Uint64())
 		binary.LittleEndian.PutUint64(t.TraceID[8:], rand.Uint64())
 		t.ParentID = [8]byte{}
-		t.Flags = 0
+		t.Flags, t.Decided = 0, false
 	}
 	binary.LittleEndian.PutUint64(t.SpanID[:], rand.Uint64()|1)
 	t.FillHex()

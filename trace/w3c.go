@@ -46,7 +46,7 @@ func parseTraceparent(v []byte, t *Context) bool {
 	if t.TraceID == [16]byte{} || t.ParentID == [8]byte{} {
 		return false
 	}
-	t.Flags = flags[0]
+	t.Flags, t.Decided = flags[0], true
 	return true
 }
 

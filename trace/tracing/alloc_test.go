@@ -3,15 +3,11 @@
 package tracing
 
 import (
-	"bufio"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/trace"
-	"github.com/valyala/fasthttp"
 )
 
 // releasing is a sink that exports nothing: what the request path costs
@@ -19,19 +15,6 @@ import (
 type releasing struct{ n int }
 
 func (s *releasing) Offer(r *trace.Recording) { s.n++; r.Release() }
-
-func recordedCtx(tb testing.TB) *pipeline.Ctx {
-	req, resp := new(fasthttp.Request), new(fasthttp.Response)
-	raw := "GET /orders/42 HTTP/1.1\r\nHost: a\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n"
-	if err := req.Header.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
-		tb.Fatal(err)
-	}
-	c := pipeline.Acquire(req, resp)
-	if err := c.Received.Check(&req.Header, &codec.Limits{MaxHeaderBytes: 8 << 10}); err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
 
 // oneRequest is what a traced request does to its recording: begin, a
 // route, an upstream attempt, a refusal's event, end.

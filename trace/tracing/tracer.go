@@ -34,13 +34,17 @@ func Of(env *pipeline.Env) *Tracer {
 // Tracer (no tracing section) reads and writes the W3C context only and
 // records nothing.
 type Tracer struct {
-	sink Sink
-	exp  *otlp.Exporter
-	node string
+	sink    Sink
+	exp     *otlp.Exporter
+	node    string
+	sampler sampler
 }
 
 // configure takes the sampling and propagation settings.
-func (t *Tracer) configure(s *Settings) error { return nil }
+func (t *Tracer) configure(s *Settings) error {
+	t.sampler = newSampler(s)
+	return nil
+}
 
 // Begin reads the request's trace context (or starts a trace) once its
 // header section is checked, and starts recording its spans when they
@@ -50,8 +54,18 @@ func (t *Tracer) Begin(c *pipeline.Ctx) {
 	if t == nil || t.sink == nil {
 		return
 	}
+	sampled := t.sampler.head(&c.Trace)
+	// The backend continues the trace with the gateway's decision.
+	if sampled {
+		c.Trace.Flags |= trace.FlagSampled
+	} else {
+		c.Trace.Flags &^= trace.FlagSampled
+	}
+	if !sampled && !t.sampler.tail() {
+		return // nothing could keep it: nothing recorded
+	}
 	r := trace.NewRecording()
-	r.Sampled = c.Trace.Flags&1 != 0
+	r.Sampled = sampled
 	c.Trace.Rec = r
 }
 
@@ -77,7 +91,7 @@ func (t *Tracer) End(c *pipeline.Ctx, end time.Time) {
 		return
 	}
 	fill(r, c, end, t.node)
-	if !t.keep(r) {
+	if !t.sampler.keep(r, c) {
 		r.Release()
 		return
 	}
@@ -100,10 +114,6 @@ func fill(r *trace.Recording, c *pipeline.Ctx, end time.Time, node string) {
 	r.SetMethod(c.Req.Header.Method())
 	r.SetRequestID(tc.RequestID)
 }
-
-// keep decides, at the end of the request, whether its spans are
-// exported.
-func (t *Tracer) keep(r *trace.Recording) bool { return r.Sampled }
 
 // Exporter returns the exporter spans go to, nil when none.
 func (t *Tracer) Exporter() *otlp.Exporter { return t.exp }
