@@ -29,6 +29,13 @@ type Context struct {
 	SpanID   [8]byte
 	ParentID [8]byte
 	Flags    byte
+	// TraceState is the caller's W3C tracestate, passed on with its
+	// traceparent; it points into the request's header, valid until the
+	// request is released.
+	TraceState []byte
+	// write is the formats Forward writes (0: W3C).
+	write Formats
+
 	// Decided says the caller made the sampling decision (its context
 	// carried one): the sampled flag is then the caller's word.
 	Decided bool

@@ -58,6 +58,8 @@ func TestSectionRefusesWhatItCannotUse(t *testing.T) {
 		{"tracing: {otlp: {endpoint: 'ftp://x', protocol: http}}\n", "endpoint"},
 		{"tracing: {otlp: {endpoint: x:1, queue: -1}}\n", "queue"},
 		{"tracing: {otlp: {endpoint: x:1}, sampel: 1}\n", "sampel"},
+		{"tracing: {propagation: {read: [jaeger]}}\n", "jaeger"},
+		{"tracing: {propagation: {write: []}}\n", "write"},
 	} {
 		_, err := load(t, config.NewCompiler(), tc.yaml)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -7,6 +7,7 @@
 package tracing
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/tollgate/tollgate/pipeline"
@@ -38,11 +39,27 @@ type Tracer struct {
 	exp     *otlp.Exporter
 	node    string
 	sampler sampler
+	read    []trace.Formats
+	write   trace.Formats
 }
 
 // configure takes the sampling and propagation settings.
 func (t *Tracer) configure(s *Settings) error {
 	t.sampler = newSampler(s)
+	var err error
+	if t.read, err = trace.ParseFormats(s.Propagation.Read, true); err != nil {
+		return fmt.Errorf("tracing.propagation.read: %v", err)
+	}
+	if t.read == nil {
+		t.read = []trace.Formats{} // read: [] reads none (nil would read W3C)
+	}
+	write, err := trace.ParseFormats(s.Propagation.Write, false)
+	if err != nil {
+		return fmt.Errorf("tracing.propagation.write: %v", err)
+	}
+	if t.write = trace.Union(write); t.write == 0 {
+		return fmt.Errorf("tracing.propagation.write: name at least one format")
+	}
 	return nil
 }
 
@@ -50,8 +67,12 @@ func (t *Tracer) configure(s *Settings) error {
 // header section is checked, and starts recording its spans when they
 // are exported.
 func (t *Tracer) Begin(c *pipeline.Ctx) {
-	trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
-	if t == nil || t.sink == nil {
+	if t == nil {
+		trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
+		return
+	}
+	trace.BeginWith(&c.Trace, &c.Received, &c.Req.Header, t.read, t.write)
+	if t.sink == nil {
 		return
 	}
 	sampled := t.sampler.head(&c.Trace)
