@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -51,6 +52,10 @@ func NewGRPC(endpoint string, headers map[string]string, tlsc *tls.Config) (*GRP
 	}
 	conn, err := grpc.NewClient("passthrough:///"+target,
 		grpc.WithTransportCredentials(creds),
+		// A backend that comes back is found within seconds: grpc-go's
+		// default backoff grows to two minutes between dials.
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes)),
 		grpc.WithUserAgent("tollgate"))
 	if err != nil {
