@@ -19,6 +19,19 @@ import (
 // or is a constant: a snapshot stays reachable for as long as something
 // refers to it, so the exporter may read them after the request ended.
 type Recording struct {
+	recorded
+
+	// spans are the child spans, in the order they began; a request with
+	// more than maxChildren steps keeps the first ones (DroppedSpans counts
+	// the rest), as it keeps the first maxEvents events. Only the used
+	// ones are cleared for the next request.
+	spans  [maxChildren]Span
+	events [maxEvents]Event
+}
+
+// recorded is what a Recording holds of one request but its spans' and
+// events' slots: cleared whole for the next request.
+type recorded struct {
 	TraceID  [16]byte
 	SpanID   [8]byte
 	ParentID [8]byte
@@ -44,12 +57,7 @@ type Recording struct {
 	methodLen    uint8
 	requestIDBuf [maxRequestID]byte
 
-	// Spans are the child spans, in the order they began; a request with
-	// more than maxChildren steps keeps the first ones (DroppedSpans counts
-	// the rest), as it keeps the first maxEvents events.
-	spans        [maxChildren]Span
 	nspans       uint8
-	events       [maxEvents]Event
 	nevents      uint8
 	DroppedSpans uint16
 	DroppedEvent uint16
@@ -102,7 +110,7 @@ func (k SpanKind) Name() string { return spanNames[k] }
 func (k SpanKind) Client() bool { return k == SpanUpstream || k == SpanGRPCCall || k == SpanNonceClaim }
 
 const (
-	maxChildren = 16
+	maxChildren = 8
 	maxEvents   = 8
 )
 
@@ -113,7 +121,9 @@ func NewRecording() *Recording { return recordings.Get().(*Recording) }
 
 // Release returns r to the pool; r must not be used afterwards.
 func (r *Recording) Release() {
-	*r = Recording{}
+	clear(r.spans[:r.nspans])
+	clear(r.events[:r.nevents])
+	r.recorded = recorded{}
 	recordings.Put(r)
 }
 

@@ -92,17 +92,19 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	return protowire.AppendVarint(b, v)
 }
 
+// Attributes are written with their lengths worked out first, not
+// through beginMessage/endMessage: a span has a dozen of them, two
+// messages deep each, and moving each into place would be most of the
+// encoding's work.
+
 // appendStringAttr adds a string attribute (a KeyValue) to the message
 // being written as field num; an empty value is left out.
 func appendStringAttr(b []byte, num protowire.Number, key, value string) []byte {
 	if value == "" {
 		return b
 	}
-	b, kv := beginMessage(b, num)
-	b = appendString(b, kvKey, key)
-	b, v := beginMessage(b, kvValue)
-	b = appendString(b, anyString, value)
-	return endMessage(endMessage(b, v), kv)
+	b = appendAttrHead(b, num, key, anyString, protowire.BytesType, protowire.SizeBytes(len(value)))
+	return protowire.AppendString(b, value)
 }
 
 // appendBytesAttr is appendStringAttr for a value held as bytes.
@@ -110,32 +112,35 @@ func appendBytesAttr(b []byte, num protowire.Number, key string, value []byte) [
 	if len(value) == 0 {
 		return b
 	}
-	b, kv := beginMessage(b, num)
-	b = appendString(b, kvKey, key)
-	b, v := beginMessage(b, kvValue)
-	b = appendBytes(b, anyString, value)
-	return endMessage(endMessage(b, v), kv)
+	b = appendAttrHead(b, num, key, anyString, protowire.BytesType, protowire.SizeBytes(len(value)))
+	return protowire.AppendBytes(b, value)
 }
 
 func appendIntAttr(b []byte, num protowire.Number, key string, value int64) []byte {
-	b, kv := beginMessage(b, num)
-	b = appendString(b, kvKey, key)
-	b, v := beginMessage(b, kvValue)
-	b = appendVarintField(b, anyInt, uint64(value))
-	return endMessage(endMessage(b, v), kv)
+	b = appendAttrHead(b, num, key, anyInt, protowire.VarintType, protowire.SizeVarint(uint64(value)))
+	return protowire.AppendVarint(b, uint64(value))
 }
 
 func appendAddrAttr(b []byte, num protowire.Number, key string, a netip.Addr) []byte {
 	if !a.IsValid() {
 		return b
 	}
-	b, kv := beginMessage(b, num)
-	b = appendString(b, kvKey, key)
-	b, v := beginMessage(b, kvValue)
-	b = protowire.AppendTag(b, anyString, protowire.BytesType)
 	var buf [64]byte
-	b = protowire.AppendBytes(b, a.AppendTo(buf[:0]))
-	return endMessage(endMessage(b, v), kv)
+	return appendBytesAttr(b, num, key, a.AppendTo(buf[:0]))
+}
+
+// appendAttrHead writes a KeyValue up to its AnyValue's value: the field
+// num, the key, and the AnyValue's field valueNum, whose encoded value
+// (after its tag) takes valueSize bytes.
+func appendAttrHead(b []byte, num protowire.Number, key string, valueNum protowire.Number, typ protowire.Type, valueSize int) []byte {
+	anySize := protowire.SizeTag(valueNum) + valueSize
+	kvSize := protowire.SizeTag(kvKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(kvValue) + protowire.SizeBytes(anySize)
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(kvSize))
+	b = appendString(b, kvKey, key)
+	b = protowire.AppendTag(b, kvValue, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(anySize))
+	return protowire.AppendTag(b, valueNum, typ)
 }
 
 // Resource is the resource every exported span belongs to (service.name

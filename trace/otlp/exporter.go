@@ -44,6 +44,7 @@ type Config struct {
 type Exporter struct {
 	cfg   Config
 	queue chan *trace.Recording
+	full  chan struct{} // a batch's worth is queued
 	stop  context.Context
 	quit  context.CancelFunc
 	wg    sync.WaitGroup
@@ -70,6 +71,7 @@ func New(cfg Config) *Exporter {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 512
 	}
+	cfg.BatchSize = min(cfg.BatchSize, cfg.QueueSize)
 	if cfg.BatchDelay <= 0 {
 		cfg.BatchDelay = time.Second
 	}
@@ -80,7 +82,7 @@ func New(cfg Config) *Exporter {
 		cfg.Logger = zap.NewNop()
 	}
 	cfg.Retry = cfg.Retry.withDefaults()
-	e := &Exporter{cfg: cfg, queue: make(chan *trace.Recording, cfg.QueueSize)}
+	e := &Exporter{cfg: cfg, queue: make(chan *trace.Recording, cfg.QueueSize), full: make(chan struct{}, 1)}
 	e.stop, e.quit = context.WithCancel(context.Background())
 	e.bufs.New = func() any { b := make([]byte, 0, 64<<10); return &b }
 	for range cfg.Workers {
@@ -95,6 +97,12 @@ func New(cfg Config) *Exporter {
 func (e *Exporter) Offer(r *trace.Recording) {
 	select {
 	case e.queue <- r:
+		if len(e.queue) >= e.cfg.BatchSize {
+			select {
+			case e.full <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		e.dropped.Add(uint64(r.SpanCount()))
 		r.Release()
@@ -113,7 +121,10 @@ func (e *Exporter) Close() {
 	})
 }
 
-// work batches the queue until Close.
+// work batches the queue until Close. It is not parked on the queue
+// itself: a request handing over its spans would then wake it, a thread
+// switch per exported request; it wakes when a batch's worth is queued
+// (Offer says so) or batch_delay has passed, and takes what is there.
 func (e *Exporter) work() {
 	defer e.wg.Done()
 	batch := make([]*trace.Recording, 0, e.cfg.BatchSize)
@@ -121,23 +132,19 @@ func (e *Exporter) work() {
 	defer timer.Stop()
 	for {
 		select {
-		case r := <-e.queue:
-			batch = append(batch, r)
-			if len(batch) == cap(batch) {
-				batch = e.flush(batch)
-			}
 		case <-timer.C:
-			batch = e.flush(batch)
 			timer.Reset(e.cfg.BatchDelay)
+		case <-e.full:
 		case <-e.stop.Done():
 			e.drain(batch)
 			return
 		}
+		batch = e.drain(batch)
 	}
 }
 
-// drain sends what is still queued, at Close.
-func (e *Exporter) drain(batch []*trace.Recording) {
+// drain sends what is queued, a batch at a time.
+func (e *Exporter) drain(batch []*trace.Recording) []*trace.Recording {
 	for {
 		select {
 		case r := <-e.queue:
@@ -146,8 +153,7 @@ func (e *Exporter) drain(batch []*trace.Recording) {
 				batch = e.flush(batch)
 			}
 		default:
-			e.flush(batch)
-			return
+			return e.flush(batch)
 		}
 	}
 }
