@@ -95,11 +95,17 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 // Attributes are written with their lengths worked out first, not
 // through beginMessage/endMessage: a span has a dozen of them, two
 // messages deep each, and moving each into place would be most of the
-// encoding's work.
+// encoding's work. A key's own bytes (its field's tag, length and name)
+// are encoded once (attrKey).
+
+// attrKey is an attribute's key, encoded as KeyValue's key field.
+type attrKey []byte
+
+func newAttrKey(name string) attrKey { return appendString(nil, kvKey, name) }
 
 // appendStringAttr adds a string attribute (a KeyValue) to the message
 // being written as field num; an empty value is left out.
-func appendStringAttr(b []byte, num protowire.Number, key, value string) []byte {
+func appendStringAttr(b []byte, num protowire.Number, key attrKey, value string) []byte {
 	if value == "" {
 		return b
 	}
@@ -108,7 +114,7 @@ func appendStringAttr(b []byte, num protowire.Number, key, value string) []byte 
 }
 
 // appendBytesAttr is appendStringAttr for a value held as bytes.
-func appendBytesAttr(b []byte, num protowire.Number, key string, value []byte) []byte {
+func appendBytesAttr(b []byte, num protowire.Number, key attrKey, value []byte) []byte {
 	if len(value) == 0 {
 		return b
 	}
@@ -116,12 +122,12 @@ func appendBytesAttr(b []byte, num protowire.Number, key string, value []byte) [
 	return protowire.AppendBytes(b, value)
 }
 
-func appendIntAttr(b []byte, num protowire.Number, key string, value int64) []byte {
+func appendIntAttr(b []byte, num protowire.Number, key attrKey, value int64) []byte {
 	b = appendAttrHead(b, num, key, anyInt, protowire.VarintType, protowire.SizeVarint(uint64(value)))
 	return protowire.AppendVarint(b, uint64(value))
 }
 
-func appendAddrAttr(b []byte, num protowire.Number, key string, a netip.Addr) []byte {
+func appendAddrAttr(b []byte, num protowire.Number, key attrKey, a netip.Addr) []byte {
 	if !a.IsValid() {
 		return b
 	}
@@ -132,12 +138,12 @@ func appendAddrAttr(b []byte, num protowire.Number, key string, a netip.Addr) []
 // appendAttrHead writes a KeyValue up to its AnyValue's value: the field
 // num, the key, and the AnyValue's field valueNum, whose encoded value
 // (after its tag) takes valueSize bytes.
-func appendAttrHead(b []byte, num protowire.Number, key string, valueNum protowire.Number, typ protowire.Type, valueSize int) []byte {
+func appendAttrHead(b []byte, num protowire.Number, key attrKey, valueNum protowire.Number, typ protowire.Type, valueSize int) []byte {
 	anySize := protowire.SizeTag(valueNum) + valueSize
-	kvSize := protowire.SizeTag(kvKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(kvValue) + protowire.SizeBytes(anySize)
+	kvSize := len(key) + protowire.SizeTag(kvValue) + protowire.SizeBytes(anySize)
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(kvSize))
-	b = appendString(b, kvKey, key)
+	b = append(b, key...)
 	b = protowire.AppendTag(b, kvValue, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(anySize))
 	return protowire.AppendTag(b, valueNum, typ)
@@ -153,7 +159,7 @@ type Resource struct {
 func NewResource(attrs [][2]string) Resource {
 	var b []byte
 	for _, kv := range attrs {
-		b = appendStringAttr(b, fieldResourceAttrs, kv[0], kv[1])
+		b = appendStringAttr(b, fieldResourceAttrs, newAttrKey(kv[0]), kv[1])
 	}
 	return Resource{encoded: b}
 }
@@ -161,26 +167,46 @@ func NewResource(attrs [][2]string) Resource {
 // scopeName names the instrumentation that made the spans.
 const scopeName = "github.com/tollgate/tollgate/trace"
 
-// AppendRequest appends an ExportTraceServiceRequest holding the spans of
-// recs under res to b.
-func AppendRequest(b []byte, res Resource, version string, recs []*trace.Recording) []byte {
-	b, rs := beginMessage(b, fieldResourceSpans)
-	b, r := beginMessage(b, fieldResource)
-	b = append(b, res.encoded...)
-	b = endMessage(b, r)
-	b, ss := beginMessage(b, fieldScopeSpans)
-	b, sc := beginMessage(b, fieldScope)
+// AppendSpans appends the spans of one request, its server span and
+// its children, each a ScopeSpans.spans field, to b: what AppendRequest
+// puts together.
+func AppendSpans(b []byte, r *trace.Recording) []byte {
+	b = appendServerSpan(b, r)
+	for i := range r.Spans() {
+		b = appendChildSpan(b, r, &r.Spans()[i])
+	}
+	return b
+}
+
+// AppendRequest appends to b an ExportTraceServiceRequest holding spans
+// (AppendSpans's) under res. The lengths are added up first, so nothing
+// is moved into place.
+func AppendRequest(b []byte, res Resource, version string, spans [][]byte) []byte {
+	scopeLen := protowire.SizeTag(fieldScopeName) + protowire.SizeBytes(len(scopeName))
+	if version != "" {
+		scopeLen += protowire.SizeTag(fieldScopeVersion) + protowire.SizeBytes(len(version))
+	}
+	spansLen := 0
+	for _, s := range spans {
+		spansLen += len(s)
+	}
+	scopeSpansLen := protowire.SizeTag(fieldScope) + protowire.SizeBytes(scopeLen) + spansLen
+	resourceSpansLen := protowire.SizeTag(fieldResource) + protowire.SizeBytes(len(res.encoded)) +
+		protowire.SizeTag(fieldScopeSpans) + protowire.SizeBytes(scopeSpansLen)
+
+	b = protowire.AppendTag(b, fieldResourceSpans, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(resourceSpansLen))
+	b = appendBytes(b, fieldResource, res.encoded)
+	b = protowire.AppendTag(b, fieldScopeSpans, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(scopeSpansLen))
+	b = protowire.AppendTag(b, fieldScope, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(scopeLen))
 	b = appendString(b, fieldScopeName, scopeName)
 	if version != "" {
 		b = appendString(b, fieldScopeVersion, version)
 	}
-	b = endMessage(b, sc)
-	for _, rec := range recs {
-		b = appendServerSpan(b, rec)
-		for i := range rec.Spans() {
-			b = appendChildSpan(b, rec, &rec.Spans()[i])
-		}
+	for _, s := range spans {
+		b = append(b, s...)
 	}
-	b = endMessage(b, ss)
-	return endMessage(b, rs)
+	return b
 }

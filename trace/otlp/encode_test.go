@@ -23,27 +23,44 @@ func benchRecording() *trace.Recording {
 	return r
 }
 
-// BenchmarkEncodeBatch: a batch of 512 requests' spans into a reused
-// buffer, as a worker does.
-func BenchmarkEncodeBatch(b *testing.B) {
-	recs := make([]*trace.Recording, 512)
-	for i := range recs {
-		recs[i] = benchRecording()
-	}
-	res := NewResource([][2]string{{"service.name", "tollgate"}, {"host.name", "h1"}})
-	buf := AppendRequest(nil, res, "v1", recs)
+// BenchmarkEncodeSpans: one request's spans into a reused buffer, as a
+// request hands them over.
+func BenchmarkEncodeSpans(b *testing.B) {
+	r := benchRecording()
+	buf := AppendSpans(nil, r)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
-		buf = AppendRequest(buf[:0], res, "v1", recs)
+		buf = AppendSpans(buf[:0], r)
+	}
+}
+
+// BenchmarkEncodeBatch: a batch of 512 requests' spans put together into
+// a reused buffer, as a worker does.
+func BenchmarkEncodeBatch(b *testing.B) {
+	parts := make([][]byte, 512)
+	for i := range parts {
+		parts[i] = AppendSpans(nil, benchRecording())
+	}
+	res := NewResource([][2]string{{"service.name", "tollgate"}, {"host.name", "h1"}})
+	buf := AppendRequest(nil, res, "v1", parts)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		buf = AppendRequest(buf[:0], res, "v1", parts)
 	}
 }
 
 func TestEncodeAllocs(t *testing.T) {
-	recs := []*trace.Recording{benchRecording(), benchRecording()}
+	r := benchRecording()
 	res := NewResource([][2]string{{"service.name", "tollgate"}})
-	buf := AppendRequest(nil, res, "", recs)
-	if n := testing.AllocsPerRun(100, func() { buf = AppendRequest(buf[:0], res, "", recs) }); n != 0 {
-		t.Fatalf("encoding into a reused buffer allocates %.1f times", n)
+	var one []byte
+	parts := [][]byte{AppendSpans(nil, r), AppendSpans(nil, r)}
+	buf := AppendRequest(nil, res, "", parts)
+	if n := testing.AllocsPerRun(100, func() {
+		one = AppendSpans(one[:0], r)
+		buf = AppendRequest(buf[:0], res, "", parts)
+	}); n != 0 {
+		t.Fatalf("encoding into reused buffers allocates %.1f times", n)
 	}
 }

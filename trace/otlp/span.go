@@ -7,22 +7,22 @@ import (
 
 // Attribute names: OpenTelemetry's semantic conventions where one fits,
 // tollgate.* for what only the gateway knows.
-const (
-	attrMethod      = "http.request.method"
-	attrRoute       = "http.route"
-	attrStatus      = "http.response.status_code"
-	attrClient      = "client.address"
-	attrServer      = "server.address"
-	attrRouteName   = "tollgate.route"
-	attrConsumer    = "tollgate.consumer"
-	attrDecision    = "tollgate.decision"
-	attrNode        = "tollgate.node"
-	attrService     = "tollgate.service"
-	attrResult      = "tollgate.upstream.result"
-	attrAttempts    = "tollgate.upstream.attempts"
-	attrRequestID   = "tollgate.request_id"
-	attrMessage     = "tollgate.message"
-	attrDroppedSpan = "tollgate.dropped_child_spans"
+var (
+	attrMethod      = newAttrKey("http.request.method")
+	attrRoute       = newAttrKey("http.route")
+	attrStatus      = newAttrKey("http.response.status_code")
+	attrClient      = newAttrKey("client.address")
+	attrServer      = newAttrKey("server.address")
+	attrRouteName   = newAttrKey("tollgate.route")
+	attrConsumer    = newAttrKey("tollgate.consumer")
+	attrDecision    = newAttrKey("tollgate.decision")
+	attrNode        = newAttrKey("tollgate.node")
+	attrService     = newAttrKey("tollgate.service")
+	attrResult      = newAttrKey("tollgate.upstream.result")
+	attrAttempts    = newAttrKey("tollgate.upstream.attempts")
+	attrRequestID   = newAttrKey("tollgate.request_id")
+	attrMessage     = newAttrKey("tollgate.message")
+	attrDroppedSpan = newAttrKey("tollgate.dropped_child_spans")
 )
 
 // appendServerSpan writes the gateway's span of one request: named, as
