@@ -42,15 +42,18 @@ type Config struct {
 
 // Exporter is the queue and its workers. It is safe for concurrent use.
 type Exporter struct {
-	cfg    Config
-	queue  chan *chunk
-	full   chan struct{} // a batch's worth is queued
-	stop   context.Context
-	quit   context.CancelFunc
-	wg     sync.WaitGroup
-	bufs   sync.Pool
-	chunks sync.Pool
-	once   sync.Once
+	cfg   Config
+	queue chan *chunk
+	full  chan struct{} // a batch's worth is queued
+	stop  context.Context
+	quit  context.CancelFunc
+	wg    sync.WaitGroup
+	bufs  sync.Pool
+	// free holds chunks for requests to encode into: a list of its own,
+	// not a sync.Pool, which each collection empties while thousands are
+	// in the queue, so that requests would allocate anew after every one.
+	free chan *chunk
+	once sync.Once
 
 	// Counted in spans, so that /metrics compares with the backend's.
 	dropped  atomic.Uint64 // the queue was full
@@ -86,7 +89,7 @@ func New(cfg Config) *Exporter {
 	e := &Exporter{cfg: cfg, queue: make(chan *chunk, cfg.QueueSize), full: make(chan struct{}, 1)}
 	e.stop, e.quit = context.WithCancel(context.Background())
 	e.bufs.New = func() any { b := make([]byte, 0, 64<<10); return &b }
-	e.chunks.New = func() any { return &chunk{b: make([]byte, 0, 1024)} }
+	e.free = make(chan *chunk, cfg.QueueSize+cfg.Workers*cfg.BatchSize)
 	for range cfg.Workers {
 		e.wg.Add(1)
 		go e.work()
@@ -114,7 +117,12 @@ func (e *Exporter) Offer(r *trace.Recording) {
 		r.Release()
 		return
 	}
-	c := e.chunks.Get().(*chunk)
+	var c *chunk
+	select {
+	case c = <-e.free:
+	default:
+		c = &chunk{b: make([]byte, 0, 1024)}
+	}
 	c.b, c.spans = AppendSpans(c.b[:0], r), spans
 	r.Release()
 	select {
@@ -132,8 +140,12 @@ func (e *Exporter) Offer(r *trace.Recording) {
 }
 
 func (e *Exporter) putChunk(c *chunk) {
-	if cap(c.b) <= maxKeptChunk {
-		e.chunks.Put(c)
+	if cap(c.b) > maxKeptChunk {
+		return
+	}
+	select {
+	case e.free <- c:
+	default:
 	}
 }
 
