@@ -66,3 +66,15 @@ func TestAttemptSpans(t *testing.T) {
 		t.Fatal("an unrecorded request got a recording")
 	}
 }
+
+// TestGRPCAttemptSpanKind: a try of a gRPC service is a gRPC call's span.
+func TestGRPCAttemptSpanKind(t *testing.T) {
+	svc := newService(t, ServiceConfig{Name: "g", Protocol: "grpc"}, Pool{}, "127.0.0.1:1")
+	c := &pipeline.Ctx{}
+	c.Trace.Rec = trace.NewRecording()
+	defer c.Trace.Rec.Release()
+	h := svc.startAttempt(c)
+	if sp := c.Trace.Span(h); sp == nil || sp.Kind != trace.SpanGRPCCall || sp.Kind.Name() != "grpc call" || !sp.Kind.Client() {
+		t.Fatalf("span %+v", sp)
+	}
+}
