@@ -59,6 +59,16 @@ test-deps:
 	@command -v dnsmasq >/dev/null 2>&1 || test -x /usr/sbin/dnsmasq || { \
 		echo "installing dnsmasq-base"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base >/dev/null; }
+	@# Jaeger for the tracing tests: built once from its Go module, at the
+	@# version test/tools/go.mod pins, into the user's cache; a cold build
+	@# (download and compile) takes several minutes, later runs none.
+	@test -x "$(JAEGER_BIN)" || { \
+		echo "building jaeger $(JAEGER_VERSION) for the tracing tests (once)"; \
+		cd test/tools && $(GO) build -o "$(JAEGER_BIN)" github.com/jaegertracing/jaeger/cmd/jaeger; }
+
+# The tracing tests' Jaeger (internal/testutil/jaeger.go finds it there).
+JAEGER_VERSION := $(shell awk '$$1 == "github.com/jaegertracing/jaeger" {print $$2}' test/tools/go.mod)
+JAEGER_BIN     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tollgate/tools/jaeger-$(JAEGER_VERSION)
 
 ## test-race prints what go test would and keeps every test's time in
 ## .test-times/ for make test-times.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/sign"
+	"github.com/tollgate/tollgate/trace"
 )
 
 // SigChecker checks one signed request (see package sign; *sign.Verifier
@@ -147,7 +148,9 @@ func (s *Signature) Handle(c *pipeline.Ctx) pipeline.Verdict {
 		// The cluster's claim waits on Redis (bounded by the cluster's
 		// budget): through the context, as every wait does.
 		w.claim = clusterClaim{store: s.cfg.Nonces, appKey: appKey, nonce: nonce}
+		span := c.StartSpan(trace.SpanNonceClaim)
 		c.Block(&w.claim)
+		c.EndSpan(span)
 		fresh = w.claim.fresh
 		w.claim = clusterClaim{}
 	}

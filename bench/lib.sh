@@ -207,6 +207,9 @@ plain_config() {
 		routes:
 		  - {name: plain, match: {prefix: /}, service: bench}
 	EOF
+	# BENCH_CONFIG_EXTRA: a file of more top-level settings (a tracing
+	# section, say) for the gateway.
+	if [[ -n ${BENCH_CONFIG_EXTRA:-} ]]; then cat "$BENCH_CONFIG_EXTRA" >>"$1"; fi
 }
 
 # start_nginx [name addr fields]: runs nginx as the reference proxy

@@ -155,6 +155,7 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 	// The tls section's owner adds its listener (Listeners.TLS).
 	pipeline.ListenersKey.Set(s.env, pipeline.Listeners{Plain: f.Listen})
 	pipeline.EdgeKey.Set(s.env, s.Edge)
+	pipeline.NodeKey.Set(s.env, f.NodeID)
 	cl, err := c.clusterClient(f)
 	if err != nil {
 		return nil, &Error{File: source, Msg: err.Error()}

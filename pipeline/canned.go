@@ -57,6 +57,7 @@ func (e *Canned) WriteTo(c *Ctx) {
 	if c.Decision == "" {
 		c.Decision = e.Message
 	}
+	c.traceAnswer(e.Status, e.Message)
 }
 
 // Static is a fixed answer a route gives by itself (a degraded answer, a
@@ -113,6 +114,7 @@ func WriteError(c *Ctx, status int, message string, extra ...string) {
 	if c.Decision == "" {
 		c.Decision = message
 	}
+	c.traceAnswer(status, message)
 }
 
 // appendJSONString appends s as a JSON string.

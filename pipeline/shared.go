@@ -27,3 +27,7 @@ type Quota struct {
 	// quota's only).
 	QPS int
 }
+
+// NodeKey holds this node's name (node_id: hostname:port by default), for
+// what reports the node it ran on (a trace's spans).
+var NodeKey = NewKey[string]("pipeline.node")

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/server/transport"
 	"github.com/tollgate/tollgate/trace"
+	"github.com/tollgate/tollgate/trace/tracing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -80,7 +81,8 @@ func (g *Gateway) serve(c *pipeline.Ctx, secure bool) (closeConn bool) {
 	c.ConfigVersion = snap.Version
 	err := g.admit(snap, c)
 	// After the check, which indexed the fields the trace is read from.
-	trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
+	tr := tracing.Of(snap.Env())
+	tr.Begin(c)
 	if err != nil {
 		cannedFor(err).WriteTo(c)
 		c.CloseConn = true
@@ -96,7 +98,7 @@ func (g *Gateway) serve(c *pipeline.Ctx, secure bool) (closeConn bool) {
 		}
 		c.Upgrade = nil
 	}
-	return g.finish(c)
+	return g.finish(c, tr)
 }
 
 // begin starts a request the transport handed over: its waits go to the
@@ -112,9 +114,10 @@ func (g *Gateway) begin(c *pipeline.Ctx) {
 
 // finish is the post-step of every request, answered or refused. The
 // context stays the transport's, which writes the answer and releases it.
-func (g *Gateway) finish(c *pipeline.Ctx) (closeConn bool) {
+func (g *Gateway) finish(c *pipeline.Ctx, tr *tracing.Tracer) (closeConn bool) {
 	trace.Stamp(&c.Trace, &c.Resp.Header, c.Answer)
 	end := c.Now()
+	tr.End(c, end)
 	if l := g.log.Load(); l != nil {
 		l.Record(c, end)
 	}
@@ -179,6 +182,7 @@ func (g *Gateway) route(snap *config.Snapshot, c *pipeline.Ctx) {
 	}
 	if r := snap.Router.Match(c); r != nil {
 		c.RouteName = r.Name
+		tracing.Routed(c, r.Path)
 		g.run(r.Chain, c)
 		return
 	}
@@ -212,10 +216,11 @@ func (g *Gateway) run(ch *pipeline.Chain, c *pipeline.Ctx) {
 func (g *Gateway) ServeError(err error, c *pipeline.Ctx) {
 	g.begin(c)
 	c.ClientIP = c.Peer.Addr().Unmap()
-	trace.Begin(&c.Trace, &c.Received, &c.Req.Header)
+	tr := tracing.Of(g.snap.Load().Env())
+	tr.Begin(c)
 	cannedFor(err).WriteTo(c)
 	g.Stats.ParseError(c.Stripe())
-	g.finish(c)
+	g.finish(c, tr)
 }
 
 // parseErrors holds the canned answer of each of codec.Errors, by index;

@@ -42,3 +42,23 @@ func BenchmarkBegin(b *testing.B) {
 		Begin(&tc, r, &req.Header)
 	}
 }
+
+// TestPropagationAllocs: reading B3 and writing every format allocate
+// nothing either.
+func TestPropagationAllocs(t *testing.T) {
+	req, r := checked(t, "GET / HTTP/1.1\r\nHost: a\r\n"+
+		"b3: 80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1-05e3ac9a4f6e3b90\r\n\r\n")
+	var (
+		tc Context
+		l  codec.FieldList
+	)
+	round := func() {
+		BeginWith(&tc, r, &req.Header, []Formats{W3C, B3Single | B3Multi}, W3C|B3Single|B3Multi)
+		l.Reset()
+		Forward(&tc, &l)
+	}
+	round()
+	if n := testing.AllocsPerRun(1000, round); n != 0 {
+		t.Fatalf("B3 in, every format out: %.1f allocations, want 0", n)
+	}
+}

@@ -29,6 +29,16 @@ type Context struct {
 	SpanID   [8]byte
 	ParentID [8]byte
 	Flags    byte
+	// TraceState is the caller's W3C tracestate, passed on with its
+	// traceparent; it points into the request's header, valid until the
+	// request is released.
+	TraceState []byte
+	// write is the formats Forward writes (0: W3C).
+	write Formats
+
+	// Decided says the caller made the sampling decision (its context
+	// carried one): the sampled flag is then the caller's word.
+	Decided bool
 
 	TraceHex [32]byte
 	SpanHex  [16]byte
@@ -37,7 +47,15 @@ type Context struct {
 	// id in hex. It lives in a buffer of the Context's own.
 	RequestID []byte
 	reqIDBuf  [maxRequestID]byte
+
+	// Rec, when the request is traced (a tracing section is configured),
+	// records its spans; nil otherwise, and every recording call is then
+	// a no-op.
+	Rec *Recording
 }
+
+// FlagSampled is the trace flags' sampled bit.
+const FlagSampled = 0x01
 
 // SetRequestID stores id (truncated to 64 bytes) as the request id.
 func (t *Context) SetRequestID(id []byte) {

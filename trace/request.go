@@ -12,13 +12,22 @@ import (
 // the check, when it passed): the client's trace id when it sent a valid
 // traceparent (else a new one), a fresh span id for the gateway's hop, and
 // the request id (the client's when acceptable, else the trace id).
+// BeginWith reads other formats too.
 func Begin(t *Context, r *codec.Received, h *fasthttp.RequestHeader) {
-	if !parseTraceparent(r.Peek(h, headerTraceparent), t) {
-		binary.LittleEndian.PutUint64(t.TraceID[:8], rand.Uint64())
-		binary.LittleEndian.PutUint64(t.TraceID[8:], rand.Uint64())
-		t.ParentID = [8]byte{}
-		t.Flags = 0
-	}
+	BeginWith(t, r, h, nil, 0)
+}
+
+// newTrace starts a trace at the gateway: no caller, no decision.
+func newTrace(t *Context) {
+	binary.LittleEndian.PutUint64(t.TraceID[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(t.TraceID[8:], rand.Uint64())
+	t.ParentID = [8]byte{}
+	t.Flags, t.Decided = 0, false
+	t.TraceState = nil
+}
+
+// finishBegin draws the gateway's span id and takes the request id.
+func finishBegin(t *Context, r *codec.Received, h *fasthttp.RequestHeader) {
 	binary.LittleEndian.PutUint64(t.SpanID[:], rand.Uint64()|1)
 	t.FillHex()
 	if id := r.Peek(h, headerRequestID); validRequestID(id) {
@@ -33,8 +42,14 @@ func Begin(t *Context, r *codec.Received, h *fasthttp.RequestHeader) {
 // request id. (The client's own copies never reach l: the fields are
 // the gateway's alone, codec.GatewayOwned.)
 func Forward(t *Context, l *codec.FieldList) {
-	var tp [traceparentLen]byte
-	l.AddString(headerTraceparent, t.AppendTraceparent(tp[:0]))
+	if t.write == 0 || t.write&W3C != 0 {
+		var tp [traceparentLen]byte
+		l.AddString(headerTraceparent, t.AppendTraceparent(tp[:0]))
+		if t.TraceState != nil {
+			l.AddString(headerTraceState, t.TraceState)
+		}
+	}
+	t.forwardB3(l)
 	l.AddString(headerRequestID, t.RequestID)
 }
 
@@ -59,6 +74,11 @@ var (
 )
 
 // The trace's fields are the gateway's word both ways: a client's copies
-// are not forwarded (Forward writes the gateway's) and a backend's do not
-// reach the client (Stamp writes the gateway's).
-func init() { codec.StampedByGateway(headerTraceparent, headerRequestID) }
+// are not forwarded (Forward writes the gateway's, in the formats it is
+// told to) and a backend's do not reach the client (Stamp writes the
+// gateway's). A client's tracestate goes on only with the traceparent it
+// belongs to.
+func init() {
+	codec.StampedByGateway(headerTraceparent, headerTraceState, headerRequestID,
+		headerB3, headerB3TraceID, headerB3SpanID, headerB3ParentID, headerB3Sampled, headerB3Flags)
+}

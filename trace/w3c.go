@@ -10,8 +10,12 @@ const (
 	headerTraceparentCanonical = "Traceparent"
 )
 
-// traceparentLen is the length of a version 00 traceparent value.
-const traceparentLen = 55
+// traceparentLen is the length of a version 00 traceparent value;
+// maxTraceparent bounds what a future version may add.
+const (
+	traceparentLen = 55
+	maxTraceparent = 256
+)
 
 // AppendTraceparent appends the W3C traceparent value for a call the gateway
 // makes on the request's behalf: the request's trace id with the gateway's
@@ -29,7 +33,7 @@ func (t *Context) AppendTraceparent(dst []byte) []byte {
 // Context level 1). Unknown future versions are read by the same layout as
 // the spec asks; version ff and all-zero ids are invalid.
 func parseTraceparent(v []byte, t *Context) bool {
-	if len(v) < traceparentLen || v[2] != '-' || v[35] != '-' || v[52] != '-' {
+	if len(v) < traceparentLen || len(v) > maxTraceparent || v[2] != '-' || v[35] != '-' || v[52] != '-' {
 		return false
 	}
 	if len(v) > traceparentLen && (v[0] == '0' && v[1] == '0' || v[55] != '-') {
@@ -46,7 +50,7 @@ func parseTraceparent(v []byte, t *Context) bool {
 	if t.TraceID == [16]byte{} || t.ParentID == [8]byte{} {
 		return false
 	}
-	t.Flags = flags[0]
+	t.Flags, t.Decided = flags[0], true
 	return true
 }
 

@@ -268,6 +268,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		c.Outcome.Instance = in.Addr
 		c.Outcome.Attempts++
 		in.began(c.Stripe())
+		span := s.startAttempt(c)
 		var err error
 		if s.grpc {
 			err = in.grpcExchange(c, deadline, s.grpcTLS)
@@ -291,9 +292,11 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 			} else {
 				in.health.ok()
 			}
+			s.endAttempt(c, span, in, pipeline.ResultOK, c.Outcome.Status)
 			break
 		}
 		f := s.exchangeFailed(c, in, err)
+		s.endAttempt(c, span, in, f.result(), 0)
 		if attempt >= s.Retry || !s.mayRetry(c, f) || deadline.Sub(c.Now()) < s.Connect {
 			break
 		}
