@@ -3,7 +3,10 @@
 package reactor
 
 import (
+	"os"
+
 	"bufio"
+	"github.com/tollgate/tollgate/server/h2"
 	"time"
 
 	"github.com/tollgate/tollgate/server/transport"
@@ -106,10 +109,29 @@ func (t *reactorTransport) serveH2C(c *clientConn, w *serveState) bool {
 		c.linger = true
 		return t.drop(c, w)
 	}
+	if t.h2 != nil {
+		return t.serveH2(c, w)
+	}
 	b, _ := w.br.Peek(w.br.Buffered())
 	read0 := append([]byte(nil), b...)
 	if t.handOffH2(c, read0) != nil {
 		return t.drop(c, w)
 	}
 	return false
+}
+
+// h2EngineEnv chooses how the reactor serves HTTP/2: on its loops (the
+// default), or "xnet" to hand h2 connections to x/net's server on
+// goroutines of their own, as releases before the loops' engine did.
+const h2EngineEnv = "TOLLGATE_H2_ENGINE"
+
+// loopH2 is the HTTP/2 server whose limits the loops serve h2 with, nil
+// when h2 is not offered, is not the gateway's own server, or the
+// operator chose x/net's engine.
+func loopH2(cs transport.ConnServer) *h2.Server {
+	s, ok := cs.(*h2.Server)
+	if !ok || s == nil || os.Getenv(h2EngineEnv) == "xnet" {
+		return nil
+	}
+	return s
 }
