@@ -41,6 +41,9 @@ const (
 	// h2MaxFrame is the largest DATA frame written, whatever the client
 	// allows: larger ones hold a window's bytes per frame for nothing.
 	h2MaxFrame = 64 << 10
+	// h2FramesPerTurn is how many frames the reader acts on before the
+	// loop serves its other connections.
+	h2FramesPerTurn = 256
 )
 
 // h2Conn is one HTTP/2 connection on a loop.
@@ -89,7 +92,8 @@ type h2Conn struct {
 	writeFn func()                   // h.writeOut, bound once
 	emitFn  func(name, value []byte) // h.emitField, bound once
 
-	goingAway bool // GOAWAY sent: no new stream
+	goingAway bool // GOAWAY sent
+	goAwayErr bool // for an error: the connection ends soon after: no new stream
 	dead      bool // the connection failed: nothing more is read or written
 	finished  bool
 
@@ -166,10 +170,23 @@ func (h *h2Conn) finish() {
 	f := h.s.cur
 	if !h.dead {
 		// What was written (a GOAWAY, the last answers) goes out first,
-		// within the write timeout; the connection then closes
-		// gracefully (clientConn.finish), not with a shut socket.
+		// within the write timeout, or a second after a GOAWAY for an
+		// error (x/net's grace); the connection then closes gracefully
+		// (clientConn.finish), not with a shut socket.
+		grace := h.writeTimeout()
+		if h.goAwayErr {
+			grace = time.Second
+		}
+		until := h.t.now() + int64(grace)
 		for h.writing && !h.dead {
-			h.park(f, &h.doneQ, time.Hour)
+			left := time.Duration(until - h.t.now())
+			if left <= 0 {
+				break
+			}
+			h.park(f, &h.doneQ, left)
+		}
+		if h.writing {
+			h.fail()
 		}
 		h.stop()
 	}
@@ -249,6 +266,7 @@ func (h *h2Conn) goAway(code http2.ErrCode) {
 		return
 	}
 	h.goingAway = true
+	h.goAwayErr = code != http2.ErrCodeNo
 	_ = h.wf.WriteGoAway(h.maxSeen, code, nil)
 	h.kick()
 }

@@ -23,12 +23,20 @@ func (e h2ConnError) Error() string { return "h2: " + e.what }
 // ends: the client leaves, breaks the protocol, stays idle too long, or
 // the connection drained after a GOAWAY.
 func (h *h2Conn) readFrames() {
-	for !h.dead {
+	f := h.s.cur
+	for n := 0; !h.dead; n++ {
 		if h.goingAway && h.idle() {
 			return
 		}
+		if n == h2FramesPerTurn {
+			// A client that keeps its socket full would keep the loop
+			// reading its frames: the loop serves its other connections'
+			// events before the next ones.
+			n = 0
+			f.sleep(0)
+		}
 		h.armIdle()
-		f, err := h.rf.ReadFrame()
+		fr, err := h.rf.ReadFrame()
 		if err != nil {
 			var se http2.StreamError
 			var ce http2.ConnectionError
@@ -48,7 +56,7 @@ func (h *h2Conn) readFrames() {
 			}
 			return
 		}
-		if err := h.process(f); err != nil {
+		if err := h.process(fr); err != nil {
 			var ce h2ConnError
 			if errors.As(err, &ce) {
 				h.refused("conn", ce.code, ce.what)
