@@ -14,6 +14,11 @@
 // of it the gateway cuts a connection whose client resets most of its
 // streams before they are answered (Options.MaxEarlyResets), which x/net
 // alone allows at the full stream limit forever.
+//
+// The reactor serves HTTP/2 on its event loops with its own engine, under
+// this Server's limits (Limits) and counters (Join, Refused), building each
+// request with AppendHead; the x/net server above is fasthttp's, and the
+// reactor's with TOLLGATE_H2_ENGINE=xnet.
 package h2
 
 import (

@@ -12,15 +12,14 @@ import (
 	"github.com/tollgate/tollgate/server/transport"
 )
 
-// HTTP/2 on the reactor. A TLS connection whose client chose h2 by ALPN
-// leaves the reactor once its handshake is done, and a cleartext one once
-// its first bytes were the HTTP/2 preface (h2c): its multiplexed streams
-// need a reader that is always waiting for frames and answers written
-// while other streams are read, which is what the HTTP/2 server's own
-// goroutines do. From the hand-off the connection's socket is read and
-// written through the runtime's poller (the net.Conn it was accepted as),
-// not the loop's epoll set; it stays counted among the transport's
-// connections, and busy, until the HTTP/2 server is done with it.
+// HTTP/2 on the reactor: a TLS connection whose client chose h2 by ALPN,
+// once its handshake is done, and a cleartext one whose first bytes were
+// the HTTP/2 preface (h2c) are served on their loop (h2conn_linux.go).
+// With TOLLGATE_H2_ENGINE=xnet they leave the reactor instead for x/net's
+// server (handOffH2), whose goroutines read and write the connection
+// through the runtime's poller (the net.Conn it was accepted as), not the
+// loop's epoll set; it stays counted among the transport's connections,
+// and busy, until the HTTP/2 server is done with it.
 
 // handshakeForH2 completes the TLS handshake under the header timeout
 // and reports whether the client chose h2. It runs before the first
