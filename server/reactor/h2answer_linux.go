@@ -9,7 +9,6 @@ import (
 	"github.com/tollgate/tollgate/server/transport"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // writeAnswer sends the handler's answer on the stream: HEADERS with the
@@ -43,8 +42,7 @@ func (st *h2Stream) writeAnswer() {
 	if h.waitRoom(st) != nil {
 		return
 	}
-	h.blk.Reset()
-	_ = h.enc.WriteField(hpack.HeaderField{Name: ":status", Value: statusValue(status)})
+	h.blk = h2.AppendStatus(h.blk[:0], status)
 	h2.AnswerFields(resp.Header.Header(), h.emitFn)
 	noBody := !streamed && len(body) == 0
 	h.writeBlock(st.id, noBody && !trailers)
@@ -121,11 +119,10 @@ func (st *h2Stream) writeTrailers(resp *fasthttp.Response) error {
 	if err := h.waitRoom(st); err != nil {
 		return err
 	}
-	h.blk.Reset()
+	h.blk = h.blk[:0]
 	for name := range resp.Header.Trailers() {
-		lower := h.names.lower(name)
 		for _, v := range resp.Header.PeekAll(string(name)) {
-			_ = h.enc.WriteField(hpack.HeaderField{Name: lower, Value: string(v)})
+			h.blk, h.scratch = h2.AppendField(h.blk, h.scratch, name, v)
 		}
 	}
 	h.writeBlock(st.id, true)

@@ -3,7 +3,6 @@
 package reactor
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -43,7 +42,7 @@ const (
 	h2MaxFrame = 64 << 10
 	// h2FramesPerTurn is how many frames the reader acts on before the
 	// loop serves its other connections.
-	h2FramesPerTurn = 256
+	h2FramesPerTurn = 64
 )
 
 // h2Conn is one HTTP/2 connection on a loop.
@@ -54,19 +53,20 @@ type h2Conn struct {
 	srv *h2.Server
 	o   *h2.Options
 
-	rf  *http2.Framer // reads frames through the connection's reader
-	wf  *http2.Framer // writes frames into out
-	enc *hpack.Encoder
-	blk bytes.Buffer // a header block being encoded
+	rf      *http2.Framer // reads frames through the connection's reader
+	dec     *hpack.Decoder
+	block   headerBlock   // the header block being read (h2headers_linux.go)
+	wf      *http2.Framer // writes frames into out
+	blk     []byte        // a header block being encoded (h2.AppendField)
+	scratch []byte
 
 	streams  map[uint32]*h2Stream
-	maxSeen  uint32       // the highest stream the client opened
-	open     int          // streams open or half-closed: the client's count
-	handlers int          // streams whose fiber runs
-	queued   []*h2Stream  // streams waiting for a handler slot
-	idleAt   bool         // the read phase is the idle timeout's
-	settings bool         // the client's first SETTINGS came
-	names    nameInterner // answer field names, lowercased once
+	maxSeen  uint32      // the highest stream the client opened
+	open     int         // streams open or half-closed: the client's count
+	handlers int         // streams whose fiber runs
+	queued   []*h2Stream // streams waiting for a handler slot
+	idleAt   bool        // the read phase is the idle timeout's
+	settings bool        // the client's first SETTINGS came
 
 	// Sending: the client's windows and frame size.
 	sendWin     int64
@@ -119,12 +119,11 @@ func (t *reactorTransport) serveH2(c *clientConn, w *serveState) bool {
 	h.sendWin, h.peerWin, h.peerFrame = 65535, 65535, 16384
 	h.recvWin = int64(o.ConnWindow)
 	h.wf = http2.NewFramer((*h2Out)(h), nil)
-	h.enc = hpack.NewEncoder(&h.blk)
 	h.rf = http2.NewFramer(nil, w.br)
 	h.rf.SetReuseFrames()
 	h.rf.SetMaxReadFrameSize(16384)
-	h.rf.MaxHeaderListSize = h.headerListLimit()
-	h.rf.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	h.dec = hpack.NewDecoder(4096, h.onField)
+	h.dec.SetMaxStringLength(int(h.headerListLimit()))
 
 	c.readPhase(t.o.HeaderTimeout)
 	if err := readPreface(w); err != nil {

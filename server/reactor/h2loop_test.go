@@ -360,16 +360,16 @@ func TestH2LoopFloods(t *testing.T) {
 	for _, flood := range []struct {
 		name string
 		cut  bool
-		send func(r *gatewaytest.H2Conn) error
+		frame func(f *http2.Framer) error
 	}{
-		{"ping", true, func(r *gatewaytest.H2Conn) error { return r.Framer.WritePing(false, [8]byte{1}) }},
-		{"settings", true, func(r *gatewaytest.H2Conn) error { return r.Framer.WriteSettings() }},
-		{"empty data", true, func(r *gatewaytest.H2Conn) error { return r.Framer.WriteData(1, false, nil) }},
-		{"window update", false, func(r *gatewaytest.H2Conn) error { return r.Framer.WriteWindowUpdate(1, 1) }},
-		{"priority", false, func(r *gatewaytest.H2Conn) error {
-			return r.Framer.WritePriority(1, http2.PriorityParam{StreamDep: 0, Weight: 1})
+		{"ping", true, func(f *http2.Framer) error { return f.WritePing(false, [8]byte{1}) }},
+		{"settings", true, func(f *http2.Framer) error { return f.WriteSettings() }},
+		{"empty data", true, func(f *http2.Framer) error { return f.WriteData(1, false, nil) }},
+		{"window update", false, func(f *http2.Framer) error { return f.WriteWindowUpdate(1, 1) }},
+		{"priority", false, func(f *http2.Framer) error {
+			return f.WritePriority(1, http2.PriorityParam{StreamDep: 0, Weight: 1})
 		}},
-		{"reset of a closed stream", false, func(r *gatewaytest.H2Conn) error { return r.Framer.WriteRSTStream(1, http2.ErrCodeCancel) }},
+		{"reset of a closed stream", false, func(f *http2.Framer) error { return f.WriteRSTStream(1, http2.ErrCodeCancel) }},
 	} {
 		t.Run(flood.name, func(t *testing.T) {
 			r := e.DialH2(t)
@@ -417,13 +417,20 @@ func TestH2LoopFloods(t *testing.T) {
 			if flood.cut {
 				limit = 20 * time.Second
 			}
+			// A thousand frames a write: the flood costs the client little
+			// and the gateway all it can.
+			var batch bytes.Buffer
+			fr := http2.NewFramer(&batch, nil)
+			for range 1000 {
+				_ = flood.frame(fr)
+			}
 			sent, start := 0, time.Now()
 			_ = r.Conn.SetWriteDeadline(time.Now().Add(limit))
 			for time.Since(start) < limit {
-				if err := flood.send(r); err != nil {
+				if _, err := r.Conn.Write(batch.Bytes()); err != nil {
 					break
 				}
-				sent++
+				sent += 1000
 			}
 			cut := time.Since(start) < limit
 			close(stop)
@@ -437,7 +444,11 @@ func TestH2LoopFloods(t *testing.T) {
 			slices.Sort(got)
 			median := got[len(got)/2]
 			t.Logf("%d frames sent; beside them %d requests, median %v, max %v", sent, len(got), median, got[len(got)-1])
-			if len(got) >= 5 && median > 5*time.Millisecond {
+			bound := 5 * time.Millisecond
+			if raceEnabled {
+				bound = 50 * time.Millisecond
+			}
+			if len(got) >= 5 && median > bound {
 				t.Fatalf("another client's median latency %v during the flood", median)
 			}
 		})

@@ -77,8 +77,10 @@ func (h *h2Conn) process(f http2.Frame) error {
 		h.settings = true
 	}
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return h.onHeaders(f)
+	case *http2.HeadersFrame:
+		return h.startBlock(f)
+	case *http2.ContinuationFrame:
+		return h.blockFragment(f.HeaderBlockFragment(), f.HeadersEnded(), false)
 	case *http2.DataFrame:
 		return h.onData(f)
 	case *http2.SettingsFrame:
@@ -126,8 +128,8 @@ func (h *h2Conn) noteSeen(id uint32) {
 }
 
 // onHeaders opens a stream with a request, or ends one with trailers.
-func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) error {
-	id := f.StreamID
+func (h *h2Conn) onHeaders(f *headerBlock) error {
+	id := f.id
 	if st := h.streams[id]; st != nil {
 		// Trailers: they end the body. They are not passed on (an
 		// HTTP/1.1 backend would need the body chunked for them).
@@ -135,7 +137,7 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			h.resetStream(id, http2.ErrCodeStreamClosed)
 			return nil
 		}
-		if !f.StreamEnded() {
+		if !f.endStream {
 			h.refused("stream", http2.ErrCodeProtocol, "trailers_not_ended")
 			h.resetStream(id, http2.ErrCodeProtocol)
 			return nil
@@ -150,7 +152,7 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if h.goingAway {
 		return nil // after GOAWAY's last stream: not served (RFC 9113 §6.8)
 	}
-	if f.HasPriority() && f.Priority.StreamDep == id {
+	if f.hasPrio && f.priority.StreamDep == id {
 		h.refused("stream", http2.ErrCodeProtocol, "priority_on_self")
 		h.resetStream(id, http2.ErrCodeProtocol)
 		return nil
@@ -162,7 +164,7 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	st := newH2Stream(h, id)
 	var err error
-	st.head, st.info, err = h2.AppendHead(st.head[:0], f.Fields, f.StreamEnded(), h.o)
+	st.head, st.info, err = h2.AppendHead(st.head[:0], f.fields, f.endStream, h.o)
 	if errors.Is(err, h2.ErrMalformed) {
 		st.release()
 		h.refused("stream", http2.ErrCodeProtocol, "malformed_request")
@@ -170,11 +172,11 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return nil
 	}
 	st.failed = err
-	if f.Truncated {
+	if f.truncated {
 		st.failed = codec.ErrHeaderTooLarge
 	}
-	st.remoteOpen = !f.StreamEnded()
-	st.ended = f.StreamEnded()
+	st.remoteOpen = !f.endStream
+	st.ended = f.endStream
 	h.streams[id] = st
 	h.open++
 	st.inOpen = true
@@ -295,12 +297,10 @@ func (h *h2Conn) onSettings(f *http2.SettingsFrame) error {
 				if st.sendWin > math.MaxInt32 {
 					return h2ConnError{http2.ErrCodeFlowControl, "window_overflow"}
 				}
-				st.q.WakeOne()
+				st.wakeForWindow()
 			}
 		case http2.SettingMaxFrameSize:
 			h.peerFrame = min(int(s.Val), h2MaxFrame)
-		case http2.SettingHeaderTableSize:
-			h.enc.SetMaxDynamicTableSizeLimit(s.Val)
 		}
 		return nil
 	})
@@ -319,7 +319,7 @@ func (h *h2Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 			return h2ConnError{http2.ErrCodeFlowControl, "window_overflow"}
 		}
 		for i, st := range h.connWaiters {
-			st.q.WakeOne()
+			st.wakeForWindow()
 			h.connWaiters[i] = nil
 		}
 		h.connWaiters = h.connWaiters[:0]
@@ -339,7 +339,7 @@ func (h *h2Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		h.closeStream(st)
 		return nil
 	}
-	st.q.WakeOne()
+	st.wakeForWindow()
 	return nil
 }
 

@@ -53,6 +53,7 @@ type h2Stream struct {
 	until    int64 // the body's read deadline (transport clock), 0 for none
 
 	sendWin    int64
+	wantWindow bool  // its fiber waits for a window to open
 	writeUntil int64 // the answer's write deadline (transport clock)
 	sinceRenew int   // answer bytes sent since it was renewed
 

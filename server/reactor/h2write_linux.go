@@ -6,11 +6,10 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/tollgate/tollgate/server/h2"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // Frames are written into the connection's out buffer by whichever fiber
@@ -153,7 +152,17 @@ func (st *h2Stream) sendable(want int) (int, error) {
 		if left <= 0 {
 			return 0, os.ErrDeadlineExceeded
 		}
+		st.wantWindow = true
 		h.park(st.fiber, &st.q, left)
+		st.wantWindow = false
+	}
+}
+
+// wakeForWindow wakes st's fiber if it waits for a window: a flood of
+// WINDOW_UPDATEs does not make a stream waiting for its body run.
+func (st *h2Stream) wakeForWindow() {
+	if st.wantWindow {
+		st.q.WakeOne()
 	}
 }
 
@@ -202,7 +211,7 @@ func (st *h2Stream) endData() error {
 // writeBlock sends the header block in blk as HEADERS and CONTINUATION
 // frames of the client's frame size.
 func (h *h2Conn) writeBlock(id uint32, end bool) {
-	blk := h.blk.Bytes()
+	blk := h.blk
 	first := blk[:min(len(blk), h.peerFrame)]
 	rest := blk[len(first):]
 	_ = h.wf.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: end, EndHeaders: len(rest) == 0})
@@ -216,52 +225,5 @@ func (h *h2Conn) writeBlock(id uint32, end bool) {
 
 // emitField adds an answer's field to the header block being encoded.
 func (h *h2Conn) emitField(name, value []byte) {
-	_ = h.enc.WriteField(hpack.HeaderField{Name: h.names.lower(name), Value: string(value)})
-}
-
-// statusValues are :status values, made once.
-var statusValues = func() (s [600]string) {
-	for i := 100; i < len(s); i++ {
-		s[i] = strconv.Itoa(i)
-	}
-	return s
-}()
-
-func statusValue(code int) string {
-	if code >= 100 && code < len(statusValues) {
-		return statusValues[code]
-	}
-	return strconv.Itoa(code)
-}
-
-// nameInterner lowercases answer field names once per connection: the
-// encoder keeps the strings it indexes, so each must be its own, and the
-// names an answer carries are few.
-type nameInterner struct {
-	m   map[string]string
-	buf []byte
-}
-
-const maxInterned = 256
-
-func (n *nameInterner) lower(name []byte) string {
-	if s, ok := n.m[string(name)]; ok {
-		return s
-	}
-	b := n.buf[:0]
-	for _, c := range name {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-	}
-	n.buf = b
-	s := string(b)
-	if n.m == nil {
-		n.m = make(map[string]string)
-	}
-	if len(n.m) < maxInterned {
-		n.m[string(name)] = s
-	}
-	return s
+	h.blk, h.scratch = h2.AppendField(h.blk, h.scratch, name, value)
 }
