@@ -358,8 +358,8 @@ func TestH2LoopFloods(t *testing.T) {
 	e := startLoopH2(t, h2.Options{})
 	post := append([]string{":method", "POST"}, gatewaytest.H2Get("/echo")[2:]...)
 	for _, flood := range []struct {
-		name string
-		cut  bool
+		name  string
+		cut   bool
 		frame func(f *http2.Framer) error
 	}{
 		{"ping", true, func(f *http2.Framer) error { return f.WritePing(false, [8]byte{1}) }},
