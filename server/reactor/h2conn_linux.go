@@ -92,6 +92,7 @@ type h2Conn struct {
 	writeFn func()                   // h.writeOut, bound once
 	emitFn  func(name, value []byte) // h.emitField, bound once
 
+	started   bool // the preface came: frames may be written
 	goingAway bool // GOAWAY sent
 	goAwayErr bool // for an error: the connection ends soon after: no new stream
 	dead      bool // the connection failed: nothing more is read or written
@@ -129,6 +130,7 @@ func (t *reactorTransport) serveH2(c *clientConn, w *serveState) bool {
 	if err := readPreface(w); err != nil {
 		return t.drop(c, w)
 	}
+	h.started = true
 	_ = h.wf.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.StreamWindow)},
@@ -248,6 +250,11 @@ func (h *h2Conn) stop() {
 func (h *h2Conn) Drain() {
 	h.s.post(evPost{fn: func() {
 		if h.finished || h.dead {
+			return
+		}
+		if !h.started {
+			// Still waiting for the preface: nothing to answer.
+			h.c.shutdownSocket()
 			return
 		}
 		h.goAway(http2.ErrCodeNo)

@@ -87,6 +87,7 @@ func (st *h2Stream) release() {
 	st.info, st.failed, st.bodyErr = h2.Head{}, nil, nil
 	st.inOpen, st.remoteOpen, st.ended, st.reset, st.clientReset, st.gone = false, false, false, false, false, false
 	st.in, st.off, st.received, st.unacked, st.until = st.in[:0], 0, 0, 0, 0
+	st.sinceRenew, st.wantWindow = 0, false
 	if cap(st.in) > 64<<10 {
 		st.in = nil
 	}
