@@ -124,6 +124,7 @@ func (l *epollLoop) runEvents() {
 		}
 		s.free = nil
 		l.closeFDs()
+		releaseLoopID(l.id)
 		if s.ring != nil {
 			s.ring.Close()
 			s.ring = nil

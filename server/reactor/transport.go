@@ -208,8 +208,8 @@ func (t *reactorTransport) startLocked() error {
 	// its own and never yields (waitEvents).
 	t.spareP = runtime.GOMAXPROCS(0) > n
 	loops := make([]*epollLoop, 0, n)
-	for i := range n {
-		l, err := newEpollLoop(t, i)
+	for range n {
+		l, err := newEpollLoop(t, takeLoopID())
 		if err != nil {
 			for _, l := range loops {
 				go l.run()
