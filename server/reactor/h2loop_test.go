@@ -2,6 +2,8 @@ package reactor_test
 
 import (
 	"bytes"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/gatewaytest"
+	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/server/h2"
 	"golang.org/x/net/http2"
 )
@@ -484,4 +487,36 @@ func TestH2LoopControlFloodH2C(t *testing.T) {
 		t.Fatalf("after %d PINGs in %v: refusals %v", sent, time.Since(start), g.H2C.Stats().Refused)
 	}
 	t.Logf("cut after %d PINGs, %v", sent, time.Since(start))
+}
+
+// TestH2LoopPrefaceTimeout: a connection that chose h2 (ALPN, or the
+// start of the preface on cleartext) and then sends nothing more is
+// closed at the header timeout, not held.
+func TestH2LoopPrefaceTimeout(t *testing.T) {
+	tweak := gatewaytest.Options{Transport: "reactor", Vars: map[string]string{"UP": h2Backend(t)},
+		Tweak: func(o *server.Options) { o.HeaderTimeout = 300 * time.Millisecond }}
+	e := gatewaytest.StartH2(t, h2LoopRoutes, h2.Options{}, tweak)
+	tlsConn, err := tls.Dial("tcp", e.Addr, &tls.Config{ServerName: "a.test", RootCAs: e.CA.Pool(), NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tlsConn.Close()
+	g, _ := gatewaytest.StartRecorded(t, h2LoopRoutes, tweak)
+	plain, err := net.Dial("tcp", g.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := io.WriteString(plain, http2.ClientPreface[:10]); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]net.Conn{"h2 over TLS": tlsConn, "h2c": plain} {
+		start := time.Now()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("%s: still open after %v", name, time.Since(start))
+		}
+	}
 }
