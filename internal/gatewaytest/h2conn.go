@@ -77,6 +77,14 @@ func (r *H2Conn) Block(fields ...string) []byte {
 	return slices.Clone(r.hbuf.Bytes())
 }
 
+// Next takes the id of the next stream, for a test writing its frames
+// itself.
+func (r *H2Conn) Next() uint32 {
+	id := r.next
+	r.next += 2
+	return id
+}
+
 // Send opens a stream with fields and an optional body; it returns the id.
 func (r *H2Conn) Send(body []byte, fields ...string) uint32 {
 	id := r.next

@@ -14,6 +14,11 @@
 // of it the gateway cuts a connection whose client resets most of its
 // streams before they are answered (Options.MaxEarlyResets), which x/net
 // alone allows at the full stream limit forever.
+//
+// The reactor serves HTTP/2 on its event loops with its own engine, under
+// this Server's limits (Limits) and counters (Join, Refused), building each
+// request with AppendHead; the x/net server above is fasthttp's, and the
+// reactor's with TOLLGATE_H2_ENGINE=xnet.
 package h2
 
 import (
@@ -78,6 +83,7 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+	loop  loopConns // served on a transport's event loops (loop.go)
 	shut  atomic.Bool
 
 	exchanges sync.Pool // *exchange
@@ -163,6 +169,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// connection, each closing once its streams are answered); it tracks
 	// no connection of its own, so it returns at once.
 	_ = s.base.Shutdown(ctx)
+	s.eachLoopConn(LoopConn.Drain)
 	return s.wait(ctx)
 }
 
@@ -177,6 +184,7 @@ func (s *Server) wait(ctx context.Context) error {
 				_ = c.nc.Close()
 			}
 			s.mu.Unlock()
+			s.eachLoopConn(LoopConn.Abort)
 			return ctx.Err()
 		case <-tick.C:
 		}
@@ -188,7 +196,7 @@ func (s *Server) wait(ctx context.Context) error {
 func (s *Server) Conns() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns)
+	return len(s.conns) + int(s.loop.n.Load())
 }
 
 // Stats are the HTTP/2 side's figures for the admin API.

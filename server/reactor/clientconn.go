@@ -75,8 +75,10 @@ type clientConn struct {
 	probe   [1]byte
 
 	// HTTP/2 (h2.go): the connection was handed to the HTTP/2 server,
-	// and its socket is read through the runtime's poller from then on.
+	// and its socket is read through the runtime's poller from then on;
+	// or it is served on its loop (h2conn_linux.go).
 	detached bool
+	h2       *h2Conn
 }
 
 // evIO is the readiness of one socket as the loop's edge-triggered events

@@ -9,8 +9,12 @@
 // (loop_linux.go), the fibers requests run on (fiber_linux.go), how a
 // loop schedules them (scheduler_linux.go) and batches their socket calls
 // in an io_uring (ring_linux.go); a client connection (clientconn*.go,
-// tls.go, h2.go, upgrade.go); reading a request (request.go) and writing
-// its answer (answer.go, answerstream.go); upstream connections dialed
+// tls.go, h2.go, upgrade.go); HTTP/2 on the loops: a connection
+// (h2conn_linux.go), its frames and stream states (h2read_linux.go), its
+// header blocks (h2headers_linux.go), a stream's request (h2stream_linux.go), the writer and flow control
+// (h2write_linux.go) and a stream's answer (h2answer_linux.go); reading a
+// request (request.go) and writing its answer (answer.go,
+// answerstream.go); upstream connections dialed
 // from the loops (upstreamconn_linux.go) and their host names
 // (dnscache.go).
 package reactor

@@ -3,21 +3,23 @@
 package reactor
 
 import (
+	"os"
+
 	"bufio"
+	"github.com/tollgate/tollgate/server/h2"
 	"time"
 
 	"github.com/tollgate/tollgate/server/transport"
 )
 
-// HTTP/2 on the reactor. A TLS connection whose client chose h2 by ALPN
-// leaves the reactor once its handshake is done, and a cleartext one once
-// its first bytes were the HTTP/2 preface (h2c): its multiplexed streams
-// need a reader that is always waiting for frames and answers written
-// while other streams are read, which is what the HTTP/2 server's own
-// goroutines do. From the hand-off the connection's socket is read and
-// written through the runtime's poller (the net.Conn it was accepted as),
-// not the loop's epoll set; it stays counted among the transport's
-// connections, and busy, until the HTTP/2 server is done with it.
+// HTTP/2 on the reactor: a TLS connection whose client chose h2 by ALPN,
+// once its handshake is done, and a cleartext one whose first bytes were
+// the HTTP/2 preface (h2c) are served on their loop (h2conn_linux.go).
+// With TOLLGATE_H2_ENGINE=xnet they leave the reactor instead for x/net's
+// server (handOffH2), whose goroutines read and write the connection
+// through the runtime's poller (the net.Conn it was accepted as), not the
+// loop's epoll set; it stays counted among the transport's connections,
+// and busy, until the HTTP/2 server is done with it.
 
 // handshakeForH2 completes the TLS handshake under the header timeout
 // and reports whether the client chose h2. It runs before the first
@@ -106,10 +108,29 @@ func (t *reactorTransport) serveH2C(c *clientConn, w *serveState) bool {
 		c.linger = true
 		return t.drop(c, w)
 	}
+	if t.h2 != nil {
+		return t.serveH2(c, w)
+	}
 	b, _ := w.br.Peek(w.br.Buffered())
 	read0 := append([]byte(nil), b...)
 	if t.handOffH2(c, read0) != nil {
 		return t.drop(c, w)
 	}
 	return false
+}
+
+// h2EngineEnv chooses how the reactor serves HTTP/2: on its loops (the
+// default), or "xnet" to hand h2 connections to x/net's server on
+// goroutines of their own, as releases before the loops' engine did.
+const h2EngineEnv = "TOLLGATE_H2_ENGINE"
+
+// loopH2 is the HTTP/2 server whose limits the loops serve h2 with, nil
+// when h2 is not offered, is not the gateway's own server, or the
+// operator chose x/net's engine.
+func loopH2(cs transport.ConnServer) *h2.Server {
+	s, ok := cs.(*h2.Server)
+	if !ok || s == nil || os.Getenv(h2EngineEnv) == "xnet" {
+		return nil
+	}
+	return s
 }

@@ -80,6 +80,8 @@ func (t *reactorTransport) serveOne(c *clientConn, w *serveState) bool {
 		switch h2, err := t.handshakeForH2(c); {
 		case err != nil:
 			return t.drop(c, w)
+		case h2 && t.h2 != nil:
+			return t.serveH2(c, w)
 		case h2:
 			if t.handOffH2(c, nil) != nil {
 				return t.drop(c, w)

@@ -88,12 +88,13 @@ type evState struct {
 	_      stripe.Pad
 }
 
-// evPost is a connection to serve, or a fiber whose blocking call
-// returned (ev fiberReturned).
+// evPost is a connection to serve, a fiber whose blocking call
+// returned (ev fiberReturned), or a function to run on the loop.
 type evPost struct {
 	c  *clientConn
 	f  *fiber
 	ev fiberEvent
+	fn func()
 }
 
 func newEvState(t *reactorTransport, l *epollLoop, id int) *evState {
@@ -123,6 +124,7 @@ func (l *epollLoop) runEvents() {
 		}
 		s.free = nil
 		l.closeFDs()
+		releaseLoopID(l.id)
 		if s.ring != nil {
 			s.ring.Close()
 			s.ring = nil
@@ -288,7 +290,9 @@ func (s *evState) takePosted() {
 	s.posted = s.spare[:0]
 	s.mu.Unlock()
 	for i, p := range work {
-		if p.c != nil {
+		if p.fn != nil {
+			p.fn()
+		} else if p.c != nil {
 			s.start(p.c)
 		} else {
 			s.after(p.f, p.ev)

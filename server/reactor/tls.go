@@ -33,10 +33,18 @@ func (s tlsSocket) Read(p []byte) (int, error) {
 	if c.probing {
 		return 0, wouldBlock{}
 	}
+	if h := c.h2; h != nil {
+		return h.socketRead(p)
+	}
 	return c.socketRead(p)
 }
 
-func (s tlsSocket) Write(p []byte) (int, error) { return s.c.socketWrite(p) }
+func (s tlsSocket) Write(p []byte) (int, error) {
+	if h := s.c.h2; h != nil && !h.tlsOut {
+		return h.alertWrite(p)
+	}
+	return s.c.socketWrite(p)
+}
 
 // Close is a no-op while the reactor serves the connection: the clientConn
 // closes its socket itself (without a close_notify: HTTP/1.1 frames every

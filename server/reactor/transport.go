@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/tollgate/server/h2"
 	"github.com/tollgate/tollgate/server/transport"
 
 	"github.com/tollgate/tollgate/codec"
@@ -83,6 +84,10 @@ type reactorTransport struct {
 	ringsOK     bool
 	ringLoops   atomic.Int32
 	ringEntries uint32 // each loop's ring's size (ringEntries)
+
+	// h2 serves HTTP/2 on the loops (h2conn_linux.go); nil hands h2
+	// connections to o.HTTP2 (h2.go).
+	h2 *h2.Server
 
 	// Streamed answers (answer_window), by how they ended: each is a
 	// large answer, rare beside requests, so one shared line is no cost.
@@ -162,6 +167,7 @@ func New(h transport.Handler, o transport.Options) (transport.Transport, error) 
 	if t.streamBytes <= 0 {
 		t.streamBytes = fasthttp.DefaultMaxRequestBodySize
 	}
+	t.h2 = loopH2(o.HTTP2)
 	if err := t.checkRing(); err != nil {
 		return nil, err
 	}
@@ -202,8 +208,8 @@ func (t *reactorTransport) startLocked() error {
 	// its own and never yields (waitEvents).
 	t.spareP = runtime.GOMAXPROCS(0) > n
 	loops := make([]*epollLoop, 0, n)
-	for i := range n {
-		l, err := newEpollLoop(t, i)
+	for range n {
+		l, err := newEpollLoop(t, takeLoopID())
 		if err != nil {
 			for _, l := range loops {
 				go l.run()
