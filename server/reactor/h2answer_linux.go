@@ -81,14 +81,27 @@ func (st *h2Stream) writeStreamed(resp *fasthttp.Response, end bool) error {
 		window = wb.Window()
 	}
 	pool := &pieces[pieceFor(window)]
-	bp := pool.Get().(*[]byte)
-	defer pool.Put(bp)
-	buf := (*bp)[:min(max(window, 4<<10), len(*bp))]
+	var bp *[]byte // taken once the client opens a window
+	defer func() {
+		if bp != nil {
+			pool.Put(bp)
+		}
+	}()
+	var buf []byte
 	var sent int64
 	for {
-		// What the backend has is passed on as it comes: a gRPC stream's
-		// messages must not wait for a piece to fill.
-		n, rerr := body.Read(buf)
+		open, err := st.openWindow()
+		if err != nil {
+			return err
+		}
+		if bp == nil {
+			bp = pool.Get().(*[]byte)
+			buf = (*bp)[:min(max(window, 4<<10), len(*bp))]
+		}
+		// What the backend has is passed on as it comes (a gRPC stream's
+		// messages must not wait for a piece to fill), and no more than
+		// the client has room for, less a little.
+		n, rerr := body.Read(buf[:min(len(buf), max(int(open), 4<<10))])
 		if n > 0 {
 			if err := st.writeData(buf[:n], false, window); err != nil {
 				return err

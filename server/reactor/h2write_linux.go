@@ -134,16 +134,28 @@ func (h *h2Conn) waitRoom(st *h2Stream) error {
 // client takes renews (paceSent).
 func (st *h2Stream) sendable(want int) (int, error) {
 	h := st.h
+	open, err := st.openWindow()
+	if err != nil {
+		return 0, err
+	}
+	n := min(int64(min(want, h.peerFrame)), open)
+	st.sendWin -= n
+	h.sendWin -= n
+	return int(n), nil
+}
+
+// openWindow waits until st may send at least a byte of DATA (its window
+// and the connection's both open) and reports how many, taking none: a
+// streamed answer is read from the backend only as the client makes room
+// for it, so a stream whose window stays shut holds no piece of it.
+func (st *h2Stream) openWindow() (int64, error) {
+	h := st.h
 	for {
 		if h.dead || st.reset {
 			return 0, errStreamGone
 		}
-		n := int64(min(want, h.peerFrame))
-		n = min(n, st.sendWin, h.sendWin)
-		if n > 0 {
-			st.sendWin -= n
-			h.sendWin -= n
-			return int(n), nil
+		if n := min(st.sendWin, h.sendWin); n > 0 {
+			return n, nil
 		}
 		if h.sendWin <= 0 && !slices.Contains(h.connWaiters, st) {
 			h.connWaiters = append(h.connWaiters, st)
