@@ -266,6 +266,12 @@ func (t *template) match(path string, bind func(field, value string) error) (boo
 		// the route's match saw, so it is refused rather than made one.
 		segs := make([]string, 0, end-v.start)
 		for _, part := range parts[v.start:end] {
+			if part == "" {
+				// "/v1/orders/" does not name an order: not found, as
+				// grpc-gateway answers, rather than a call with an
+				// empty id.
+				return false, nil
+			}
 			seg, err := url.PathUnescape(part)
 			if err != nil {
 				return true, fmt.Errorf("path variable %s: %v", v.Field, err)

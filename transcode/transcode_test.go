@@ -101,14 +101,14 @@ func TestRequestAndReply(t *testing.T) {
 	if s.Handle(c) != pipeline.Continue || upstream.GRPCCallOf(c) == nil || upstream.GRPCCallOf(c).Method != "/shop.v1.Orders/Create" {
 		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
 	}
-	in := dynamicpb.NewMessage(s.in)
+	in := dynamicpb.NewMessage(s.inDesc)
 	if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, in); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := protojson.Marshal(in); !strings.Contains(string(got), `"customerId":"c"`) {
 		t.Fatalf("request %s", got)
 	}
-	out := dynamicpb.NewMessage(s.out)
+	out := dynamicpb.NewMessage(s.outDesc)
 	_ = protojson.Unmarshal([]byte(`{"id":"o-1","totalCents":"12"}`), out)
 	upstream.GRPCCallOf(c).Reply, _ = proto.Marshal(out)
 	upstream.GRPCCallOf(c).Done = true
@@ -127,7 +127,7 @@ func TestQueryCannotRedoThePath(t *testing.T) {
 	if g.Handle(c) != pipeline.Continue {
 		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
 	}
-	in := dynamicpb.NewMessage(g.in)
+	in := dynamicpb.NewMessage(g.inDesc)
 	if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, in); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func benchStep(b *testing.B, s *Step, c *pipeline.Ctx, reply []byte) {
 // the call: JSON body to request message, reply message to JSON.
 func BenchmarkTranscode(b *testing.B) {
 	s := orders(b, "Create")
-	out := dynamicpb.NewMessage(s.out)
+	out := dynamicpb.NewMessage(s.outDesc)
 	_ = protojson.Unmarshal([]byte(`{"id":"o-abc","sku":"abc","quantity":2,"customerId":"c-1","status":"created","totalCents":"2500"}`), out)
 	reply, _ := proto.Marshal(out)
 	b.Run("small", func(b *testing.B) {
@@ -188,7 +188,7 @@ func FuzzTranscode(f *testing.F) {
 			c.Target.Path = append(c.Target.Path[:0], path...)
 			c.Target.Query = append(c.Target.Query[:0], query...)
 			if s.Handle(c) == pipeline.Continue {
-				if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, dynamicpb.NewMessage(s.in)); err != nil {
+				if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, dynamicpb.NewMessage(s.inDesc)); err != nil {
 					t.Fatalf("built a request that does not decode: %v", err)
 				}
 				s.HandleResponse(c)
