@@ -90,7 +90,7 @@ func FuzzWireToJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, flags uint8) {
 		opts := protojson.MarshalOptions{UseProtoNames: flags&1 != 0, EmitUnpopulated: flags&2 != 0}
 		ref := dynamicpb.NewMessage(md)
-		if err := proto.Unmarshal(b, ref); err != nil {
+		if err := unmarshalReference(t, b, ref); err != nil {
 			w.out = w.out[:0]
 			if err := w.write(plan, b); err == nil {
 				t.Fatalf("%x: protobuf refuses it (%v), the converter wrote %s", b, err, w.out)
@@ -128,4 +128,18 @@ func compareJSON(t *testing.T, name any, w *jsonWriter, plan *messagePlan, b []b
 	if !reflect.DeepEqual(x, y) {
 		t.Fatalf("%x:\nprotojson  %s\nconverter %s", b, want, w.out)
 	}
+}
+
+// unmarshalReference is proto.Unmarshal, except that where protobuf's
+// dynamic messages panic (a map entry whose key has another wire type
+// than its field's) there is no reference to compare with: the input is
+// skipped. The converter reads such a key as protobuf's generated code
+// does, as an unknown field, leaving the key its zero.
+func unmarshalReference(t *testing.T, b []byte, m proto.Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Skipf("protobuf's dynamic message panics on %x: %v", b, r)
+		}
+	}()
+	return proto.Unmarshal(b, m)
 }

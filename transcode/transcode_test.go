@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/upstream"
@@ -137,6 +138,47 @@ func TestQueryCannotRedoThePath(t *testing.T) {
 	c = ctxFor("GET", "/v1/orders/o-1?limit=3&limit=4", "")
 	if g.Handle(c) != pipeline.Stop || c.Resp.StatusCode() != 400 || !strings.Contains(string(c.Resp.Body()), "limit") {
 		t.Fatalf("a repeated single-valued parameter: %d %s", c.Resp.StatusCode(), c.Resp.Body())
+	}
+}
+
+// TestEmptyPathVariableIsNotFound: "/v1/orders/" names no order; it is
+// answered 404, as grpc-gateway does, instead of calling Get with an
+// empty id.
+func TestEmptyPathVariableIsNotFound(t *testing.T) {
+	g := orders(t, "Get")
+	for _, target := range []string{"/v1/orders/", "/v1/orders/?id=x"} {
+		c := ctxFor("GET", target, "")
+		if g.Handle(c) != pipeline.Stop || c.Resp.StatusCode() != 404 || upstream.GRPCCallOf(c) != nil {
+			t.Fatalf("%s: %d %s", target, c.Resp.StatusCode(), c.Resp.Body())
+		}
+	}
+	c := ctxFor("GET", "/v1/orders/o-1", "")
+	if g.Handle(c) != pipeline.Continue {
+		t.Fatalf("a named order: %d %s", c.Resp.StatusCode(), c.Resp.Body())
+	}
+}
+
+// TestStepDoesNotAllocate: a call through the step, both ways, allocates
+// nothing once its pools are warm.
+func TestStepDoesNotAllocate(t *testing.T) {
+	if testutil.Race {
+		t.Skip("the race detector allocates")
+	}
+	s := orders(t, "Get")
+	c := ctxFor("GET", "/v1/orders/o-7?with_items=true&limit=3", "")
+	reply := []byte{0x0a, 0x03, 'o', '-', '7', 0x18, 0x02, 0x42, 0x01, 'x'}
+	run := func() {
+		if s.Handle(c) != pipeline.Continue {
+			t.Fatal(string(c.Resp.Body()))
+		}
+		call := upstream.GRPCCallOf(c)
+		call.Reply, call.Done = append(call.Reply[:0], reply...), true
+		s.HandleResponse(c)
+		c.Resp.Reset()
+	}
+	run()
+	if n := testing.AllocsPerRun(100, run); n != 0 {
+		t.Fatalf("%v allocations per call", n)
 	}
 }
 
