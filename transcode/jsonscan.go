@@ -20,8 +20,21 @@ type syntaxError struct {
 	msg string
 }
 
-func (e *syntaxError) Error() string {
-	return fmt.Sprintf("syntax error (offset %d): %s", e.pos, e.msg)
+func (e *syntaxError) Error() string { return "syntax error: " + e.msg }
+
+// position is the line and column (counted in bytes) of offset pos, for
+// error messages.
+func position(in []byte, pos int) (line, col int) {
+	pos = min(pos, len(in))
+	line, col = 1, 1
+	for _, c := range in[:pos] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
 }
 
 func (s *jsonScanner) errorf(format string, args ...any) error {

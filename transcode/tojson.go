@@ -75,6 +75,9 @@ func (w *jsonWriter) message(mp *messagePlan, b []byte) error {
 	for i := range mp.fields {
 		f := &mp.fields[i]
 		s := w.spans[base+i]
+		if s.count == 0 && !w.emitDefaults {
+			continue
+		}
 		from := s.first
 		if f.oneof >= 0 && s.count > 0 {
 			cut, won := w.oneofCut(mp, base, i)

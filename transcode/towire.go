@@ -29,10 +29,15 @@ var errTooDeep = errors.New("exceeded max recursion depth")
 func (e *wireEncoder) encode(mp *messagePlan, body []byte) error {
 	e.sc.reset(body)
 	e.depth = 0
-	if err := e.message(mp); err != nil {
-		return err
+	err := e.message(mp)
+	if err == nil {
+		err = e.sc.end()
 	}
-	return e.sc.end()
+	if err != nil {
+		line, col := position(body, e.sc.pos)
+		return fmt.Errorf("(line %d:%d): %w", line, col, err)
+	}
+	return nil
 }
 
 func (e *wireEncoder) beginLen() int {
