@@ -67,7 +67,7 @@ func (s *jsonScanner) expect(c byte) error {
 }
 
 func (s *jsonScanner) unexpected() error {
-	if s.peek() == 0 {
+	if s.peek(); s.pos >= len(s.in) {
 		return s.errorf("unexpected end of input")
 	}
 	return s.errorf("unexpected %q", s.in[s.pos])
@@ -75,7 +75,7 @@ func (s *jsonScanner) unexpected() error {
 
 // end reports an error unless only whitespace is left.
 func (s *jsonScanner) end() error {
-	if s.peek() != 0 {
+	if s.peek(); s.pos < len(s.in) {
 		return s.unexpected()
 	}
 	return nil

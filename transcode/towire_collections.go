@@ -63,6 +63,10 @@ func (e *wireEncoder) mapField(f *fieldPlan) error {
 	}
 	keyPlan, valPlan := &f.msg.fields[0], &f.msg.fields[1]
 	mapStart := len(e.out)
+	// Keys are compared with the entries written so far, then, past a
+	// few, looked up in a set: a body of many keys costs linear time.
+	var keys map[string]struct{}
+	entries := 0
 	for {
 		name, err := e.sc.str()
 		if err != nil {
@@ -74,7 +78,22 @@ func (e *wireEncoder) mapField(f *fieldPlan) error {
 		if err := e.mapKey(keyPlan, name); err != nil {
 			return fmt.Errorf("field %s: %w", f.jsonName, err)
 		}
-		if repeatedKey(e.out[mapStart:entryStart], e.out[at:]) {
+		if keys == nil && entries == linearKeys {
+			keys = make(map[string]struct{})
+			for rest := e.out[mapStart:entryStart]; len(rest) > 0; {
+				_, _, n := protowire.ConsumeTag(rest)
+				entry, m := protowire.ConsumeBytes(rest[n:])
+				rest = rest[n+m:]
+				keys[string(leadingField(entry))] = struct{}{}
+			}
+		}
+		entries++
+		if keys != nil {
+			if _, dup := keys[string(e.out[at:])]; dup {
+				return fmt.Errorf("field %s: duplicate map key %q", f.jsonName, name)
+			}
+			keys[string(e.out[at:])] = struct{}{}
+		} else if repeatedKey(e.out[mapStart:entryStart], e.out[at:]) {
 			return fmt.Errorf("field %s: duplicate map key %q", f.jsonName, name)
 		}
 		if err := e.sc.expect(':'); err != nil {
@@ -137,19 +156,24 @@ func (e *wireEncoder) mapKey(k *fieldPlan, name []byte) error {
 	return nil
 }
 
+// linearKeys is how many keys a map takes before its keys go in a set.
+const linearKeys = 16
+
+// leadingField is the first field's bytes (tag and value) of entry.
+func leadingField(entry []byte) []byte {
+	num, typ, n := protowire.ConsumeTag(entry)
+	return entry[:n+protowire.ConsumeFieldValue(num, typ, entry[n:])]
+}
+
 // repeatedKey reports whether one of the entries already written (each a
 // tag, a length and the key field first) has the key field key.
 func repeatedKey(entries, key []byte) bool {
 	for len(entries) > 0 {
 		_, _, n := protowire.ConsumeTag(entries)
-		entries = entries[n:]
-		entry, n := protowire.ConsumeBytes(entries)
-		entries = entries[n:]
-		if bytes.HasPrefix(entry, key) {
-			num, typ, kn := protowire.ConsumeTag(entry)
-			if vn := protowire.ConsumeFieldValue(num, typ, entry[kn:]); kn+vn == len(key) {
-				return true
-			}
+		entry, m := protowire.ConsumeBytes(entries[n:])
+		entries = entries[n+m:]
+		if bytes.Equal(leadingField(entry), key) {
+			return true
 		}
 	}
 	return false
