@@ -2,10 +2,11 @@
 // call to the route's service, JSON out. The request message is built
 // from the JSON body, the path's variables and the query, following the
 // method's google.api.http annotation when it has one; the reply comes back
-// as the JSON of its message. Messages are handled with the protobuf
-// runtime's dynamic types (dynamicpb, protojson) from a descriptor set, so
-// no code is generated per service; the set is read again on every
-// configuration load.
+// as the JSON of its message. The conversion reads and writes protobuf's
+// wire format directly, following plans built from a descriptor set when
+// the configuration loads (no code generated per service, no messages
+// built per call); it accepts and writes the JSON protojson does, which
+// the tests hold it to.
 //
 // The step runs after every other: signature, limits, WAF and recording
 // see the JSON the client sent and the JSON it gets.

@@ -238,12 +238,13 @@ func (t *template) match(path string, bind func(field, value string) error) (boo
 	}
 	p := path[1:]
 	if t.verb != "" {
-		if !strings.HasSuffix(p, ":"+t.verb) {
+		if !strings.HasSuffix(p, t.verb) || len(p) <= len(t.verb) || p[len(p)-len(t.verb)-1] != ':' {
 			return false, nil
 		}
 		p = p[:len(p)-len(t.verb)-1]
 	}
-	parts := strings.Split(p, "/")
+	var small [32]string
+	parts := splitPath(p, small[:0])
 	n := len(t.segs)
 	multi := n > 0 && t.segs[n-1].multi
 	if len(parts) < n || (!multi && len(parts) != n) {
@@ -262,10 +263,22 @@ func (t *template) match(path string, bind func(field, value string) error) (boo
 		if end < 0 {
 			end = len(parts)
 		}
+		if end-v.start == 1 && parts[v.start] != "" && !strings.Contains(parts[v.start], "%") {
+			if err := bind(v.Field, parts[v.start]); err != nil {
+				return true, err
+			}
+			continue
+		}
 		// Decoded segment by segment: an encoded '/' is not a separator
 		// the route's match saw, so it is refused rather than made one.
 		segs := make([]string, 0, end-v.start)
 		for _, part := range parts[v.start:end] {
+			if part == "" {
+				// "/v1/orders/" does not name an order: not found, as
+				// grpc-gateway answers, rather than a call with an
+				// empty id.
+				return false, nil
+			}
 			seg, err := url.PathUnescape(part)
 			if err != nil {
 				return true, fmt.Errorf("path variable %s: %v", v.Field, err)
@@ -280,4 +293,17 @@ func (t *template) match(path string, bind func(field, value string) error) (boo
 		}
 	}
 	return true, nil
+}
+
+// splitPath splits p at '/' into parts, appended to into (on the caller's
+// stack for the usual few segments).
+func splitPath(p string, into []string) []string {
+	for {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			return append(into, p)
+		}
+		into = append(into, p[:i])
+		p = p[i+1:]
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/testutil"
 	"github.com/tollgate/tollgate/internal/testutil/grpcorders"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/upstream"
@@ -101,14 +102,14 @@ func TestRequestAndReply(t *testing.T) {
 	if s.Handle(c) != pipeline.Continue || upstream.GRPCCallOf(c) == nil || upstream.GRPCCallOf(c).Method != "/shop.v1.Orders/Create" {
 		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
 	}
-	in := dynamicpb.NewMessage(s.in)
+	in := dynamicpb.NewMessage(s.inDesc)
 	if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, in); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := protojson.Marshal(in); !strings.Contains(string(got), `"customerId":"c"`) {
 		t.Fatalf("request %s", got)
 	}
-	out := dynamicpb.NewMessage(s.out)
+	out := dynamicpb.NewMessage(s.outDesc)
 	_ = protojson.Unmarshal([]byte(`{"id":"o-1","totalCents":"12"}`), out)
 	upstream.GRPCCallOf(c).Reply, _ = proto.Marshal(out)
 	upstream.GRPCCallOf(c).Done = true
@@ -127,7 +128,7 @@ func TestQueryCannotRedoThePath(t *testing.T) {
 	if g.Handle(c) != pipeline.Continue {
 		t.Fatalf("%d %s", c.Resp.StatusCode(), c.Resp.Body())
 	}
-	in := dynamicpb.NewMessage(g.in)
+	in := dynamicpb.NewMessage(g.inDesc)
 	if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, in); err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +138,47 @@ func TestQueryCannotRedoThePath(t *testing.T) {
 	c = ctxFor("GET", "/v1/orders/o-1?limit=3&limit=4", "")
 	if g.Handle(c) != pipeline.Stop || c.Resp.StatusCode() != 400 || !strings.Contains(string(c.Resp.Body()), "limit") {
 		t.Fatalf("a repeated single-valued parameter: %d %s", c.Resp.StatusCode(), c.Resp.Body())
+	}
+}
+
+// TestEmptyPathVariableIsNotFound: "/v1/orders/" names no order; it is
+// answered 404, as grpc-gateway does, instead of calling Get with an
+// empty id.
+func TestEmptyPathVariableIsNotFound(t *testing.T) {
+	g := orders(t, "Get")
+	for _, target := range []string{"/v1/orders/", "/v1/orders/?id=x"} {
+		c := ctxFor("GET", target, "")
+		if g.Handle(c) != pipeline.Stop || c.Resp.StatusCode() != 404 || upstream.GRPCCallOf(c) != nil {
+			t.Fatalf("%s: %d %s", target, c.Resp.StatusCode(), c.Resp.Body())
+		}
+	}
+	c := ctxFor("GET", "/v1/orders/o-1", "")
+	if g.Handle(c) != pipeline.Continue {
+		t.Fatalf("a named order: %d %s", c.Resp.StatusCode(), c.Resp.Body())
+	}
+}
+
+// TestStepDoesNotAllocate: a call through the step, both ways, allocates
+// nothing once its pools are warm.
+func TestStepDoesNotAllocate(t *testing.T) {
+	if testutil.Race {
+		t.Skip("the race detector allocates")
+	}
+	s := orders(t, "Get")
+	c := ctxFor("GET", "/v1/orders/o-7?with_items=true&limit=3", "")
+	reply := []byte{0x0a, 0x03, 'o', '-', '7', 0x18, 0x02, 0x42, 0x01, 'x'}
+	run := func() {
+		if s.Handle(c) != pipeline.Continue {
+			t.Fatal(string(c.Resp.Body()))
+		}
+		call := upstream.GRPCCallOf(c)
+		call.Reply, call.Done = append(call.Reply[:0], reply...), true
+		s.HandleResponse(c)
+		c.Resp.Reset()
+	}
+	run()
+	if n := testing.AllocsPerRun(100, run); n != 0 {
+		t.Fatalf("%v allocations per call", n)
 	}
 }
 
@@ -159,7 +201,7 @@ func benchStep(b *testing.B, s *Step, c *pipeline.Ctx, reply []byte) {
 // the call: JSON body to request message, reply message to JSON.
 func BenchmarkTranscode(b *testing.B) {
 	s := orders(b, "Create")
-	out := dynamicpb.NewMessage(s.out)
+	out := dynamicpb.NewMessage(s.outDesc)
 	_ = protojson.Unmarshal([]byte(`{"id":"o-abc","sku":"abc","quantity":2,"customerId":"c-1","status":"created","totalCents":"2500"}`), out)
 	reply, _ := proto.Marshal(out)
 	b.Run("small", func(b *testing.B) {
@@ -188,7 +230,7 @@ func FuzzTranscode(f *testing.F) {
 			c.Target.Path = append(c.Target.Path[:0], path...)
 			c.Target.Query = append(c.Target.Query[:0], query...)
 			if s.Handle(c) == pipeline.Continue {
-				if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, dynamicpb.NewMessage(s.in)); err != nil {
+				if err := proto.Unmarshal(upstream.GRPCCallOf(c).Request, dynamicpb.NewMessage(s.inDesc)); err != nil {
 					t.Fatalf("built a request that does not decode: %v", err)
 				}
 				s.HandleResponse(c)

@@ -118,6 +118,7 @@ func TestGRPCTranscoding(t *testing.T) {
 				{"not JSON", "POST", "/v1/orders", "application/json", `sku=a`, 400, "invalid"},
 				{"form body", "POST", "/v1/orders", "application/x-www-form-urlencoded", `sku=a`, 415, "JSON"},
 				{"bad query value", "GET", "/v1/orders/o-1?limit=lots", "", "", 400, "limit"},
+				{"empty id", "GET", "/v1/orders/", "", "", 404, "not one of"},
 				{"NOT_FOUND", "POST", "/v1/orders", "application/json", `{"sku":"missing","quantity":1}`, 404, "NOT_FOUND"},
 				{"INVALID_ARGUMENT", "POST", "/v1/orders", "application/json", `{"sku":"a","quantity":0}`, 400, "quantity must be at least 1"},
 				{"INTERNAL", "POST", "/v1/orders", "application/json", `{"sku":"boom","quantity":1}`, 500, "INTERNAL"},
@@ -128,7 +129,7 @@ func TestGRPCTranscoding(t *testing.T) {
 				if st != tc.status || !strings.Contains(raw, tc.mention) || m["trace_id"] == nil {
 					t.Fatalf("%s: %d %s, want %d mentioning %q", tc.name, st, raw, tc.status, tc.mention)
 				}
-				if tc.status == 400 && tc.mention != "quantity must be at least 1" && be.Calls.Load() != calls {
+				if (tc.status == 400 && tc.mention != "quantity must be at least 1" || tc.name == "empty id") && be.Calls.Load() != calls {
 					t.Fatalf("%s reached the backend", tc.name)
 				}
 			}
