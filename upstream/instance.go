@@ -94,6 +94,8 @@ type Instance struct {
 	// grpc are the instance's gRPC connections (services with protocol
 	// grpc), made on first use.
 	grpc grpcConns
+	// dubbo is the instance's Dubbo connection (protocol dubbo).
+	dubbo dubboConn
 
 	// idle is what the pools have seen of how long the backend keeps an
 	// idle connection; keeping is how fasthttp's clients keep to it.
@@ -263,6 +265,7 @@ func (in *Instance) Stats() (requests, errors uint64) {
 func (in *Instance) close() {
 	in.closed.Do(func() { close(in.health.stop) })
 	in.closeGRPC()
+	in.closeDubbo()
 	in.client.CloseIdleConnections()
 	for i := range in.loops {
 		if lp := in.loops[i].Load(); lp != nil {

@@ -12,10 +12,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"dubbo.apache.org/dubbo-go/v3"
 	"dubbo.apache.org/dubbo-go/v3/common"
+	"dubbo.apache.org/dubbo-go/v3/common/constant"
 	_ "dubbo.apache.org/dubbo-go/v3/imports"
 	"dubbo.apache.org/dubbo-go/v3/protocol"
 	"dubbo.apache.org/dubbo-go/v3/server"
@@ -87,9 +89,22 @@ func (s *OrderService) Hang(_ context.Context, id string) (*Order, error) {
 	return &Order{Id: id}, nil
 }
 
+// Attachment answers the value of the call's attachment key ("" when
+// there is none): what the consumer sent along besides the arguments.
+func (s *OrderService) Attachment(ctx context.Context, key string) (string, error) {
+	all, _ := ctx.Value(constant.AttachmentKey).(map[string]any)
+	switch v := all[key].(type) {
+	case string:
+		return v, nil
+	case []string:
+		return strings.Join(v, ","), nil
+	}
+	return "", nil
+}
+
 // MethodMapper gives the methods their Java names.
 func (s *OrderService) MethodMapper() map[string]string {
-	return map[string]string{"GetOrder": "getOrder", "FindOrders": "findOrders", "Fail": "fail", "Hang": "hang"}
+	return map[string]string{"GetOrder": "getOrder", "FindOrders": "findOrders", "Fail": "fail", "Hang": "hang", "Attachment": "attachment"}
 }
 
 func main() {

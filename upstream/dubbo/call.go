@@ -64,8 +64,8 @@ func NewTarget(iface, version, group, method string, params []Param) (*Target, e
 // once made, the provider's answer.
 type Call struct {
 	// Frame is the request being built; arguments are appended to it.
-	Frame    []byte
-	attached bool
+	Frame []byte
+	fixed int // the frame's length up to the per-attempt attachments
 
 	// The answer, once made.
 	Status    byte   // the frame's status (StatusOK when the provider answered)
@@ -84,7 +84,14 @@ func (c *Call) Begin(t *Target) {
 // naming the service.
 func (c *Call) Attachments(t *Target) {
 	c.Frame = append(c.Frame, t.attach...)
-	c.attached = true
+	c.fixed = len(c.Frame)
+}
+
+// Rewind drops what an earlier attempt attached after Attachments, and
+// its answer, for another attempt.
+func (c *Call) Rewind() {
+	c.Frame = c.Frame[:c.fixed]
+	c.Status, c.Result, c.Exception, c.Message = 0, c.Result[:0], "", ""
 }
 
 // Attach adds an attachment (after Attachments).

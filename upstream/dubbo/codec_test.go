@@ -78,7 +78,7 @@ func TestJSONRefusedValues(t *testing.T) {
 // holding much memory, never in a crash.
 func TestDecoderBounds(t *testing.T) {
 	deep := append(bytes.Repeat([]byte{0x57}, MaxDepth+1), bytes.Repeat([]byte{'Z'}, MaxDepth+1)...)
-	cyclic := []byte{'H', 0x01, 'a', 'Q', 0x90, 'Z'}                             // {"a": <itself>}
+	cyclic := []byte{'H', 0x01, 'a', 'Q', 0x90, 'Z'}                               // {"a": <itself>}
 	hugeList := []byte{0x58, 'I', 0x7f, 0xff, 0xff, 0xff, 0x91}                    // claims 2^31-1 elements, holds one
 	badRef := []byte{'Q', 0x95}                                                    // refers to nothing
 	manyFields := []byte{'C', 0x01, 'X', 'I', 0x7f, 0xff, 0xff, 0xff}              // a class of 2^31-1 fields

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -97,14 +98,43 @@ func (c *Conn) fail(err error) {
 // RoundTrip sends call (its frame sealed) and waits for the answer until
 // deadline.
 func (c *Conn) RoundTrip(call *Call, deadline time.Time) error {
+	w, err := c.exchange(call.Frame, deadline)
+	if err != nil {
+		return err
+	}
+	err = call.decodeAnswer(w.status, w.body)
+	release(w)
+	return err
+}
+
+// Ping sends a heartbeat and waits for its answer until deadline.
+func (c *Conn) Ping(deadline time.Time) error {
+	f := appendHeader(make([]byte, 0, headerLen+1), flagRequest|flagTwoWay|flagEvent, 0, 0)
+	f = append(f, heartbeatBody...)
+	finishFrame(f, 0)
+	w, err := c.exchange(f, deadline)
+	if err != nil {
+		return err
+	}
+	status := w.status
+	release(w)
+	if status != StatusOK {
+		return fmt.Errorf("dubbo: heartbeat answered with status %d", status)
+	}
+	return nil
+}
+
+// exchange writes frame under a fresh request id and waits for its
+// answer; the caller releases the waiter it returns.
+func (c *Conn) exchange(frame []byte, deadline time.Time) (*waiter, error) {
 	select {
 	case c.slots <- struct{}{}:
 	default:
-		return ErrBusy
+		return nil, ErrBusy
 	}
 	defer func() { <-c.slots }()
 	id := c.nextID.Add(1)
-	binary.BigEndian.PutUint64(call.Frame[4:12], id)
+	binary.BigEndian.PutUint64(frame[4:12], id)
 	w := waiters.Get().(*waiter)
 	w.body, w.err = w.body[:0], nil
 	c.mu.Lock()
@@ -112,12 +142,12 @@ func (c *Conn) RoundTrip(call *Call, deadline time.Time) error {
 		err := c.err
 		c.mu.Unlock()
 		waiters.Put(w)
-		return err
+		return nil, err
 	}
 	c.pending[id] = w
 	c.mu.Unlock()
 
-	if err := c.write(call.Frame, deadline); err != nil {
+	if err := c.write(frame, deadline); err != nil {
 		c.fail(err)
 	}
 	timer := time.NewTimer(time.Until(deadline))
@@ -133,20 +163,24 @@ func (c *Conn) RoundTrip(call *Call, deadline time.Time) error {
 		if mine {
 			// The answer may still come; the reader drops it then.
 			waiters.Put(w)
-			return TimeoutError{}
+			return nil, TimeoutError{}
 		}
 		<-w.done // the reader took it just now
 	}
 	timer.Stop()
-	err := w.err
-	if err == nil {
-		err = call.decodeAnswer(w.status, w.body)
+	if w.err != nil {
+		err := w.err
+		release(w)
+		return nil, err
 	}
+	return w, nil
+}
+
+func release(w *waiter) {
 	if cap(w.body) > maxKeptBody {
 		w.body = nil
 	}
 	waiters.Put(w)
-	return err
 }
 
 func (c *Conn) write(frame []byte, deadline time.Time) error {
@@ -192,7 +226,7 @@ func (c *Conn) readLoop() {
 		w := c.pending[h.id]
 		delete(c.pending, h.id)
 		c.mu.Unlock()
-		if w == nil || h.event() { // a late answer, or our heartbeat's
+		if w == nil { // a late answer, or a heartbeat's no one waits for
 			if discard, err = readBody(br, discard[:0], h.length); err != nil {
 				c.fail(readError(err))
 				return

@@ -57,6 +57,17 @@ func (in *Instance) Invoke(call *Call, deadline time.Time) error {
 	return conn.RoundTrip(call, deadline)
 }
 
+// Ping checks the provider answers a heartbeat within timeout, dialling
+// if need be.
+func (in *Instance) Ping(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	conn, err := in.connection(deadline)
+	if err != nil {
+		return err
+	}
+	return conn.Ping(deadline)
+}
+
 // connection returns the open connection, dialling one when there is
 // none; callers arriving during the dial wait for it.
 func (in *Instance) connection(deadline time.Time) (*Conn, error) {
