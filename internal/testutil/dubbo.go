@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"os"
@@ -40,30 +41,44 @@ var dubboProviderBuild struct {
 	err  error
 }
 
-// DubboProviderBinary builds the provider once per test process (its
-// module is separate, so the gateway's go.mod does not carry dubbo-go).
+// DubboProviderBinary builds the provider (its module is separate, so the
+// gateway's go.mod does not carry dubbo-go). Linking it takes seconds, so
+// the binary is kept in the temporary directory under a hash of its
+// sources and reused by later test processes until they change.
 func DubboProviderBinary(t testing.TB) string {
 	t.Helper()
 	b := &dubboProviderBuild
-	b.once.Do(func() {
-		_, here, _, _ := runtime.Caller(0)
-		src := filepath.Join(filepath.Dir(here), "..", "..", "test", "dubboprovider")
-		dir, err := os.MkdirTemp("", "dubboprovider")
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.bin = filepath.Join(dir, "dubboprovider")
-		cmd := exec.Command("go", "build", "-o", b.bin, ".")
-		cmd.Dir = src
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("building test/dubboprovider: %v\n%s", err, out)
-		}
-	})
+	b.once.Do(func() { b.bin, b.err = buildDubboProvider() })
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
 	return b.bin
+}
+
+func buildDubboProvider() (string, error) {
+	_, here, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(here), "..", "..", "test", "dubboprovider")
+	h := sha256.New()
+	for _, name := range []string{"main.go", "go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			return "", err
+		}
+		h.Write(data)
+	}
+	bin := filepath.Join(os.TempDir(), fmt.Sprintf("tollgate-dubboprovider-%x", h.Sum(nil)[:8]))
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	// Built under another name and renamed: a process running beside
+	// this one never sees half a binary.
+	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, ".")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building test/dubboprovider: %v\n%s", err, out)
+	}
+	return bin, os.Rename(tmp, bin)
 }
 
 // StartDubboProvider starts a provider whose hang method takes hang; it
