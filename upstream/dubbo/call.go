@@ -73,11 +73,12 @@ type Call struct {
 	Exception string // the exception's class, when the provider threw
 	Message   string // the exception's or the error status's message
 	body      []byte // the answer's body as read
+	refs      []span // the decoder's, kept for the next answer
 }
 
 // Begin starts the request for t, keeping the call's buffers.
 func (c *Call) Begin(t *Target) {
-	*c = Call{Frame: append(c.Frame[:0], t.prefix...), Result: c.Result[:0], body: c.body[:0]}
+	*c = Call{Frame: append(c.Frame[:0], t.prefix...), Result: c.Result[:0], body: c.body[:0], refs: c.refs[:0]}
 }
 
 // Attachments ends the arguments and starts the attachments with those
@@ -108,7 +109,8 @@ func (c *Call) AttachBytes(key string, value []byte) {
 
 // seal ends the attachments and the frame.
 func (c *Call) seal(timeout int64) {
-	c.Attach("timeout", strconv.FormatInt(timeout, 10))
+	var num [20]byte
+	c.AttachBytes("timeout", strconv.AppendInt(num[:0], timeout, 10))
 	c.Frame = append(c.Frame, endMark)
 	finishFrame(c.Frame, 0)
 }
@@ -128,6 +130,12 @@ const (
 func (c *Call) decodeAnswer(status byte, body []byte) error {
 	c.Status = status
 	r := newDecoder(body, c.Result[:0])
+	r.refs = c.refs[:0]
+	defer func() {
+		if cap(r.refs) <= 1024 {
+			c.refs = r.refs[:0]
+		}
+	}()
 	if status != StatusOK {
 		tag, err := r.byte()
 		if err == nil && isStringTag(tag) {
