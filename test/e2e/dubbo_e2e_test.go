@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +16,19 @@ import (
 )
 
 // TestDubboRoutes: the binary in front of a real Dubbo provider (dubbo-go,
-// Dubbo 2 protocol, hessian2). JSON in, JSON out, with a POJO argument
-// and result; a signed, rate-limited route never lets an unsigned request
+// Dubbo 2 protocol, hessian2), written in the file and found through
+// discovery. JSON in, JSON out, with a POJO argument and result; a signed, rate-limited route never lets an unsigned request
 // through; the consumer, trace context and a chosen header reach the
 // provider as attachments; an exception comes back as its mapped status;
 // a hung provider is answered 504 within the budget; with the provider
 // killed the breaker opens.
 func TestDubboRoutes(t *testing.T) {
 	p := testutil.StartDubboProvider(t, time.Minute)
+	// The same provider, also found through file discovery.
+	found := filepath.Join(t.TempDir(), "orders.yaml")
+	if err := os.WriteFile(found, []byte(fmt.Sprintf("- {addr: %q}\n", p.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	addr := freePort(t)
 	startProc(t, addr, "off", nil, "run", "-c", writeConfig(t, fmt.Sprintf(`
 watch: false
@@ -33,7 +40,14 @@ services:
     instances: [{addr: %q}]
     timeouts: {connect: 200ms, read: 500ms, total: 500ms}
     breaker: {window: 10s, failure_rate: 0.5, min_requests: 4, open_for: 30s}
+  found:
+    protocol: dubbo
+    discover: {from: file, name: %q}
 routes:
+  - name: found
+    match: {path: /v1/found, methods: [GET]}
+    dubbo: {interface: com.shop.OrderService, method: getOrder, version: 1.0.0, group: g1, params: [{type: java.lang.String, from: query.id}]}
+    service: found
   - name: get-order
     match: {path: /v1/orders, methods: [GET]}
     dubbo:
@@ -78,7 +92,7 @@ routes:
       params: [{type: java.lang.String, from: query.key}]
       headers: [X-Tenant]
     service: orders
-`, demoSecret, p.Addr)))
+`, demoSecret, p.Addr, found)))
 
 	get := func(path string, header ...string) (int, string) {
 		t.Helper()
@@ -92,6 +106,17 @@ routes:
 	var order map[string]any
 	if st != 200 || json.Unmarshal([]byte(body), &order) != nil || order["id"] != "o-42" || order["customer"] != "c-o-42" {
 		t.Fatalf("getOrder: %d %s", st, body)
+	}
+
+	var st2 int
+	for try := 0; try < 100; try++ { // discovery reads the file as the gateway starts
+		if st2, body = get("/v1/found?id=o-5"); st2 == 200 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st2 != 200 || json.Unmarshal([]byte(body), &order) != nil || order["id"] != "o-5" {
+		t.Fatalf("getOrder on a discovered instance: %d %s", st2, body)
 	}
 
 	nonce := 0

@@ -2,6 +2,7 @@ package dubbo
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -147,5 +148,30 @@ func TestDecoderJavaShapes(t *testing.T) {
 	}
 	if got[0] != "2023-11-14T22:13:20.000Z" || got[1] != "YWJj" {
 		t.Fatalf("got %v", got)
+	}
+}
+
+// A frame header is checked before its body is read: a length past the
+// limit, a negative one, another serialization or no magic end the
+// connection instead of an allocation.
+func TestParseHeaderBounds(t *testing.T) {
+	frame := func(flags byte, length uint32) []byte {
+		h := appendHeader(nil, flags, StatusOK, 7)
+		h[2] = flags
+		binary.BigEndian.PutUint32(h[12:], length)
+		return h
+	}
+	if h, err := parseHeader(frame(serialHessian2, 100), 1<<20); err != nil || h.length != 100 || h.id != 7 {
+		t.Fatalf("a valid header: %+v %v", h, err)
+	}
+	for name, b := range map[string][]byte{
+		"too long":     frame(serialHessian2, 1<<20+1),
+		"negative":     frame(serialHessian2, 0x80000000),
+		"other serial": frame(6, 10),
+		"no magic":     append([]byte{0xca, 0xfe}, frame(serialHessian2, 1)[2:]...),
+	} {
+		if _, err := parseHeader(b, 1<<20); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

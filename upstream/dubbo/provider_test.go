@@ -51,6 +51,10 @@ func TestProvider(t *testing.T) {
 	in := NewInstance(p.Addr, Settings{MaxInFlight: 64})
 	defer in.Close(0)
 
+	// The health probe's heartbeat, answered by the provider.
+	if err := in.Ping(5 * time.Second); err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
 	c, err := invoke(t, in, orderTarget(t, "getOrder", "java.lang.String"), 5*time.Second, `"o-7"`)
 	if err != nil {
 		t.Fatal(err)
