@@ -29,6 +29,9 @@ type DubboProvider struct {
 	bin  string
 	port int
 	dir  string
+	// triple, when set, is the descriptor set of shop.v1.Orders: the
+	// provider then serves that over Triple instead.
+	triple string
 }
 
 // dubboProviderStartWait covers dubbo-go's start-up under the race
@@ -59,7 +62,7 @@ func buildDubboProvider() (string, error) {
 	_, here, _, _ := runtime.Caller(0)
 	src := filepath.Join(filepath.Dir(here), "..", "..", "test", "dubboprovider")
 	h := sha256.New()
-	for _, name := range []string{"main.go", "go.mod", "go.sum"} {
+	for _, name := range []string{"main.go", "triple.go", "go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
 			return "", err
@@ -85,8 +88,21 @@ func buildDubboProvider() (string, error) {
 // is killed at the test's end.
 func StartDubboProvider(t testing.TB, hang time.Duration) *DubboProvider {
 	t.Helper()
+	return startDubboProvider(t, hang, "")
+}
+
+// StartTripleProvider starts the provider serving shop.v1.Orders/Create
+// (the order service of the gRPC tests: its descriptor set at
+// descriptors) over Dubbo 3's Triple protocol, which speaks gRPC.
+func StartTripleProvider(t testing.TB, descriptors string) *DubboProvider {
+	t.Helper()
+	return startDubboProvider(t, 0, descriptors)
+}
+
+func startDubboProvider(t testing.TB, hang time.Duration, triple string) *DubboProvider {
+	t.Helper()
 	p := &DubboProvider{Hang: hang, serverProcess: serverProcess{t: t, name: "dubboprovider"},
-		bin: DubboProviderBinary(t), dir: t.TempDir()}
+		bin: DubboProviderBinary(t), dir: t.TempDir(), triple: triple}
 	p.serverProcess.start, p.where = p.start, func() string { return p.Addr }
 	t.Cleanup(p.Kill)
 	var lastErr error
@@ -108,7 +124,7 @@ func (p *DubboProvider) start() error {
 		return err
 	}
 	defer out.Close()
-	cmd := exec.Command(p.bin, "-port", strconv.Itoa(p.port), "-hang", p.Hang.String())
+	cmd := exec.Command(p.bin, "-port", strconv.Itoa(p.port), "-hang", p.Hang.String(), "-triple", p.triple)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = p.dir, out, out
 	done, err := p.run(cmd)
 	if err != nil {

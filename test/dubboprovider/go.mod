@@ -5,6 +5,7 @@ go 1.26
 require (
 	dubbo.apache.org/dubbo-go/v3 v3.3.0
 	github.com/apache/dubbo-go-hessian2 v1.12.5
+	google.golang.org/protobuf v1.30.0
 )
 
 require (
@@ -127,7 +128,6 @@ require (
 	google.golang.org/appengine v1.6.7 // indirect
 	google.golang.org/genproto v0.0.0-20221227171554-f9683d7f8bef // indirect
 	google.golang.org/grpc v1.52.0 // indirect
-	google.golang.org/protobuf v1.30.0 // indirect
 	gopkg.in/ini.v1 v1.66.2 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect

@@ -110,7 +110,11 @@ func (s *OrderService) MethodMapper() map[string]string {
 func main() {
 	port := flag.Int("port", 20880, "loopback port to serve on")
 	hang := flag.Duration("hang", time.Minute, "how long hang takes")
+	triple := flag.String("triple", "", "serve shop.v1.Orders over Triple instead, from this descriptor set")
 	flag.Parse()
+	if *triple != "" {
+		fail(serveTriple(*port, *triple))
+	}
 	hessian.RegisterPOJO(&OrderQuery{})
 	hessian.RegisterPOJO(&Order{})
 	hessian.RegisterPOJO(&NotFound{})
