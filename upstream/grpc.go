@@ -76,6 +76,11 @@ const grpcCloseGrace = 30 * time.Second
 // closeGRPC closes the instance's gRPC connections once the calls running
 // on them had their time.
 func (in *Instance) closeGRPC() {
+	for i := range in.grpcLoops {
+		if cc := in.grpcLoops[i].Swap(nil); cc != nil {
+			time.AfterFunc(grpcCloseGrace, cc.close)
+		}
+	}
 	g := &in.grpc
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -86,15 +91,24 @@ func (in *Instance) closeGRPC() {
 }
 
 // grpcProbeConn is one of the instance's gRPC connections, nil when it is
-// not called over gRPC.
+// not called over gRPC. An instance called only on the loops (h2c) gets
+// one for its probes.
 func (in *Instance) grpcProbeConn() *grpc.ClientConn {
 	g := &in.grpc
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	for _, cc := range g.conns {
+		g.mu.Unlock()
 		return cc
 	}
-	return nil
+	g.mu.Unlock()
+	if !in.grpcOnLoops.Load() {
+		return nil
+	}
+	cc, err := in.grpcConn(nil)
+	if err != nil {
+		return nil
+	}
+	return cc
 }
 
 // probeGRPC asks the standard health service (grpc.health.v1.Health/Check,
@@ -158,9 +172,34 @@ func (in *Instance) grpcExchange(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS
 	if call == nil {
 		return in.passThrough(c, deadline, t)
 	}
-	cc, err := in.grpcConn(t)
+	code, msg, err := in.grpcUnary(c, call, deadline, t)
 	if err != nil {
 		return err
+	}
+	call.Done, call.Code, call.Message = true, int(code), msg
+	if code != codes.OK {
+		writeGRPCStatus(c, code, msg)
+		return nil
+	}
+	// The route's grpc step writes the answer from the reply.
+	c.Resp.SetStatusCode(fasthttp.StatusOK)
+	return nil
+}
+
+// grpcUnary makes a grpc step's call: on the request's loop when it can
+// be made there (grpcloop.go), else through grpc-go. err is a deadline
+// that passed.
+func (in *Instance) grpcUnary(c *pipeline.Ctx, call *GRPCCall, deadline time.Time, t *GRPCTLS) (codes.Code, string, error) {
+	if t == nil {
+		r, ok, err := in.grpcOnLoop(c, call.Method, call.Request, deadline)
+		if ok {
+			call.Reply = append(call.Reply[:0], r.reply...)
+			return r.code, r.message, err
+		}
+	}
+	cc, err := in.grpcConn(t)
+	if err != nil {
+		return 0, "", err
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	ctx = metadata.NewOutgoingContext(ctx, outgoingMetadata(c))
@@ -170,16 +209,9 @@ func (in *Instance) grpcExchange(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS
 	cancel()
 	st := status.Convert(err)
 	if st.Code() == codes.DeadlineExceeded && !time.Now().Before(deadline) {
-		return errGRPCTimeout
+		return 0, "", errGRPCTimeout
 	}
-	call.Done, call.Code, call.Message = true, int(st.Code()), st.Message()
-	if st.Code() != codes.OK {
-		writeGRPCStatus(c, st.Code(), st.Message())
-		return nil
-	}
-	// The route's grpc step writes the answer from the reply.
-	c.Resp.SetStatusCode(fasthttp.StatusOK)
-	return nil
+	return st.Code(), st.Message(), nil
 }
 
 // outgoingMetadata is the request's forwarding fields (identity, trace,

@@ -94,6 +94,12 @@ type Instance struct {
 	// grpc are the instance's gRPC connections (services with protocol
 	// grpc), made on first use.
 	grpc grpcConns
+	// grpcLoops are the h2c connections the requests of each event loop
+	// make their gRPC calls on (grpcloop.go), by loop ID.
+	grpcLoops [maxLoopPools]atomic.Pointer[grpcLoopConn]
+	// grpcOnLoops is set once a call was made on a loop: its health is
+	// probed over gRPC then, as for calls through grpc-go.
+	grpcOnLoops atomic.Bool
 	// dubbo is the instance's Dubbo connection (protocol dubbo).
 	dubbo dubboConn
 
