@@ -56,6 +56,9 @@ test-deps:
 		fi; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
 	@etcd --version | head -1
+	@# The Dubbo provider the dubbo tests start is built from a module of
+	@# its own (test/dubboprovider); its modules are fetched here.
+	cd test/dubboprovider && $(GO) mod download
 	@command -v dnsmasq >/dev/null 2>&1 || test -x /usr/sbin/dnsmasq || { \
 		echo "installing dnsmasq-base"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base >/dev/null; }

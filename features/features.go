@@ -11,6 +11,7 @@ import (
 	_ "github.com/tollgate/tollgate/discovery/dns"  // discovery: dns
 	_ "github.com/tollgate/tollgate/discovery/etcd" // discovery: etcd
 	_ "github.com/tollgate/tollgate/discovery/file" // discovery: file
+	_ "github.com/tollgate/tollgate/dubbostep"      // dubbo
 	_ "github.com/tollgate/tollgate/edgetls"        // redirect_https
 	_ "github.com/tollgate/tollgate/ipacl"          // ip_acl
 	_ "github.com/tollgate/tollgate/limiter"        // limits

@@ -165,10 +165,14 @@ func (in *Instance) probeLoop(service string) {
 }
 
 // probe sends one health request; any answer below 500 is healthy. An
-// instance called over gRPC is probed over gRPC instead (probeGRPC).
+// instance called over gRPC is probed over gRPC instead (probeGRPC), a
+// Dubbo provider with a heartbeat.
 func (in *Instance) probe(client *fasthttp.HostClient) bool {
 	if cc := in.grpcProbeConn(); cc != nil {
 		return in.probeGRPC(cc)
+	}
+	if d := in.dubboProbe(); d != nil {
+		return d.Ping(in.health.cfg.Timeout) == nil
 	}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)

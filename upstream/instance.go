@@ -100,6 +100,8 @@ type Instance struct {
 	// grpcOnLoops is set once a call was made on a loop: its health is
 	// probed over gRPC then, as for calls through grpc-go.
 	grpcOnLoops atomic.Bool
+	// dubbo is the instance's Dubbo connection (protocol dubbo).
+	dubbo dubboConn
 
 	// idle is what the pools have seen of how long the backend keeps an
 	// idle connection; keeping is how fasthttp's clients keep to it.
@@ -269,6 +271,7 @@ func (in *Instance) Stats() (requests, errors uint64) {
 func (in *Instance) close() {
 	in.closed.Do(func() { close(in.health.stop) })
 	in.closeGRPC()
+	in.closeDubbo()
 	in.client.CloseIdleConnections()
 	for i := range in.loops {
 		if lp := in.loops[i].Load(); lp != nil {

@@ -51,6 +51,8 @@ type Service struct {
 	// set.
 	grpc    bool
 	grpcTLS *GRPCTLS
+	// dubbo: the instances are Dubbo providers (dubbocall.go).
+	dubbo bool
 }
 
 // ServiceConfig is what NewService needs.
@@ -76,7 +78,7 @@ type ServiceConfig struct {
 }
 
 // Protocols names the protocols a service may speak.
-var Protocols = []string{"http", "grpc"}
+var Protocols = []string{"http", "grpc", "dubbo"}
 
 // Balance names the balancers a config may ask for.
 var Balance = []string{"round_robin", "least_conn", "hash"}
@@ -97,8 +99,13 @@ func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 		}
 	case "grpc":
 		s.grpc, s.grpcTLS = true, cfg.GRPCTLS
+	case "dubbo":
+		if cfg.GRPCTLS != nil {
+			return nil, fmt.Errorf("service %q: tls applies to protocol: grpc", cfg.Name)
+		}
+		s.dubbo = true
 	default:
-		return nil, fmt.Errorf("service %q: unknown protocol %q (want http or grpc)", cfg.Name, cfg.Protocol)
+		return nil, fmt.Errorf("service %q: unknown protocol %q (want http, grpc or dubbo)", cfg.Name, cfg.Protocol)
 	}
 	if s.Total <= 0 {
 		s.Total = 5 * time.Second
@@ -272,6 +279,8 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		var err error
 		if s.grpc {
 			err = in.grpcExchange(c, deadline, s.grpcTLS)
+		} else if s.dubbo {
+			err = in.dubboExchange(c, deadline)
 		} else {
 			err = in.exchange(c, deadline)
 		}
@@ -280,7 +289,7 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 			// A gRPC answer is the gateway's own writing; one kept as
 			// read (c.Answer) left its hop-by-hop fields behind already,
 			// and c.Resp's header is not what the client receives.
-			if !s.grpc && !c.Answer.Active() {
+			if !s.grpc && !s.dubbo && !c.Answer.Active() {
 				StripResponse(c.Resp)
 			}
 			c.Outcome.Result = pipeline.ResultOK
@@ -342,6 +351,9 @@ func (s *Service) failed(in *Instance, refused bool) {
 
 // GRPC reports whether the service's instances speak gRPC.
 func (s *Service) GRPC() bool { return s.grpc }
+
+// Dubbo reports whether the service's instances are Dubbo providers.
+func (s *Service) Dubbo() bool { return s.dubbo }
 
 // Breaker returns the service's breaker, nil when it has none.
 func (s *Service) Breaker() *breaker.Breaker { return s.breaker }
