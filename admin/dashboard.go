@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/observe"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/upstream"
 )
 
@@ -193,6 +194,7 @@ func (s *Server) liveBody(now time.Time) []byte {
 	h := healthFigures(snap)
 	out["breakers"] = h.breakers
 	out["instances"] = h.instances
+	out["concurrency"] = concurrencyGates(snap)
 	t := liveTraffic{routes: []liveRoute{}, services: []liveService{}, decisions: []liveDecision{}}
 	if m := s.deps.Ops.Metrics; m != nil {
 		t = c.trafficFigures(m, snap, interval, &h)
@@ -229,6 +231,23 @@ func (s *Server) liveBody(now time.Time) []byte {
 	}
 	c.body, c.at, c.prevAt = body, now, now
 	return body
+}
+
+// concurrencyGates lists the concurrency gates of snap (package
+// adaptive's statuses) for their table.
+func concurrencyGates(snap *config.Snapshot) []any {
+	out := []any{}
+	if snap == nil {
+		return out
+	}
+	snap.Inspectors(func(_ string, in pipeline.Inspector) {
+		in.Inspect(func(kind string, state any) {
+			if kind == "concurrency" {
+				out = append(out, state)
+			}
+		})
+	})
+	return out
 }
 
 // liveHealth is the breakers and instances of the running snapshot, and
