@@ -11,9 +11,11 @@ import (
 )
 
 // TestConcurrencyGatesShown: a service's and a route's concurrency gates
-// reach /metrics and the dashboard's figures.
+// reach /metrics and the dashboard's figures, and load shedding's
+// thresholds and counts reach /metrics.
 func TestConcurrencyGatesShown(t *testing.T) {
 	f, err := config.Parse("t", []byte(`
+overload: {lag: {low: 1ms}}
 services:
   up:
     instances: [{addr: "127.0.0.1:1"}]
@@ -23,6 +25,7 @@ routes:
     match: {prefix: /items}
     service: up
     concurrency: {limit: 16, status: 429}
+    importance: low
 `), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +47,9 @@ routes:
 		`tollgate_concurrency_refusals_total{scope="service",name="up"} 0`,
 		`tollgate_concurrency_probes_total{scope="service",name="up"} 1`,
 		`tollgate_concurrency_rtt_noload_seconds{scope="service",name="up"}`,
+		`tollgate_shed_threshold_seconds{importance="low"} 0.001`,
+		`tollgate_shed_threshold_seconds{importance="normal"} 0.005`,
+		`tollgate_shed_total{importance="critical"} 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -4,7 +4,6 @@ import (
 	"net"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,15 +87,26 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-// offer sends GET url at rate for d, in an open loop (openloop.Schedule)
+// offer sends GET path at rate for d, in an open loop (openloop.Schedule)
 // from workers workers; at is called with the elapsed time every 100 ms.
 func offer(tb testing.TB, addr, path string, rate float64, d time.Duration, workers int, timeout time.Duration, at func(time.Duration)) *loadResult {
+	tb.Helper()
+	return offerMixed(tb, addr, []string{path}, func(int64) int { return 0 }, nil, rate, d, workers, timeout, at)[0]
+}
+
+// offerMixed is offer with request i sent to paths[pick(i)], made by
+// prepare when not nil (a GET otherwise); it returns what each path saw.
+func offerMixed(tb testing.TB, addr string, paths []string, pick func(int64) int, prepare func(*fasthttp.Request), rate float64, d time.Duration, workers int,
+	timeout time.Duration, at func(time.Duration)) []*loadResult {
 	tb.Helper()
 	_, total := openloop.Requests(rate, 0, d)
 	client := openloop.NewClient("adaptive-test", addr, workers, timeout)
 	sched := openloop.NewSchedule(rate, total, timeout, time.Millisecond)
 	var mu sync.Mutex
-	res := &loadResult{}
+	results := make([]*loadResult, len(paths))
+	for i := range results {
+		results[i] = &loadResult{}
+	}
 	var last time.Time
 	stop := make(chan struct{})
 	var ticks sync.WaitGroup
@@ -116,42 +126,49 @@ func offer(tb testing.TB, addr, path string, rate float64, d time.Duration, work
 			}
 		}()
 	}
-	var sent atomic.Int64
 	done := openloop.Go(workers, func() {
-		openloop.WithGET("http://"+addr+path, func(req *fasthttp.Request, resp *fasthttp.Response) {
-			for {
-				_, due, now, ok := sched.Next()
-				if !ok {
-					return
-				}
-				sent.Add(1)
-				err := client.DoTimeout(req, resp, timeout)
-				end := time.Now()
-				mu.Lock()
-				if end.After(last) {
-					last = end
-				}
-				switch {
-				case err == nil && resp.StatusCode() == 200:
-					res.OK++
-					res.OKLatency = append(res.OKLatency, end.Sub(due))
-				case err == nil && resp.StatusCode() == 503 && gatewaytest.HasJSONCode(resp.Body(), "503") &&
-					string(resp.Header.Peek("Retry-After")) != "":
-					res.Refused++
-					res.Refusal = append(res.Refusal, end.Sub(now))
-				default:
-					res.Other++
-				}
-				mu.Unlock()
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		if prepare != nil {
+			prepare(req)
+		}
+		for {
+			i, due, now, ok := sched.Next()
+			if !ok {
+				return
 			}
-		})
+			p := pick(i)
+			req.SetRequestURI("http://" + addr + paths[p])
+			err := client.DoTimeout(req, resp, timeout)
+			end := time.Now()
+			mu.Lock()
+			res := results[p]
+			res.Sent++
+			if end.After(last) {
+				last = end
+			}
+			switch {
+			case err == nil && resp.StatusCode() == 200:
+				res.OK++
+				res.OKLatency = append(res.OKLatency, end.Sub(due))
+			case err == nil && resp.StatusCode() == 503 && gatewaytest.HasJSONCode(resp.Body(), "503") &&
+				string(resp.Header.Peek("Retry-After")) != "":
+				res.Refused++
+				res.Refusal = append(res.Refusal, end.Sub(now))
+			default:
+				res.Other++
+			}
+			mu.Unlock()
+		}
 	})
 	<-done
 	close(stop)
 	ticks.Wait()
-	res.Sent = int(sent.Load())
-	res.Duration = max(d, last.Sub(sched.Start()))
-	return res
+	for _, res := range results {
+		res.Duration = max(d, last.Sub(sched.Start()))
+	}
+	return results
 }
 
 // gateStatus reads a service's gate from the running snapshot.

@@ -69,6 +69,11 @@ type evState struct {
 	now   time.Time
 	nowAt int64
 
+	// lag is the loop's smoothed lag (pipeline.LoopLoad), ns: how long
+	// its batches of work take, which is how long a request that became
+	// ready during one waits to run.
+	lag int64
+
 	timers   fiberHeap // fibers waiting with a deadline
 	blocked  int       // fibers waiting for a blocking call on a goroutine
 	stopping atomic.Bool
@@ -169,6 +174,7 @@ func (l *epollLoop) runEvents() {
 		s.runReady()
 		s.expire(s.clock)
 		s.runReady()
+		s.noteBatch(s.t.now() - s.clock)
 		if s.stopping.Load() {
 			if s.abort() {
 				return
@@ -189,6 +195,12 @@ func (l *epollLoop) runEvents() {
 			runtime.Gosched()
 		}
 	}
+}
+
+// noteBatch folds a batch's length into the loop's lag (an average over
+// about eight batches, so that one long batch does not shed requests).
+func (s *evState) noteBatch(busy int64) {
+	s.lag += (busy - s.lag) / 8
 }
 
 // dispatch starts serving an idle connection with input (loop only).
