@@ -66,4 +66,15 @@
 // more (a slot may have freed on another loop) and is then refused with
 // the configured status and Retry-After, as the decision "concurrency
 // limit reached".
+//
+// # Load shedding
+//
+// The gate protects a backend; shedding (shed.go) protects the gateway
+// itself. Routes carry an importance (low, normal, critical); with the
+// top-level overload section set, a request whose event loop lags past
+// its importance's threshold (pipeline.LoopLoad: the loop's smoothed
+// batch length, or how long the running batch has run, whichever is
+// longer) is refused before anything else of its route runs. Refusing
+// costs the loop little, so shedding the least important requests is what
+// lets it catch up on the rest.
 package adaptive
