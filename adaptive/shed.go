@@ -24,7 +24,7 @@ const ShedDecision = "load shed"
 
 // OverloadSettings is the top-level `overload` section:
 //
-//	overload: {lag: {low: 2ms, normal: 5ms, critical: 50ms}, status: 503, retry_after: 1}
+//	overload: {lag: {low: 1ms, normal: 2ms, critical: 50ms}, status: 503, retry_after: 1}
 //
 // Shedding is on when lag is written; a class left out takes its default.
 type OverloadSettings struct {
@@ -40,11 +40,14 @@ type LagThresholds struct {
 	Critical pipeline.Duration `yaml:"critical"`
 }
 
-// Default thresholds: a loop behind by a few batches sheds the optional
-// traffic; critical routes only once requests wait ten times as long.
+// Default thresholds: a request's own work on a loop is tens of
+// microseconds, so a loop a millisecond behind has dozens waiting; the
+// optional traffic goes then, critical routes only once requests wait
+// 50 ms, when not all can be served anyway. (bench/RESULTS.md: with 2 ms
+// and 5 ms critical requests waited two to three times as long.)
 const (
-	defaultShedLow      = 2 * time.Millisecond
-	defaultShedNormal   = 5 * time.Millisecond
+	defaultShedLow      = 1 * time.Millisecond
+	defaultShedNormal   = 2 * time.Millisecond
 	defaultShedCritical = 50 * time.Millisecond
 )
 

@@ -48,7 +48,7 @@ routes:
 		`tollgate_concurrency_probes_total{scope="service",name="up"} 1`,
 		`tollgate_concurrency_rtt_noload_seconds{scope="service",name="up"}`,
 		`tollgate_shed_threshold_seconds{importance="low"} 0.001`,
-		`tollgate_shed_threshold_seconds{importance="normal"} 0.005`,
+		`tollgate_shed_threshold_seconds{importance="normal"} 0.002`,
 		`tollgate_shed_total{importance="critical"} 0`,
 	} {
 		if !strings.Contains(metrics, want) {

@@ -35,6 +35,22 @@ func currentScenario() scenario {
 // figuresWanted runs the full-length runs that bench/RESULTS.md reports.
 var figuresWanted = os.Getenv("TOLLGATE_CONCURRENCY_FIGURES") != ""
 
+// loadTest skips a test whose bounds are on time where time is not the
+// test's own: under the race detector (which slows the gateway several
+// times over, and make test runs every package at once under it) and
+// with -short. Run them as go test ./bench/concurrency/; the behaviour
+// they measure is also tested without load (package adaptive's model
+// tests, TestRouteGateParksThenRefuses).
+func loadTest(t *testing.T) {
+	t.Helper()
+	if testutil.Race && !figuresWanted {
+		t.Skip("load test: timing bounds do not hold under the race detector beside other packages")
+	}
+	if testing.Short() {
+		t.Skip("load test: -short")
+	}
+}
+
 const gatewayConfig = `
 services:
   protected:
@@ -74,6 +90,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Micros
 // that a busy machine does not fail it; an unprotected gateway misses
 // them by orders of magnitude.
 func TestAdaptiveLimitProtectsSaturatedBackend(t *testing.T) {
+	loadTest(t)
 	s := currentScenario()
 	_, gw := startScenario(t, s)
 	d := 4 * time.Second
@@ -109,6 +126,7 @@ func TestAdaptiveLimitProtectsSaturatedBackend(t *testing.T) {
 // come back; the limit goes down with them and up again, and goodput
 // stays near each capacity.
 func TestAdaptiveLimitFollowsCapacity(t *testing.T) {
+	loadTest(t)
 	s := currentScenario()
 	up, gw := startScenario(t, s)
 	phase := 3 * time.Second
