@@ -15,7 +15,6 @@ const (
 // entry is one gate of a snapshot and what it protects.
 type entry struct {
 	scope, name string
-	settings    Settings
 	gate        *Gate
 }
 
@@ -42,7 +41,7 @@ func gateFor(env *pipeline.Env, scope, name string, s *Settings) (*Gate, error) 
 		gates = &Gates{}
 		gatesKey.Set(env, gates)
 	}
-	gates.list = append(gates.list, entry{scope: scope, name: name, settings: *s, gate: g})
+	gates.list = append(gates.list, entry{scope: scope, name: name, gate: g})
 	return g, nil
 }
 
