@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -280,4 +282,32 @@ func (a *Alerts) Report(emit pipeline.Emit) {
 		emit(metricRaised, float64(a.raisedTotal[i].Load()), name)
 	}
 	emit(metricHookFail, float64(a.send.failures.Load()))
+}
+
+// AlertStatus is one alert in progress, as the dashboard shows it.
+type AlertStatus struct {
+	Route    string  `json:"route"`
+	Signal   string  `json:"signal"`
+	Baseline float64 `json:"baseline"`
+	Observed float64 `json:"observed"`
+}
+
+// Inspect implements pipeline.Inspector: each alert in progress, as
+// "alerts" (the dashboard).
+func (a *Alerts) Inspect(show func(kind string, state any)) {
+	a.mu.Lock()
+	var out []AlertStatus
+	served := a.served.Load()
+	for route, w := range a.routes {
+		for i := range w.base {
+			if b := &w.base[i]; b.alerting && w.gen >= served {
+				out = append(out, AlertStatus{Route: route, Signal: signals[i], Baseline: b.mean, Observed: b.last})
+			}
+		}
+	}
+	a.mu.Unlock()
+	slices.SortFunc(out, func(x, y AlertStatus) int { return strings.Compare(x.Route+x.Signal, y.Route+y.Signal) })
+	for _, st := range out {
+		show("alerts", st)
+	}
 }

@@ -63,6 +63,15 @@ func TestSpikeAlertsThroughWebhook(t *testing.T) {
 		second(2000)
 	}
 	spikeEnd := clock
+	var shown []AlertStatus
+	a.Inspect(func(kind string, state any) {
+		if kind == "alerts" {
+			shown = append(shown, state.(AlertStatus))
+		}
+	})
+	if len(shown) != 1 || shown[0].Route != "orders" || shown[0].Signal != "rate" || shown[0].Observed < 1500 {
+		t.Fatalf("alerts in progress shown: %+v", shown)
+	}
 	for range 120 {
 		second(200)
 	}

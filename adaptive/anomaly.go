@@ -32,6 +32,7 @@ type baseline struct {
 	inside    int // in a row, while alerting
 	alerting  bool
 	floor     float64 // the least spread judged by, in the signal's unit
+	last      float64 // the last sample judged
 }
 
 // alertEvent is what observing one sample changed.
@@ -46,6 +47,7 @@ const (
 // observe judges x against the baseline, learns from it when it is
 // normal, and reports a raised or recovered alert.
 func (b *baseline) observe(x, threshold float64) alertEvent {
+	b.last = x
 	if b.n < warmup {
 		b.learn(x)
 		return noEvent

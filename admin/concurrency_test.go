@@ -64,8 +64,9 @@ routes:
 	st, body := do(t, "GET", base+"/admin/live", "tok")
 	var live struct {
 		Concurrency []map[string]any `json:"concurrency"`
+		Alerts      []any            `json:"alerts"`
 	}
-	if err := json.Unmarshal([]byte(body), &live); st != 200 || err != nil || len(live.Concurrency) != 2 {
+	if err := json.Unmarshal([]byte(body), &live); st != 200 || err != nil || len(live.Concurrency) != 2 || live.Alerts == nil {
 		t.Fatalf("live %d: %v %s", st, err, body)
 	}
 	if g := live.Concurrency[1]; g["name"] != "items" || g["limit"] != 16.0 || g["status"] != 429.0 || g["adaptive"] != false {

@@ -194,7 +194,8 @@ func (s *Server) liveBody(now time.Time) []byte {
 	h := healthFigures(snap)
 	out["breakers"] = h.breakers
 	out["instances"] = h.instances
-	out["concurrency"] = concurrencyGates(snap)
+	out["concurrency"] = inspected(snap, "concurrency")
+	out["alerts"] = inspected(snap, "alerts")
 	t := liveTraffic{routes: []liveRoute{}, services: []liveService{}, decisions: []liveDecision{}}
 	if m := s.deps.Ops.Metrics; m != nil {
 		t = c.trafficFigures(m, snap, interval, &h)
@@ -233,16 +234,16 @@ func (s *Server) liveBody(now time.Time) []byte {
 	return body
 }
 
-// concurrencyGates lists the concurrency gates of snap (package
-// adaptive's statuses) for their table.
-func concurrencyGates(snap *config.Snapshot) []any {
+// inspected lists what the parts of snap show as kind (package
+// adaptive's concurrency gates and alerts in progress) for their tables.
+func inspected(snap *config.Snapshot, kind string) []any {
 	out := []any{}
 	if snap == nil {
 		return out
 	}
 	snap.Inspectors(func(_ string, in pipeline.Inspector) {
-		in.Inspect(func(kind string, state any) {
-			if kind == "concurrency" {
+		in.Inspect(func(k string, state any) {
+			if k == kind {
 				out = append(out, state)
 			}
 		})
