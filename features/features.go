@@ -5,7 +5,7 @@
 package features
 
 import (
-	_ "github.com/tollgate/tollgate/adaptive"       // concurrency
+	_ "github.com/tollgate/tollgate/adaptive"       // concurrency, importance, anomaly; overload, alerts
 	_ "github.com/tollgate/tollgate/auth"           // auth
 	_ "github.com/tollgate/tollgate/breaker"        // breaker, degrade
 	_ "github.com/tollgate/tollgate/discovery/dns"  // discovery: dns
