@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/cluster"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/observe"
+	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/upstream"
 )
 
@@ -209,6 +210,8 @@ func (s *Server) liveBody(now time.Time) []byte {
 	h := healthFigures(snap)
 	out["breakers"] = h.breakers
 	out["instances"] = h.instances
+	out["concurrency"] = inspected(snap, "concurrency")
+	out["alerts"] = inspected(snap, "alerts")
 	t := liveTraffic{routes: []liveRoute{}, services: []liveService{}, decisions: []liveDecision{}}
 	if m := s.deps.Ops.Metrics; m != nil {
 		t = c.trafficFigures(m, snap, interval, &h)
@@ -250,6 +253,23 @@ func (s *Server) liveBody(now time.Time) []byte {
 	}
 	c.body, c.at, c.prevAt = body, now, now
 	return body
+}
+
+// inspected lists what the parts of snap show as kind (package
+// adaptive's concurrency gates and alerts in progress) for their tables.
+func inspected(snap *config.Snapshot, kind string) []any {
+	out := []any{}
+	if snap == nil {
+		return out
+	}
+	snap.Inspectors(func(_ string, in pipeline.Inspector) {
+		in.Inspect(func(k string, state any) {
+			if k == kind {
+				out = append(out, state)
+			}
+		})
+	})
+	return out
 }
 
 // liveHealth is the breakers and instances of the running snapshot, and

@@ -48,6 +48,27 @@ func buildFeatures(b *pipeline.Build, settings map[string]yaml.Node, scope pipel
 			out = append(out, staged{stage: f.Stage, key: key, f: filter})
 		}
 	}
+	return buildAlways(b, settings, scope, out)
+}
+
+// buildAlways adds the filters of features built for every route
+// (pipeline.Feature.Always) that the route does not set.
+func buildAlways(b *pipeline.Build, settings map[string]yaml.Node, scope pipeline.Scope, out []staged) ([]staged, error) {
+	if scope != pipeline.ScopeRoute {
+		return out, nil
+	}
+	for _, f := range pipeline.Features() {
+		if _, set := settings[f.Key]; set || !f.Always || f.Scope&scope == 0 {
+			continue
+		}
+		filter, err := f.Build(b, f.Config())
+		if err != nil {
+			return nil, &Error{Msg: f.Key + ": " + err.Error()}
+		}
+		if filter != nil {
+			out = append(out, staged{stage: f.Stage, key: f.Key, f: filter})
+		}
+	}
 	return out, nil
 }
 

@@ -5,6 +5,7 @@
 package features
 
 import (
+	_ "github.com/tollgate/tollgate/adaptive"       // concurrency, importance; overload
 	_ "github.com/tollgate/tollgate/anomaly"        // alerts
 	_ "github.com/tollgate/tollgate/auth"           // auth
 	_ "github.com/tollgate/tollgate/breaker"        // breaker, degrade

@@ -69,6 +69,10 @@ type Feature struct {
 	// the setting asks for nothing). An error names the problem; config
 	// adds the file, line and route.
 	Build func(b *Build, cfg any) (Filter, error)
+	// Always builds the feature for every route, with its empty config
+	// on routes that do not set it: a setting with a default that must
+	// apply to all (a route's importance).
+	Always bool
 }
 
 // Build is what a feature's Build gets: the environment of the snapshot

@@ -62,12 +62,12 @@ func (s *Service) Members() *Members { return s.members }
 // Select returns a view of the service limited to the instances whose
 // metadata has every key of match with its value (a split's `metadata:`):
 // a canary follows the instances a deploy registers with `version: v2`.
-// The view shares the service's settings, breaker and instances; it has a
-// balancer of its own.
+// The view shares the service's settings, breaker, concurrency gate and
+// instances; it has a balancer of its own.
 func (s *Service) Select(match map[string]string) *Service {
 	v := &Service{Name: s.Name, members: s.members, match: maps.Clone(match), balance: s.balance, hashKey: s.hashKey,
 		Total: s.Total, Retry: s.Retry, RetryPutDelete: s.RetryPutDelete, Connect: s.Connect,
-		breaker: s.breaker, classifier: s.classifier, grpc: s.grpc, grpcTLS: s.grpcTLS}
+		breaker: s.breaker, classifier: s.classifier, gate: s.gate, grpc: s.grpc, grpcTLS: s.grpcTLS}
 	if s.members == nil {
 		v.set.Store(v.balanced(s.set.Load().instances))
 	} else {

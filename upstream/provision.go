@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/tollgate/tollgate/adaptive"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/discovery"
 	"github.com/tollgate/tollgate/pipeline"
@@ -121,6 +122,13 @@ func (s *ServiceSettings) build(env *pipeline.Env, name string) (*Service, error
 		if err := cfg.SetBreaker(env.State, b, env.Now); err != nil {
 			return nil, pipeline.ErrorAt(s.Line, "service %q: %v", name, err)
 		}
+	}
+	if cc := s.Concurrency; cc != nil {
+		gate, err := adaptive.ForService(env, name, cc)
+		if err != nil {
+			return nil, pipeline.ErrorAt(s.Line, "service %q: %v", name, err)
+		}
+		cfg.Gate = gate
 	}
 	svc, err := NewService(cfg, instances)
 	if err != nil {

@@ -3,6 +3,7 @@ package upstream
 import (
 	"time"
 
+	"github.com/tollgate/tollgate/adaptive"
 	"github.com/tollgate/tollgate/discovery"
 	"github.com/tollgate/tollgate/internal/clienttls"
 	"github.com/tollgate/tollgate/pipeline"
@@ -50,6 +51,9 @@ type ServiceSettings struct {
 	// Health ejects failing instances and probes them back.
 	Breaker *BreakerSettings `yaml:"breaker"`
 	Health  *Health          `yaml:"health"`
+	// Concurrency bounds the requests in flight to the service on this
+	// node, adaptively or to a fixed number (package adaptive).
+	Concurrency *adaptive.Settings `yaml:"concurrency"`
 	// Protocol is what the instances speak: http (default) or grpc
 	// (HTTP/2, cleartext unless tls is set); a grpc service is reached
 	// through routes with a grpc step.

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/tollgate/adaptive"
 	"github.com/tollgate/tollgate/breaker"
 	"github.com/tollgate/tollgate/codec"
 	"github.com/tollgate/tollgate/pipeline"
@@ -46,6 +47,8 @@ type Service struct {
 	// breaker (nil when none) fails fast while the service is failing.
 	breaker    *breaker.Breaker
 	classifier breaker.Classifier
+	// gate (nil when none) bounds the requests in flight to the service.
+	gate *adaptive.Gate
 
 	// grpc: the instances speak gRPC (grpc.go), over TLS when grpcTLS is
 	// set.
@@ -68,6 +71,8 @@ type ServiceConfig struct {
 	// counts as failures.
 	Breaker       *breaker.Breaker
 	FailureStatus []int
+	// Gate bounds the requests in flight (nil for no bound).
+	Gate *adaptive.Gate
 	// Protocol is "http" (default) or "grpc"; GRPCTLS makes gRPC calls
 	// over TLS.
 	Protocol string
@@ -91,7 +96,7 @@ func NewService(cfg ServiceConfig, instances []*Instance) (*Service, error) {
 	}
 	s := &Service{Name: cfg.Name, Total: cfg.Total, Retry: cfg.Retry, RetryPutDelete: cfg.RetryPutDelete,
 		Connect: cfg.Connect, breaker: cfg.Breaker, classifier: breaker.NewClassifier(cfg.FailureStatus),
-		members: cfg.Members, balance: cfg.Balance}
+		members: cfg.Members, balance: cfg.Balance, gate: cfg.Gate}
 	switch cfg.Protocol {
 	case "", "http":
 		if cfg.GRPCTLS != nil {
@@ -253,6 +258,16 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		}
 		return
 	}
+	var ticket adaptive.Ticket
+	if s.gate != nil {
+		var ok bool
+		if ticket, ok = s.gate.Acquire(c); !ok {
+			if s.breaker != nil {
+				s.breaker.Release(gen)
+			}
+			return
+		}
+	}
 	began := c.Now()
 	set := s.current()
 	var tried *Instance
@@ -312,6 +327,9 @@ func (s *Service) Serve(c *pipeline.Ctx) {
 		tried = in
 	}
 	c.Outcome.Latency = c.Now().Sub(began)
+	if s.gate != nil {
+		s.gate.ReleaseOutcome(c, ticket)
+	}
 	if s.breaker != nil {
 		if c.Outcome.Counted() {
 			s.breaker.Done(c.Stripe(), gen, s.classifier.Success(&c.Outcome))

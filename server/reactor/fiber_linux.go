@@ -197,6 +197,16 @@ func (f *fiber) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) {
 	f.yield(fiberWait)
 }
 
+// Lag implements pipeline.LoopLoad (read on the loop): the longer of the
+// loop's smoothed batch length, which a request that became ready during
+// the last batch waited, and how long the running batch has run, which
+// this request waited since the loop woke for it. The second reacts
+// within a batch: once it runs long, the rest of it can be shed.
+func (f *fiber) Lag() time.Duration {
+	s := f.s
+	return time.Duration(max(s.lag, s.t.now()-s.clock))
+}
+
 // ID implements pipeline.Loop.
 func (f *fiber) ID() int { return f.s.id }
 

@@ -69,6 +69,12 @@ type evState struct {
 	now   time.Time
 	nowAt int64
 
+	// lag is the loop's smoothed lag (pipeline.LoopLoad), ns: how long
+	// its batches of work take, which is how long a request that became
+	// ready during one waits to run; batchEnd is when the last ended.
+	lag      int64
+	batchEnd int64
+
 	timers   fiberHeap // fibers waiting with a deadline
 	blocked  int       // fibers waiting for a blocking call on a goroutine
 	stopping atomic.Bool
@@ -171,6 +177,7 @@ func (l *epollLoop) runEvents() {
 		s.runReady()
 		s.expire(s.clock)
 		s.runReady()
+		s.noteBatch(s.t.now())
 		if s.stopping.Load() {
 			if s.abort() {
 				return
@@ -191,6 +198,21 @@ func (l *epollLoop) runEvents() {
 			runtime.Gosched()
 		}
 	}
+}
+
+// noteBatch folds the length of the batch that ends at end into the
+// loop's lag: an average over about eight batches, so that one long batch
+// does not shed requests, begun afresh when the loop sat idle for longer
+// than its lag before the batch (nothing waited for it then, however long
+// the batches before the pause were).
+func (s *evState) noteBatch(end int64) {
+	busy := end - s.clock
+	if s.clock-s.batchEnd > s.lag {
+		s.lag = busy
+	} else {
+		s.lag += (busy - s.lag) / 8
+	}
+	s.batchEnd = end
 }
 
 // dispatch starts serving an idle connection with input (loop only).
