@@ -77,12 +77,4 @@
 // longer) is refused before anything else of its route runs. Refusing
 // costs the loop little, so shedding the least important requests is what
 // lets it catch up on the rest.
-//
-// # Anomaly alerts
-//
-// With the alerts section set, each route's rate, error rate and latency
-// are judged once a second against an online baseline (anomaly.go: an
-// exponentially weighted mean and mean absolute deviation, frozen while
-// the signal is out); alerts.go raises and clears alerts (a log line,
-// metrics, a webhook call from a bounded queue).
 package adaptive

@@ -11,12 +11,11 @@ import (
 )
 
 // TestConcurrencyGatesShown: a service's and a route's concurrency gates
-// reach /metrics and the dashboard's figures, and load shedding's and
-// anomaly detection's figures reach /metrics.
+// reach /metrics and the dashboard's figures, and load shedding's
+// thresholds and counts reach /metrics.
 func TestConcurrencyGatesShown(t *testing.T) {
 	f, err := config.Parse("t", []byte(`
 overload: {lag: {low: 1ms}}
-alerts: {webhook: "http://127.0.0.1:1/hook"}
 services:
   up:
     instances: [{addr: "127.0.0.1:1"}]
@@ -51,8 +50,6 @@ routes:
 		`tollgate_shed_threshold_seconds{importance="low"} 0.001`,
 		`tollgate_shed_threshold_seconds{importance="normal"} 0.002`,
 		`tollgate_shed_total{importance="critical"} 0`,
-		`tollgate_anomaly_alerting{signal="rate"} 0`,
-		`tollgate_anomaly_webhook_failures_total 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -64,9 +61,8 @@ routes:
 	st, body := do(t, "GET", base+"/admin/live", "tok")
 	var live struct {
 		Concurrency []map[string]any `json:"concurrency"`
-		Alerts      []any            `json:"alerts"`
 	}
-	if err := json.Unmarshal([]byte(body), &live); st != 200 || err != nil || len(live.Concurrency) != 2 || live.Alerts == nil {
+	if err := json.Unmarshal([]byte(body), &live); st != 200 || err != nil || len(live.Concurrency) != 2 {
 		t.Fatalf("live %d: %v %s", st, err, body)
 	}
 	if g := live.Concurrency[1]; g["name"] != "items" || g["limit"] != 16.0 || g["status"] != 429.0 || g["adaptive"] != false {

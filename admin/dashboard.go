@@ -210,8 +210,7 @@ func (s *Server) liveBody(now time.Time) []byte {
 	h := healthFigures(snap)
 	out["breakers"] = h.breakers
 	out["instances"] = h.instances
-	out["concurrency"] = inspected(snap, "concurrency")
-	out["alerts"] = inspected(snap, "alerts")
+	out["concurrency"] = concurrencyGates(snap)
 	t := liveTraffic{routes: []liveRoute{}, services: []liveService{}, decisions: []liveDecision{}}
 	if m := s.deps.Ops.Metrics; m != nil {
 		t = c.trafficFigures(m, snap, interval, &h)
@@ -255,16 +254,16 @@ func (s *Server) liveBody(now time.Time) []byte {
 	return body
 }
 
-// inspected lists what the parts of snap show as kind (package
-// adaptive's concurrency gates and alerts in progress) for their tables.
-func inspected(snap *config.Snapshot, kind string) []any {
+// concurrencyGates lists the concurrency gates of snap (package
+// adaptive's statuses) for their table.
+func concurrencyGates(snap *config.Snapshot) []any {
 	out := []any{}
 	if snap == nil {
 		return out
 	}
 	snap.Inspectors(func(_ string, in pipeline.Inspector) {
-		in.Inspect(func(k string, state any) {
-			if k == kind {
+		in.Inspect(func(kind string, state any) {
+			if kind == "concurrency" {
 				out = append(out, state)
 			}
 		})
