@@ -95,7 +95,42 @@ func ParseAs(name string, data []byte, lookup func(string) (string, bool), mode 
 		return nil, redactErr(unmarkErr(yamlError(name, err)), values)
 	}
 	f.noteTransport(doc)
+	f.topKeys = writtenKeys(doc)
+	if v := mapValue(doc, "config"); v != nil {
+		f.configLine = v.Line
+	}
 	return f, nil
+}
+
+// writtenKeys lists the keys of the mapping n, those a merge ("<<: *x")
+// brings in included.
+func writtenKeys(n *yaml.Node) map[string]bool {
+	set := map[string]bool{}
+	var add func(m *yaml.Node, depth int)
+	add = func(m *yaml.Node, depth int) {
+		for m.Kind == yaml.AliasNode && m.Alias != nil {
+			m = m.Alias
+		}
+		if depth > 8 {
+			return
+		}
+		switch m.Kind {
+		case yaml.SequenceNode:
+			for _, c := range m.Content {
+				add(c, depth+1)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(m.Content); i += 2 {
+				if k := m.Content[i]; k.Tag == "!!merge" || k.Value == "<<" && k.Style == 0 {
+					add(m.Content[i+1], depth+1)
+				} else {
+					set[k.Value] = true
+				}
+			}
+		}
+	}
+	add(n, 0)
+	return set
 }
 
 // unmarkErr writes references in a message as the document wrote them.

@@ -252,14 +252,10 @@ func (c *Compiler) Load(path string, data []byte, lookup func(string) (string, b
 			return nil, fmt.Errorf("reading config: %w", err)
 		}
 	}
-	f, err := Parse(name, data, lookup)
+	f, err := ReadBytes(name, data, lookup)
 	if err != nil {
 		return nil, err
 	}
-	if err := ApplyEnv(f, lookup); err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
-	}
-	f.Defaults()
 	snap, err := c.Compile(f, name)
 	if err != nil {
 		return nil, err

@@ -90,6 +90,21 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: tollgate validate FILE")
 		return 2
 	}
+	f, _, err := config.ReadFile(args[0], os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if f.Config.FromRedis() {
+		// A follower's file holds how to reach Redis and the node's own
+		// settings; the routes come from the version pushed to Redis.
+		if err := config.CheckNodeFile(f, args[0]); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: ok (a node following the configuration in redis at %s; check the pushed document with tollgate config push)\n", args[0], f.Cluster.Redis)
+		return 0
+	}
 	compiler := config.NewCompiler()
 	compiler.Offline = true
 	snap, err := compiler.Load(args[0], nil, os.LookupEnv)
