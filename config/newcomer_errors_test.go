@@ -1,8 +1,12 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -31,4 +35,155 @@ func TestFollowerReadsReferencesInFlowMappings(t *testing.T) {
 		t.Fatalf("NewFollower: %v", err)
 	}
 	fw.Cluster().Close()
+}
+
+// goTypeName matches what a Go type looks like in a message (float64,
+// []config.Instance, upstream.WebSocketConfig, !!str): never shown to
+// operators, who know the configuration, not its types.
+var goTypeName = regexp.MustCompile(`!!|\b(u?int(8|16|32|64)?|float(32|64)|bool|string)\b|\[\]|\b[a-z]+\.[A-Z]\w+`)
+
+// TestThreeMistakesThreeLocatedMessages: a file with several different
+// mistakes gets one message for each, each at file:line:col, in one pass.
+func TestThreeMistakesThreeLocatedMessages(t *testing.T) {
+	src := "listen: \":8080\"\n" +
+		"admin:\n" +
+		"  listn: \"127.0.0.1:9901\"\n" + // 3: a misspelt key
+		"services:\n" +
+		"  up:\n" +
+		"    instances: {addr: \"127.0.0.1:9\"}\n" + // 6: a mapping for a list
+		"    max_conns: two\n" + // 7: text for a number
+		"client:\n" +
+		"  max_body_bytes: ${UNSET_FOR_THIS_TEST}\n" // 9: an unset variable
+	_, err := Parse("test.yaml", []byte(src), noEnv)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{
+		`test.yaml:3:3: unknown setting "admin.listn" (did you mean "listen"?)`,
+		`test.yaml:6:16: expected a list of instances, got a mapping`,
+		`test.yaml:7:16: expected a whole number, got "two"`,
+		`test.yaml:9:19: ${UNSET_FOR_THIS_TEST} is not set in the environment`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("got %d messages, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("message %d: %q, want it to start %q", i, lines[i], w)
+		}
+		if m := goTypeName.FindString(lines[i]); m != "" {
+			t.Errorf("message %d names a Go type (%q): %s", i, m, lines[i])
+		}
+	}
+	var all *Errors
+	if !errors.As(err, &all) || all.Total != 4 {
+		t.Fatalf("%T %v: want 4 Errors", err, err)
+	}
+}
+
+// TestTypeMistakesInTheConfigurationsWords: each kind of value the
+// configuration decodes into is named as the file writes it.
+func TestTypeMistakesInTheConfigurationsWords(t *testing.T) {
+	route := "routes:\n  - name: a\n    match: {prefix: /}\n    service: up\n"
+	svc := "services:\n  up: {instances: [{addr: \"127.0.0.1:9\"}]}\n"
+	for _, tc := range []struct{ src, want string }{
+		{svc + "client: {max_conns: lots}\n", `:3:21: expected a whole number, got "lots"`},
+		{svc + route + "    split: [{service: up, percent: two}]\n", `:7:36: expected a number, got "two"`},
+		{svc + "client: {h2c: maybe}\n", `:3:15: expected true or false, got "maybe"`},
+		{svc + "client: {trusted_proxies: 10.0.0.0/8}\n", `:3:27: expected a list of strings, got "10.0.0.0/8"`},
+		{svc + "routes: {a: 1}\n", `:3:9: expected a list of routes, got a mapping`},
+		{svc + route + "    mock: {responses: [{headers: [a]}]}\n", `:7:34: expected a map of strings, got a list`},
+		{svc + route + "    websocket: [on]\n", `:7:16: expected a mapping of web socket settings, got a list`},
+		{"services:\n  up:\n    instances: [{addr: \"127.0.0.1:9\", weight: heavy}]\n", `:3:47: expected a whole number, got "heavy"`},
+	} {
+		_, err := Parse("t.yaml", []byte(tc.src), noEnv)
+		if err == nil || !strings.HasPrefix(err.Error(), "t.yaml"+tc.want) {
+			t.Errorf("%q:\n got %v\nwant t.yaml%s", tc.src, err, tc.want)
+			continue
+		}
+		if m := goTypeName.FindString(err.Error()); m != "" {
+			t.Errorf("%q: names a Go type (%q): %v", tc.src, m, err)
+		}
+	}
+}
+
+// TestManyMistakesAreBounded: every mistake is found, the first 20 shown.
+func TestManyMistakesAreBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 25 {
+		fmt.Fprintf(&b, "unknown_%d: 1\n", i)
+	}
+	_, err := Parse("t.yaml", []byte(b.String()), noEnv)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 21 || lines[20] != "and 5 more" || !strings.HasPrefix(lines[19], "t.yaml:20:1: ") {
+		t.Fatalf("got %d lines, last %q:\n%v", len(lines), lines[len(lines)-1], err)
+	}
+}
+
+// TestDidYouMeanAtEveryLevel: a near miss of a known key is named, at the
+// top, in a nested setting, on a route, in a section and in a section's
+// plug-in; a key near nothing gets no guess.
+func TestDidYouMeanAtEveryLevel(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"lisen: \":1\"\n", `t.yaml:1:1: unknown setting "lisen" (did you mean "listen"?)`},
+		{"client: {max_con: 3}\n", `t.yaml:1:10: unknown setting "client.max_con" (did you mean "max_conns"?)`},
+		{"routes:\n  - {name: a, priorty: 1, mock: {responses: [{}]}}\n", `t.yaml:2:15: unknown setting "routes[0].priorty" (did you mean "priority"?)`},
+		{"routes:\n  - {name: a, rewrit: {path: /}, mock: {responses: [{}]}}\n", `t.yaml:2:15: unknown setting "routes[0].rewrit" (did you mean "rewrite"?)`},
+		{"status: {local_limt: 429}\n", `t.yaml:1:10: unknown setting "status.local_limt" (did you mean "local_limit"?)`},
+		{"statu: {local_limit: 429}\n", `t.yaml:1:1: unknown setting "statu" (did you mean "status"?)`},
+		{"discovery:\n  etc: {endpoints: [\"a:1\"]}\n", `t.yaml:2:3: unknown setting "discovery.etc" (did you mean "etcd"?)`},
+		{"discovery:\n  etcd: {endpoint: [\"a:1\"]}\n", `t.yaml:2:10: unknown setting "discovery.etcd.endpoint" (did you mean "endpoints"?)`},
+		{"zzzzzz: 1\n", `t.yaml:1:1: unknown setting "zzzzzz"`},
+	} {
+		_, err := Parse("t.yaml", []byte(tc.src), noEnv)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q:\n got %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}
+
+// TestReferenceDefaultsAndEscapes: ${NAME:-default} stands for the
+// default when NAME is not set and for NAME's value when it is; $${NAME}
+// is the text ${NAME}, expanded from nothing.
+func TestReferenceDefaultsAndEscapes(t *testing.T) {
+	src := "listen: \"${LISTEN_HERE:-127.0.0.1:8081}\"\n" +
+		"node_id: ${NODE_HERE:-n1}\n" +
+		"log_level: ${LEVEL_HERE:-}\n" +
+		"admin: {listen: \"$${NOT_EXPANDED}\", token: $${ALSO_NOT}}\n"
+	env := func(k string) (string, bool) {
+		if k == "NODE_HERE" {
+			return "node-7", true
+		}
+		return "", false
+	}
+	f, err := Parse("t.yaml", []byte(src), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Listen != "127.0.0.1:8081" || f.NodeID != "node-7" || f.LogLevel != "" {
+		t.Fatalf("listen %q node_id %q log_level %q", f.Listen, f.NodeID, f.LogLevel)
+	}
+	if f.Admin.Listen != "${NOT_EXPANDED}" || f.Admin.Token != "${ALSO_NOT}" {
+		t.Fatalf("escapes: listen %q token %q", f.Admin.Listen, f.Admin.Token)
+	}
+}
+
+// TestSemanticErrorsArePlaced: errors found once the file compiles name
+// the place of what they are about.
+func TestSemanticErrorsArePlaced(t *testing.T) {
+	svc := "services:\n  up: {instances: [{addr: \"127.0.0.1:9\"}]}\n"
+	for _, tc := range []struct{ src, want string }{
+		{svc + "consumers:\n  - {app_key: one, secret: \"0123456789abcdef\"}\n  - {app_key: two, secret: short}\n",
+			`test.yaml:5:15: consumer "two": secret must be at least 16 bytes`},
+		{svc + "default_service: nowhere\n", `test.yaml:3:18: default_service "nowhere" is not a defined service`},
+	} {
+		_, err := compile(t, tc.src, noEnv)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q:\n got %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
 }

@@ -66,6 +66,8 @@ type File struct {
 	// configLine is where its config section starts.
 	topKeys    map[string]bool
 	configLine int
+	// doc is the document as parsed, to place errors found later.
+	doc *yaml.Node
 }
 
 // Client is what a client may send and how long the gateway waits for it.

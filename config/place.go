@@ -1,0 +1,55 @@
+package config
+
+import (
+	"regexp"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Owners' errors often name what they are about ("consumer \"app1\":
+// secret must be at least 16 bytes") without saying where it is written;
+// such an error is placed at the first value or key under the section's
+// node that is what its first quoted name says, so the operator is sent
+// to the entry, not to the top of the section.
+
+var quotedName = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// placeByQuote returns the line and column under n of the first quoted
+// name in msg; n's own when there is none or it is not found.
+func placeByQuote(n *yaml.Node, msg string) (line, col int) {
+	line, col = n.Line, n.Column
+	q := quotedName.FindString(msg)
+	if q == "" {
+		return line, col
+	}
+	name, err := strconv.Unquote(q)
+	if err != nil || name == "" {
+		return line, col
+	}
+	if at := findScalar(n, name); at != nil {
+		return at.Line, at.Column
+	}
+	return line, col
+}
+
+// findScalar finds under n, in the order of the text, the first key or
+// value that is text.
+func findScalar(n *yaml.Node, text string) *yaml.Node {
+	var found *yaml.Node
+	var walk func(x *yaml.Node, depth int)
+	walk = func(x *yaml.Node, depth int) {
+		if found != nil || x == nil || depth > maxDepth {
+			return
+		}
+		if x.Kind == yaml.ScalarNode && x.Value == text {
+			found = x
+			return
+		}
+		for _, c := range x.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(n, 0)
+	return found
+}
