@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/testutil"
 )
 
 // A node file following Redis, its admin token a reference inside a flow
@@ -185,5 +189,55 @@ func TestSemanticErrorsArePlaced(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%q:\n got %v\nwant %s", tc.src, err, tc.want)
 		}
+	}
+}
+
+// TestFollowerRunsTheVersionInRedis: the snapshot a follower compiles
+// carries the version it came from in Redis, whatever this process's
+// count of loads, and nodes on one host get local copies of their own.
+func TestFollowerRunsTheVersionInRedis(t *testing.T) {
+	rd := testutil.StartRedis(t)
+	dir := t.TempDir()
+	boot := filepath.Join(dir, "boot.yaml")
+	if err := os.WriteFile(boot, []byte("listen: \"127.0.0.1:18080\"\nconfig: {source: redis}\ncluster: {redis: \""+rd.Addr+"\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCompiler()
+	defer c.Close()
+	fw, err := NewFollower(c, boot, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Cluster().Close()
+	text := "services:\n  up: {instances: [{addr: \"127.0.0.1:9\"}]}\nroutes:\n  - {name: a, match: {prefix: /}, service: up}\n"
+	for range 4 {
+		d := StoredConfig{StoredVersion: StoredVersion{Digest: digestOf([]byte(text))}, Author: "test", At: time.Now(), Text: []byte(text)}
+		if _, err := NewStore(fw.Cluster()).Push(context.Background(), d, 10, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var snap *Snapshot
+	deadline := time.Now().Add(3 * time.Second)
+	for snap == nil {
+		if snap, err = fw.Load(); err != nil && time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if snap.ClusterVersion != 4 || snap.Version != 1 {
+		t.Fatalf("cluster version %d, loads %d; want 4 and 1", snap.ClusterVersion, snap.Version)
+	}
+
+	a, err := ReadBytes("a.yaml", []byte("listen: \":8081\"\nnode_id: \"edge 1/a\"\nconfig: {source: redis}\ncluster: {redis: \"x:1\"}\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReadBytes("b.yaml", []byte("listen: \":8082\"\nconfig: {source: redis}\ncluster: {redis: \"x:1\"}\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Config.LocalCopy != "/var/lib/tollgate/config-copy-edge_1_a.yaml" || a.Config.LocalCopy == b.Config.LocalCopy ||
+		!strings.HasSuffix(b.Config.LocalCopy, "_8082.yaml") {
+		t.Fatalf("local copies %q and %q", a.Config.LocalCopy, b.Config.LocalCopy)
 	}
 }

@@ -29,6 +29,10 @@ type Snapshot struct {
 	// Digest is the SHA-256 of the configuration text as read, so a file
 	// watcher can tell whether the file differs from what is running.
 	Digest [32]byte
+	// ClusterVersion is the version in Redis a follower compiled this
+	// from (config.source redis; what tollgate config status shows), 0
+	// for a file. Version counts this process's loads instead.
+	ClusterVersion uint64
 
 	Limits codec.Limits
 	Router route.Matcher

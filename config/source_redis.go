@@ -222,6 +222,7 @@ func (fw *Follower) compile(doc StoredConfig) (*Snapshot, error) {
 		return nil, err
 	}
 	snap.Digest = sha256.Sum256(doc.Text)
+	snap.ClusterVersion = doc.Version
 	return snap, nil
 }
 

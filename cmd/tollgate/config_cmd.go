@@ -340,10 +340,7 @@ func configStatus(cl *cluster.Client, stdout io.Writer) error {
 	}
 	fmt.Fprintln(tw, "\nNODE\tADDRESS\tVERSION\tUP SINCE\tLAST ERROR")
 	for _, n := range nodes {
-		v := strconv.FormatUint(n.ConfigVersion, 10)
-		if n.ConfigVersion != cur.Version {
-			v += " (behind)"
-		}
+		v := nodeVersion(n.ConfigVersion, cur.Version)
 		lastErr := n.LastError
 		if lastErr == "" {
 			lastErr = "-"
@@ -351,4 +348,20 @@ func configStatus(cl *cluster.Client, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, n.Addr, v, n.Started.UTC().Format(time.RFC3339), lastErr)
 	}
 	return tw.Flush()
+}
+
+// nodeVersion is a node's configuration version beside the current one in
+// Redis: behind it, or ahead of a Redis that lost or was emptied of the
+// versions nodes run (the next push is numbered above the nodes' own).
+func nodeVersion(node, current uint64) string {
+	v := strconv.FormatUint(node, 10)
+	switch {
+	case node < current:
+		return v + " (behind)"
+	case node > current && current == 0:
+		return v + " (ahead: redis holds no version; the next push is numbered above it)"
+	case node > current:
+		return v + " (ahead of redis; the next push is numbered above it)"
+	}
+	return v
 }
