@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS    := ./...
 FUZZTIME ?= 20s
 
-.PHONY: build run check test test-deps test-race test-allocs bench chaos lint fuzz proto clean
+.PHONY: build run check test test-deps test-race test-allocs test-times bench chaos lint fuzz proto clean
 
 # Root installs directly; anyone else through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -60,9 +60,18 @@ test-deps:
 		echo "installing dnsmasq-base"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base >/dev/null; }
 
+## test-race keeps go test's event stream (bin/test-times.json, bin/test-times-e2e.json)
+## for make test-times, printing what go test prints without -json.
 test-race:
-	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
-	$(GO) test -race -tags e2e -count=1 -timeout 15m ./test/e2e/
+	@mkdir -p bin && $(GO) build -o bin/testtimes ./internal/testtimes/cmd/testtimes
+	bash -o pipefail -c '$(GO) test -json -race -shuffle=on -count=1 -timeout 15m $(PKGS) | bin/testtimes -save bin/test-times.json'
+	bash -o pipefail -c '$(GO) test -json -race -tags e2e -count=1 -timeout 15m ./test/e2e/ | bin/testtimes -save bin/test-times-e2e.json'
+
+## test-times: the slowest packages and tests of the last make test.
+test-times:
+	@test -x bin/testtimes || $(GO) build -o bin/testtimes ./internal/testtimes/cmd/testtimes
+	bin/testtimes -report bin/test-times.json
+	@test ! -f bin/test-times-e2e.json || bin/testtimes -report bin/test-times-e2e.json -n 10
 
 test-allocs:
 	$(GO) test -count=1 -run 'Alloc' $(PKGS)
