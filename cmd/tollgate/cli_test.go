@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/testutil"
+	"go.uber.org/zap"
 )
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -117,5 +119,45 @@ func TestFlagsAfterArguments(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("config", "show", "1"); code != 2 || !strings.Contains(errOut, "give --redis") {
 		t.Fatalf("show without --redis: exit %d, %s", code, errOut)
+	}
+}
+
+// TestValidateAndRunReadANodeFileAlike: a node file following Redis, its
+// token a reference in a flow mapping, is accepted by validate and by
+// run's start alike; with the variable unset both refuse it with the same
+// located message (run once failed with a yaml error naming no file while
+// validate accepted the file).
+func TestValidateAndRunReadANodeFileAlike(t *testing.T) {
+	rd := testutil.StartRedis(t)
+	dir := t.TempDir()
+	node := filepath.Join(dir, "node.yaml")
+	text := "config: {source: redis, local_copy: " + filepath.Join(dir, "copy.yaml") + "}\n" +
+		"admin: {listen: \"127.0.0.1:0\", token: ${TOLLGATE_ADMIN_TOKEN}}\n" +
+		"cluster: {redis: \"" + rd.Addr + "\"}\n" +
+		"listen: \"127.0.0.1:0\"\n"
+	if err := os.WriteFile(node, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TOLLGATE_ADMIN_TOKEN", "a-long-enough-admin-token")
+	if code, out, errOut := runCLI("validate", node); code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("validate: exit %d\n%s%s", code, out, errOut)
+	}
+	c := config.NewCompiler()
+	defer c.Close()
+	fw, err := redisFollower(c, node, os.LookupEnv)
+	if err != nil || fw == nil {
+		t.Fatalf("run's follower: %v %v", fw, err)
+	}
+	fw.Cluster().Close()
+
+	os.Unsetenv("TOLLGATE_ADMIN_TOKEN")
+	want := node + ":2:39: ${TOLLGATE_ADMIN_TOKEN} is not set in the environment"
+	code, _, errOut := runCLI("validate", node)
+	if code != 1 || !strings.HasPrefix(errOut, want) {
+		t.Fatalf("validate without the variable: exit %d, %q; want %q", code, errOut, want)
+	}
+	_, err = startProcess(node, zap.NewNop(), zap.NewAtomicLevel())
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("run without the variable: %v; want %q", err, want)
 	}
 }
