@@ -115,7 +115,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"not yet", "routes:\n  - name: a\n    match: {path: /}\n    public: true\n    service: s\n", 4, "not supported"},
 		{"bad duration", "client:\n  idle_timeout: forever\n", 2, "invalid duration"},
 		{"bad type", "client:\n  max_conns: lots\n", 2, `expected a whole number, got "lots"`},
-		{"unknown service", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /}\n    service: nope\n", 4, `service "nope" is not defined`},
+		{"unknown service", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /}\n    service: nope\n", 6, `service "nope" is not defined`},
 		{"path and prefix", "services:\n  s: {instances: [{addr: \"127.0.0.1:1\"}]}\nroutes:\n  - name: a\n    match: {path: /, prefix: /x}\n    service: s\n", 4, "exactly one of path, prefix or regex"},
 		{"bad addr", "services:\n  s:\n    instances: [{addr: \"nohost\"}]\n", 3, "host:port"},
 		{"timeouts", "services:\n  s:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    timeouts: {read: 9s, total: 5s}\n", 3, "must fit within total"},

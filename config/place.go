@@ -53,3 +53,19 @@ func findScalar(n *yaml.Node, text string) *yaml.Node {
 	walk(n, 0)
 	return found
 }
+
+// placeInRoute places an error of the i-th route, written at line, at
+// the value its message quotes (placeByQuote), else at the route.
+func (f *File) placeInRoute(i, line int, msg string) (int, int) {
+	if f.doc == nil {
+		return line, 0
+	}
+	routes := mapValue(f.doc, "routes")
+	for routes != nil && routes.Kind == yaml.AliasNode && routes.Alias != nil {
+		routes = routes.Alias
+	}
+	if routes == nil || routes.Kind != yaml.SequenceNode || i >= len(routes.Content) || routes.Content[i].Line != line {
+		return line, 0 // not the node the route was decoded from
+	}
+	return placeByQuote(routes.Content[i], msg)
+}

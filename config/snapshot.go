@@ -187,7 +187,9 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 				}
 				return nil, ce
 			}
-			return nil, &Error{File: source, Line: rc.Line, Msg: fmt.Sprintf("route %q: %v", rc.Name, err)}
+			msg := fmt.Sprintf("route %q: %v", rc.Name, err)
+			line, col := f.placeInRoute(i, rc.Line, err.Error())
+			return nil, &Error{File: source, Line: line, Col: col, Msg: msg}
 		}
 		s.Routes = append(s.Routes, r)
 	}
