@@ -184,6 +184,9 @@ func TestSemanticErrorsArePlaced(t *testing.T) {
 		{svc + "consumers:\n  - {app_key: one, secret: \"0123456789abcdef\"}\n  - {app_key: two, secret: short}\n",
 			`test.yaml:5:15: consumer "two": secret must be at least 16 bytes`},
 		{svc + "default_service: nowhere\n", `test.yaml:3:18: default_service "nowhere" is not a defined service`},
+		{svc + "consumers:\n  - {app_key: one, secret: \"0123456789abcdef\"}\n  - {app_key: one, secret: \"0123456789abcdef\"}\n",
+			`test.yaml:5:15: consumer "one" is defined twice`},
+		{svc + "routes:\n  - name: a\n    match: {prefix: /}\n    service: nowhere\n", `test.yaml:6:14: route "a": service "nowhere" is not defined`},
 	} {
 		_, err := compile(t, tc.src, noEnv)
 		if err == nil || err.Error() != tc.want {

@@ -3,6 +3,7 @@ package config
 import (
 	"regexp"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -27,23 +28,29 @@ func placeByQuote(n *yaml.Node, msg string) (line, col int) {
 	if err != nil || name == "" {
 		return line, col
 	}
-	if at := findScalar(n, name); at != nil {
+	nth := 1
+	if strings.Contains(msg, " twice") {
+		nth = 2 // the name's second writing is the mistake
+	}
+	if at := findScalar(n, name, nth); at != nil {
 		return at.Line, at.Column
 	}
 	return line, col
 }
 
-// findScalar finds under n, in the order of the text, the first key or
-// value that is text.
-func findScalar(n *yaml.Node, text string) *yaml.Node {
+// findScalar finds under n, in the order of the text, the nth key or
+// value that is text (the last one when there are fewer).
+func findScalar(n *yaml.Node, text string, nth int) *yaml.Node {
 	var found *yaml.Node
+	seen := 0
 	var walk func(x *yaml.Node, depth int)
 	walk = func(x *yaml.Node, depth int) {
-		if found != nil || x == nil || depth > maxDepth {
+		if seen >= nth || x == nil || depth > maxDepth {
 			return
 		}
 		if x.Kind == yaml.ScalarNode && x.Value == text {
 			found = x
+			seen++
 			return
 		}
 		for _, c := range x.Content {
