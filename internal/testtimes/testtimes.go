@@ -96,22 +96,58 @@ type Timing struct {
 }
 
 // Times reads a kept stream: the top-level tests' and the packages' times,
-// slowest first.
+// slowest first. A test's time runs from its start (or its resumption,
+// when it waited as a parallel test) to the end of its last subtest:
+// parallel subtests end after their parent's own function returned.
 func Times(in io.Reader) (tests, packages []Timing, err error) {
+	type span struct {
+		start, end time.Time
+		timing     Timing
+	}
+	spans := map[string]*span{}
+	var order []string
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
 		var e Event
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Action != "pass" && e.Action != "fail" {
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			continue
 		}
-		t := Timing{Package: e.Package, Test: e.Test, Seconds: e.Elapsed, Failed: e.Action == "fail"}
-		switch {
-		case e.Test == "":
-			packages = append(packages, t)
-		case !strings.Contains(e.Test, "/"):
-			tests = append(tests, t)
+		if e.Test == "" {
+			if e.Action == "pass" || e.Action == "fail" {
+				packages = append(packages, Timing{Package: e.Package, Seconds: e.Elapsed, Failed: e.Action == "fail"})
+			}
+			continue
 		}
+		top, _, sub := strings.Cut(e.Test, "/")
+		key := e.Package + " " + top
+		sp := spans[key]
+		if sp == nil {
+			sp = &span{timing: Timing{Package: e.Package, Test: top}}
+			spans[key] = sp
+			order = append(order, key)
+		}
+		switch e.Action {
+		case "run", "cont":
+			if !sub {
+				sp.start = e.Time
+			}
+		case "pass", "fail", "skip":
+			if e.Time.After(sp.end) {
+				sp.end = e.Time
+			}
+			if !sub {
+				sp.timing.Seconds = e.Elapsed
+				sp.timing.Failed = e.Action == "fail"
+			}
+		}
+	}
+	for _, key := range order {
+		sp := spans[key]
+		if !sp.start.IsZero() && sp.end.After(sp.start) {
+			sp.timing.Seconds = max(sp.timing.Seconds, sp.end.Sub(sp.start).Seconds())
+		}
+		tests = append(tests, sp.timing)
 	}
 	slowestFirst := func(ts []Timing) {
 		sort.SliceStable(ts, func(i, j int) bool { return ts[i].Seconds > ts[j].Seconds })

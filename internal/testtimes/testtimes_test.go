@@ -48,15 +48,21 @@ func TestStreamPrintsWhatGoTestWould(t *testing.T) {
 	}
 }
 
-// TestReportListsTheSlowest: the slow test is first, subtests are left
-// out, the failed one is marked, the package is listed.
+// TestReportListsTheSlowest: the slow test is first, subtests count in
+// their parent's time and are not listed apart, the failed one is marked,
+// the package is listed.
 func TestReportListsTheSlowest(t *testing.T) {
 	tests, packages, err := Times(bytes.NewReader(runSample(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tests) != 3 || tests[0].Test != "TestSlow" || tests[0].Seconds < 0.3 {
+	if len(tests) != 4 || tests[0].Test != "TestSlow" || tests[0].Seconds < 0.3 {
 		t.Fatalf("tests %+v", tests)
+	}
+	// Parallel subtests finish after their parent's function returned:
+	// the parent's time is until the last of them ended.
+	if tests[1].Test != "TestParallelSubtests" || tests[1].Seconds < 0.2 || tests[1].Seconds > 0.3 {
+		t.Fatalf("parallel subtests: %+v", tests[1])
 	}
 	if len(packages) != 1 || packages[0].Package != "sample" || !packages[0].Failed {
 		t.Fatalf("packages %+v", packages)

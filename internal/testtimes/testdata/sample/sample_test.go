@@ -18,3 +18,12 @@ func TestFails(t *testing.T) {
 	t.Log("before the failure")
 	t.Fatal("the reason it failed")
 }
+
+func TestParallelSubtests(t *testing.T) {
+	for _, name := range []string{"a", "b"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			time.Sleep(200 * time.Millisecond)
+		})
+	}
+}
