@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,40 +92,45 @@ func TestClientTLSReachesRedis(t *testing.T) {
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "yes")
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
 
-	healthy := func(tc ClientTLS) bool {
-		t.Helper()
+	client := ClientTLS{CAFile: filepath.Join(dir, "ca.pem"),
+		CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client-key.pem")}
+	cfg, err := client.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reaches(addr, cfg) {
+		t.Fatal("cluster.tls with the CA and a client certificate did not reach Redis")
+	}
+	// Each refusal is known only once the wait for health runs out; the
+	// three wait side by side (waiting, not working: -parallel, which is
+	// the number of cores, would let only some wait at once).
+	other := client
+	other.CAFile = filepath.Join(dir, "other-ca.pem")
+	refusals := map[string]ClientTLS{
+		"a plain connection reached Redis's TLS port":                          {},
+		"a Redis certificate from another CA was accepted":                     other,
+		"Redis asks for a client certificate, yet a client without one got in": {CAFile: filepath.Join(dir, "ca.pem")},
+	}
+	got := make(map[string]bool, len(refusals))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for failure, tc := range refusals {
 		cfg, err := tc.Config()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cl, err := cluster.New(cluster.Options{Addrs: []string{addr}, TLS: cfg, NodeID: "tls-test",
-			DialTimeout: 300 * time.Millisecond, ProbeTimeout: 300 * time.Millisecond})
-		if err != nil {
-			return false
+		wg.Go(func() {
+			ok := reaches(addr, cfg)
+			mu.Lock()
+			got[failure] = ok
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for failure, ok := range got {
+		if ok {
+			t.Error(failure)
 		}
-		defer cl.Close()
-		deadline := time.Now().Add(2 * time.Second)
-		for !cl.Healthy() && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		return cl.Healthy() && cl.AddToSet("tls:probe", "x", time.Second) == nil
-	}
-	client := ClientTLS{CAFile: filepath.Join(dir, "ca.pem"),
-		CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client-key.pem")}
-	if !healthy(client) {
-		t.Fatal("cluster.tls with the CA and a client certificate did not reach Redis")
-	}
-	if healthy(ClientTLS{}) {
-		t.Fatal("a plain connection reached Redis's TLS port")
-	}
-	other := client
-	other.CAFile = filepath.Join(dir, "other-ca.pem")
-	if healthy(other) {
-		t.Fatal("a Redis certificate from another CA was accepted")
-	}
-	noCert := ClientTLS{CAFile: filepath.Join(dir, "ca.pem")}
-	if healthy(noCert) {
-		t.Fatal("Redis asks for a client certificate, yet a client without one got in")
 	}
 }
 
@@ -152,4 +159,20 @@ func writeFile(t *testing.T, dir, name, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// reaches reports whether a cluster client with the TLS settings cfg gets
+// healthy at addr, and writes there, within 2s.
+func reaches(addr string, cfg *tls.Config) bool {
+	cl, err := cluster.New(cluster.Options{Addrs: []string{addr}, TLS: cfg, NodeID: "tls-test",
+		DialTimeout: 300 * time.Millisecond, ProbeTimeout: 300 * time.Millisecond})
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for !cl.Healthy() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cl.Healthy() && cl.AddToSet("tls:probe", "x", time.Second) == nil
 }

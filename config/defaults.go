@@ -72,7 +72,7 @@ func (f *File) Defaults() {
 		f.Cluster.Nodes = "auto"
 	}
 	setDur(&f.Cluster.Budget, 20*time.Millisecond)
-	f.Config.defaults()
+	f.Config.defaults(f.NodeID)
 	if f.Watch == nil {
 		on := true
 		f.Watch = &on

@@ -65,6 +65,6 @@ func PlainSecrets(name string, text []byte) []*Error {
 
 // isOneRef reports a marked value that is one reference and nothing else.
 func isOneRef(v string) bool {
-	refs := refsIn(v)
-	return len(refs) == 1 && v == "$"+string(refOpen)+refs[0]+string(refClose)
+	t := refTokens(v)
+	return len(t) == 1 && !t[0].escaped && !t[0].hasFallback && t[0].start == 0 && t[0].end == len(v)
 }

@@ -45,9 +45,10 @@ const (
 	refClose = '\uE001'
 )
 
-// markRefs rewrites every ${NAME} of text into its parse-safe form.
+// markRefs rewrites every reference of text into its parse-safe form; an
+// escaped one keeps its extra "$" in front.
 func markRefs(text []byte) []byte {
-	return envRef.ReplaceAll(text, []byte("$"+string(refOpen)+"${1}"+string(refClose)))
+	return envRef.ReplaceAll(text, []byte("$$${1}"+string(refOpen)+"${2}"+string(refClose)))
 }
 
 // unmarkRefs writes the references of s back as the document wrote them.
@@ -58,25 +59,54 @@ func unmarkRefs(s string) string {
 	return strings.NewReplacer("$"+string(refOpen), "${", string(refClose), "}").Replace(s)
 }
 
-// refsIn lists the names referenced in a marked value.
-func refsIn(v string) []string {
-	var names []string
-	for {
-		i := strings.Index(v, "$"+string(refOpen))
+// refToken is one marked reference in a value: v[start:end] is its
+// marked text, the escape's extra "$" included.
+type refToken struct {
+	name, fallback string
+	hasFallback    bool
+	escaped        bool
+	start, end     int
+}
+
+// refTokens lists the marked references of v in order.
+func refTokens(v string) []refToken {
+	var out []refToken
+	open := "$" + string(refOpen)
+	for from := 0; ; {
+		i := strings.Index(v[from:], open)
 		if i < 0 {
-			return names
+			return out
 		}
-		v = v[i+len("$"+string(refOpen)):]
-		j := strings.IndexRune(v, refClose)
+		i += from
+		j := strings.IndexRune(v[i:], refClose)
 		if j < 0 {
-			return names
+			return out
 		}
-		names = append(names, v[:j])
-		v = v[j+len(string(refClose)):]
+		body := v[i+len(open) : i+j]
+		t := refToken{name: body, start: i, end: i + j + len(string(refClose))}
+		if k := strings.Index(body, ":-"); k >= 0 {
+			t.name, t.fallback, t.hasFallback = body[:k], body[k+2:], true
+		}
+		if i > 0 && v[i-1] == '$' {
+			t.escaped, t.start = true, i-1
+		}
+		out = append(out, t)
+		from = t.end
 	}
 }
 
-func hasRef(v string) bool { return strings.Contains(v, "$"+string(refOpen)) }
+// refsIn lists the names referenced in a marked value, escapes left out.
+func refsIn(v string) []string {
+	var names []string
+	for _, t := range refTokens(v) {
+		if !t.escaped {
+			names = append(names, t.name)
+		}
+	}
+	return names
+}
+
+func hasRef(v string) bool { return len(refsIn(v)) > 0 }
 
 // expanded is one value that came from the environment, kept to keep it
 // out of messages.
@@ -113,6 +143,13 @@ func redact(msg string, values []expanded) string {
 func redactErr(err error, values []expanded) error {
 	if err == nil || len(values) == 0 {
 		return err
+	}
+	if all, ok := err.(*Errors); ok {
+		clean := &Errors{Total: all.Total}
+		for _, e := range all.List {
+			clean.List = append(clean.List, redactErr(e, values).(*Error))
+		}
+		return clean
 	}
 	msg := err.Error()
 	clean := redact(msg, values)
@@ -252,14 +289,19 @@ func fieldOf(t reflect.Type, key string) (reflect.StructField, bool) {
 }
 
 // expandRefs replaces the references in doc's values with what lookup
-// says, as mode allows; it returns the values it put in. A reference to a
-// variable lookup does not have is an error naming the variable.
-func expandRefs(name string, doc *yaml.Node, mode Expansion, lookup func(string) (string, bool)) ([]expanded, error) {
+// says, as mode allows, and writes escaped ones as the text they stand
+// for; it returns the values it put in. A reference to a variable lookup
+// does not have, and no default, is an error naming the variable; each is
+// reported, and its value left empty.
+func expandRefs(errs *problems, doc *yaml.Node, mode Expansion, lookup func(string) (string, bool)) []expanded {
 	w := newRefWalk(doc)
 	var out []expanded
-	var firstErr error
 	visit := func(n *yaml.Node) {
-		if firstErr != nil || n.Kind != yaml.ScalarNode || !hasRef(n.Value) {
+		if n.Kind != yaml.ScalarNode || !strings.ContainsRune(n.Value, refOpen) {
+			return
+		}
+		tokens := refTokens(n.Value)
+		if len(tokens) == 0 {
 			return
 		}
 		where, public := w.public[n]
@@ -268,25 +310,44 @@ func expandRefs(name string, doc *yaml.Node, mode Expansion, lookup func(string)
 		if !secret && !public {
 			where = "a value tollgate does not read as a setting"
 		}
-		refs := refsIn(n.Value)
-		if mode == Strict && !secret {
-			firstErr = &Error{File: name, Line: n.Line, Col: n.Column, Msg: fmt.Sprintf(
+		if refs := refsIn(n.Value); mode == Strict && !secret && len(refs) > 0 {
+			errs.add(&Error{Line: n.Line, Col: n.Column, Msg: fmt.Sprintf(
 				"%s: ${%s} is expanded only in a secret field (%s); a configuration from redis may not refer to a node's environment anywhere else",
-				where, refs[0], strings.Join(SecretFields(), ", "))}
+				where, refs[0], strings.Join(SecretFields(), ", "))})
 			return
 		}
-		value := n.Value
-		for _, ref := range refs {
-			v, ok := lookup(ref)
-			if !ok {
-				firstErr = &Error{File: name, Line: n.Line, Col: n.Column, Msg: fmt.Sprintf("${%s} is not set in the environment", ref)}
-				return
+		var b strings.Builder
+		last, missing, refs := 0, false, false
+		for _, t := range tokens {
+			b.WriteString(n.Value[last:t.start])
+			last = t.end
+			if t.escaped {
+				b.WriteString(unmarkRefs(n.Value[t.start+1 : t.end]))
+				continue
 			}
-			value = strings.Replace(value, "$"+string(refOpen)+ref+string(refClose), v, 1)
-			out = append(out, expanded{name: ref, value: v, secret: secret})
+			refs = true
+			v, ok := lookup(t.name)
+			switch {
+			case ok:
+				out = append(out, expanded{name: t.name, value: v, secret: secret})
+			case t.hasFallback:
+				v = t.fallback
+			default:
+				errs.add(&Error{Line: n.Line, Col: n.Column, Msg: fmt.Sprintf(
+					"${%s} is not set in the environment (write ${%s:-default} for a value to use when it is not)", t.name, t.name)})
+				missing = true
+			}
+			b.WriteString(v)
 		}
-		n.Value = value
-		if n.Style&(yaml.TaggedStyle|yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 && !secret {
+		b.WriteString(n.Value[last:])
+		if missing {
+			// Reported once, here, rather than again as a value its
+			// setting cannot take.
+			n.Value, n.Tag, n.Style = "", "!!null", 0
+			return
+		}
+		n.Value = b.String()
+		if refs && n.Style&(yaml.TaggedStyle|yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 && !secret {
 			// A plain value reads as what it now says (a number, a
 			// boolean), as it would have written out; a secret stays text.
 			n.Tag = ""
@@ -300,5 +361,5 @@ func expandRefs(name string, doc *yaml.Node, mode Expansion, lookup func(string)
 		}
 	}
 	sweep(doc)
-	return out, firstErr
+	return out
 }

@@ -82,7 +82,7 @@ func TestNodeFileExpandsEverywhere(t *testing.T) {
 		t.Fatalf("not expanded as typed: %+v", up)
 	}
 	_, err = Parse("node.yaml", []byte("admin: {token: \"${NOT_SET_HERE}\"}\n"), secretEnv)
-	if err == nil || err.Error() != "node.yaml:1:16: ${NOT_SET_HERE} is not set in the environment" {
+	if err == nil || err.Error() != "node.yaml:1:16: ${NOT_SET_HERE} is not set in the environment (write ${NOT_SET_HERE:-default} for a value to use when it is not)" {
 		t.Fatalf("unset variable: %v", err)
 	}
 	// A value is a value: it cannot add settings to the file.

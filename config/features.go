@@ -37,8 +37,7 @@ func buildFeatures(b *pipeline.Build, settings map[string]yaml.Node, scope pipel
 		}
 		cfg := f.Config()
 		if err := node.Decode(cfg); err != nil {
-			msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
-			return nil, &Error{Line: node.Line, Col: node.Column, Msg: key + ": " + msg}
+			return nil, decodeError(key, &node, err)
 		}
 		filter, err := f.Build(b, cfg)
 		if err != nil {

@@ -39,7 +39,10 @@ type lineError struct {
 
 func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// envRef is a reference: ${NAME}, ${NAME:-default} (the default when
+// NAME is not set), or either escaped as $${…}, which stays as written
+// less one "$".
+var envRef = regexp.MustCompile(`\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*(?::-[^}\n]*)?)\}`)
 
 // notYet lists configuration sections of the product that this build does
 // not enforce. Refusing them is safer than ignoring them: a route that asks
@@ -83,23 +86,65 @@ func ParseAs(name string, data []byte, lookup func(string) (string, bool), mode 
 	if doc.Kind != yaml.MappingNode {
 		return nil, &Error{File: name, Line: doc.Line, Col: doc.Column, Msg: "the configuration must be a mapping of settings"}
 	}
-	if err := checkFields(name, doc, reflect.TypeOf(File{}), ""); err != nil {
-		return nil, unmarkErr(err)
-	}
-	values, err := expandRefs(name, doc, mode, lookup)
-	if err != nil {
-		return nil, err
-	}
+	errs := &problems{name: name}
+	checkFields(errs, doc, reflect.TypeOf(File{}), "")
+	values := expandRefs(errs, doc, mode, lookup)
 	f := &File{expanded: values}
 	if err := doc.Decode(f); err != nil {
-		return nil, redactErr(unmarkErr(yamlError(name, err)), values)
+		errs.addDecode(doc, err)
+	}
+	f.checkOwnedValues(errs)
+	if err := errs.err(); err != nil {
+		return nil, redactErr(unmarkErr(err), values)
 	}
 	f.noteTransport(doc)
+	f.topKeys = writtenKeys(doc)
+	f.doc = doc
+	if v := mapValue(doc, "config"); v != nil {
+		f.configLine = v.Line
+	}
 	return f, nil
+}
+
+// writtenKeys lists the keys of the mapping n, those a merge ("<<: *x")
+// brings in included.
+func writtenKeys(n *yaml.Node) map[string]bool {
+	set := map[string]bool{}
+	var add func(m *yaml.Node, depth int)
+	add = func(m *yaml.Node, depth int) {
+		for m.Kind == yaml.AliasNode && m.Alias != nil {
+			m = m.Alias
+		}
+		if depth > 8 {
+			return
+		}
+		switch m.Kind {
+		case yaml.SequenceNode:
+			for _, c := range m.Content {
+				add(c, depth+1)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(m.Content); i += 2 {
+				if k := m.Content[i]; k.Tag == "!!merge" || k.Value == "<<" && k.Style == 0 {
+					add(m.Content[i+1], depth+1)
+				} else {
+					set[k.Value] = true
+				}
+			}
+		}
+	}
+	add(n, 0)
+	return set
 }
 
 // unmarkErr writes references in a message as the document wrote them.
 func unmarkErr(err error) error {
+	if all, ok := err.(*Errors); ok {
+		for _, e := range all.List {
+			unmarkErr(e)
+		}
+		return all
+	}
 	var ce *Error
 	if errors.As(err, &ce) {
 		ce.File, ce.Msg = unmarkRefs(ce.File), unmarkRefs(ce.Msg)
@@ -129,23 +174,31 @@ func yamlError(name string, err error) error {
 	return &Error{File: name, Msg: msg}
 }
 
-// checkFields walks the document against the schema and refuses keys the
-// schema does not have, naming the line and column of the key: a typo such
-// as "priorty" must not silently mean "priority 0".
-func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
+// checkFields walks the document against the schema and reports every key
+// the schema does not have, at the key's line and column: a typo such as
+// "priorty" must not silently mean "priority 0".
+func checkFields(errs *problems, n *yaml.Node, t reflect.Type, path string) {
+	checkFieldsAt(errs, n, t, path, 0)
+}
+
+// maxDepth bounds the walk: the schema is not that deep, a document that
+// is (aliases of aliases) says nothing more past it.
+const maxDepth = 64
+
+func checkFieldsAt(errs *problems, n *yaml.Node, t reflect.Type, path string, depth int) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if reflect.PointerTo(t).Implements(ownKeysType) {
-		return nil // the type's owner refuses the keys it does not know, with their line
+	if depth > maxDepth || reflect.PointerTo(t).Implements(ownKeysType) {
+		return // the type's owner refuses the keys it does not know, with their line
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			return nil // a scalar type (Duration) or a mismatch Decode reports with its line
+			return // a scalar type (Duration) or a mismatch Decode reports with its line
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
@@ -158,34 +211,49 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 				ft, ok = ownedType(t, k.Value)
 			}
 			if !ok {
-				if notYet[k.Value] {
-					return &Error{File: name, Line: k.Line, Col: k.Column,
-						Msg: fmt.Sprintf("%q is not supported by this version of tollgate; remove it rather than run without it", where)}
+				if k.Tag == "!!merge" {
+					checkMerged(errs, v, t, path, depth+1)
+					continue
 				}
-				return &Error{File: name, Line: k.Line, Col: k.Column, Msg: fmt.Sprintf("unknown setting %q", where)}
+				if notYet[k.Value] {
+					errs.add(&Error{Line: k.Line, Col: k.Column,
+						Msg: fmt.Sprintf("%q is not supported by this version of tollgate; remove it rather than run without it", where)})
+					continue
+				}
+				errs.add(&Error{Line: k.Line, Col: k.Column,
+					Msg: fmt.Sprintf("unknown setting %q", where) + pipeline.DidYouMean(k.Value, knownKeys(t))})
+				continue
 			}
-			if err := checkFields(name, v, ft, where+"."); err != nil {
-				return err
-			}
+			checkFieldsAt(errs, v, ft, where+".", depth+1)
 		}
 	case reflect.Map:
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				if err := checkFields(name, n.Content[i+1], t.Elem(), path+n.Content[i].Value+"."); err != nil {
-					return err
-				}
+				checkFieldsAt(errs, n.Content[i+1], t.Elem(), path+n.Content[i].Value+".", depth+1)
 			}
 		}
 	case reflect.Slice:
 		if n.Kind == yaml.SequenceNode {
 			for i, item := range n.Content {
-				if err := checkFields(name, item, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i)); err != nil {
-					return err
-				}
+				checkFieldsAt(errs, item, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i), depth+1)
 			}
 		}
 	}
-	return nil
+}
+
+// checkMerged checks the keys a merge ("<<: *base" or a list of them)
+// brings into a mapping of type t as if written there.
+func checkMerged(errs *problems, v *yaml.Node, t reflect.Type, path string, depth int) {
+	for v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	if v.Kind == yaml.SequenceNode {
+		for _, item := range v.Content {
+			checkFieldsAt(errs, item, t, path, depth+1)
+		}
+		return
+	}
+	checkFieldsAt(errs, v, t, path, depth)
 }
 
 // ownKeysType is the mark of a setting whose keys are known only to

@@ -62,6 +62,12 @@ type File struct {
 	sections map[string]any
 	// transportAt is the transport setting as written (transport.go).
 	transportAt transportSetting
+	// topKeys are the top-level settings the file wrote, merges followed;
+	// configLine is where its config section starts.
+	topKeys    map[string]bool
+	configLine int
+	// doc is the document as parsed, to place errors found later.
+	doc *yaml.Node
 }
 
 // Client is what a client may send and how long the gateway waits for it.

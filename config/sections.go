@@ -3,8 +3,6 @@ package config
 import (
 	"errors"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/tollgate/tollgate/pipeline"
 	"gopkg.in/yaml.v3"
@@ -27,10 +25,18 @@ func provisionSections(env *pipeline.Env, f *File) error {
 		}
 		if err := s.Provision(env, cfg); err != nil {
 			var placed *pipeline.PlacedError
-			if errors.As(err, &placed) {
+			if errors.As(err, &placed) && placed.Line > 0 {
 				return &Error{Line: placed.Line, Col: placed.Col, Msg: placed.Msg}
 			}
-			return &Error{Line: node.Line, Col: node.Column, Msg: err.Error()}
+			msg := err.Error()
+			if placed != nil {
+				msg = placed.Msg
+			}
+			if !written {
+				return &Error{Msg: msg}
+			}
+			line, col := placeByQuote(&node, msg)
+			return &Error{Line: line, Col: col, Msg: msg}
 		}
 		f.sections[s.Key] = cfg
 	}
@@ -73,18 +79,10 @@ func setMapValue(n *yaml.Node, key string, v *yaml.Node) {
 }
 
 // decodeError places an error decoding a section's node where the value
-// is, as the file's own settings' are: a value a setting's type refuses
-// (a duration, pipeline.PlacedError) at its line and column, yaml's
-// type errors at their line; else at the section's start.
+// is, in the configuration's words, as the file's own settings' are.
 func decodeError(key string, node *yaml.Node, err error) error {
-	var placed *pipeline.PlacedError
-	if errors.As(err, &placed) {
-		return &Error{Line: placed.Line, Col: placed.Col, Msg: placed.Msg}
+	if ps := decodeProblems(node, err); len(ps) > 0 {
+		return ps[0]
 	}
-	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
-	if m := yamlLine.FindStringSubmatch(msg); m != nil && !strings.Contains(m[2], "\n") {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{Line: line, Msg: m[2]}
-	}
-	return &Error{Line: node.Line, Col: node.Column, Msg: key + ": " + msg}
+	return &Error{Line: node.Line, Col: node.Column, Msg: key + ": " + err.Error()}
 }

@@ -80,7 +80,7 @@ func TestStatusSectionIsTheLimiters(t *testing.T) {
 	}{
 		{"listen: :8080\nstatus: {local_limt: 429}\n", 2, 10, `unknown setting "status.local_limt"`},
 		{"listen: :8080\nstatus: {local_limit: 42}\n", 2, 9, "status.local_limit 42 is not an HTTP status"},
-		{"listen: :8080\nstatus: {cluster_limit: nine}\n", 2, 0, "cannot unmarshal"},
+		{"listen: :8080\nstatus: {cluster_limit: nine}\n", 2, 25, `expected a whole number, got "nine"`},
 	} {
 		_, err := compile(t, c.yaml, noEnv)
 		var ce *Error
@@ -166,12 +166,12 @@ func TestUpstreamSectionFromEnv(t *testing.T) {
 	// column too), a default or fallback naming no service its message.
 	for _, tc := range []struct{ src, want string }{
 		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\n  b:\n    instances: [{addr: \"127.0.0.1:1\", weight: 0}]\n    timeouts: {connect: 6s}\n", "test.yaml:4: service \"b\": connect (6s) and read (3s) timeouts must fit within total (5s)"},
-		{"services:\n  a:\n", "test.yaml: service \"a\" is empty"},
+		{"services:\n  a:\n", "test.yaml:2:3: service \"a\" is empty"},
 		{"services:\n  a:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    timeouts: {read: soon}\n", "test.yaml:4:22: invalid duration \"soon\" (want e.g. \"250ms\", \"5s\")"},
-		{"services:\n  a:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    max_conns: many\n", "test.yaml:4: cannot unmarshal !!str `many` into int"},
+		{"services:\n  a:\n    instances: [{addr: \"127.0.0.1:1\"}]\n    max_conns: many\n", `test.yaml:4:16: expected a whole number, got "many"`},
 		{"upstream:\n  timeouts: {read: soon}\n", "test.yaml:2:20: invalid duration \"soon\" (want e.g. \"250ms\", \"5s\")"},
-		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\ndefault_service: b\n", "test.yaml: default_service \"b\" is not a defined service"},
-		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\nfallbacks: [{service: a}, {service: c}]\n", "test.yaml: fallbacks: service \"c\" is not defined"},
+		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\ndefault_service: b\n", "test.yaml:3:18: default_service \"b\" is not a defined service"},
+		{"services:\n  a: {instances: [{addr: \"127.0.0.1:1\"}]}\nfallbacks: [{service: a}, {service: c}]\n", "test.yaml:3:37: fallbacks: service \"c\" is not defined"},
 	} {
 		if _, err := compile(t, tc.src, noEnv); err == nil || err.Error() != tc.want {
 			t.Errorf("%q: error %v, want %s", tc.src, err, tc.want)

@@ -29,6 +29,10 @@ type Snapshot struct {
 	// Digest is the SHA-256 of the configuration text as read, so a file
 	// watcher can tell whether the file differs from what is running.
 	Digest [32]byte
+	// ClusterVersion is the version in Redis a follower compiled this
+	// from (config.source redis; what tollgate config status shows), 0
+	// for a file. Version counts this process's loads instead.
+	ClusterVersion uint64
 
 	Limits codec.Limits
 	Router route.Matcher
@@ -184,7 +188,9 @@ func (c *Compiler) Compile(f *File, source string) (snap *Snapshot, err error) {
 				}
 				return nil, ce
 			}
-			return nil, &Error{File: source, Line: rc.Line, Msg: fmt.Sprintf("route %q: %v", rc.Name, err)}
+			msg := fmt.Sprintf("route %q: %v", rc.Name, err)
+			line, col := f.placeInRoute(i, rc.Line, err.Error())
+			return nil, &Error{File: source, Line: line, Col: col, Msg: msg}
 		}
 		s.Routes = append(s.Routes, r)
 	}
@@ -253,14 +259,10 @@ func (c *Compiler) Load(path string, data []byte, lookup func(string) (string, b
 			return nil, fmt.Errorf("reading config: %w", err)
 		}
 	}
-	f, err := Parse(name, data, lookup)
+	f, err := ReadBytes(name, data, lookup)
 	if err != nil {
 		return nil, err
 	}
-	if err := ApplyEnv(f, lookup); err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
-	}
-	f.Defaults()
 	snap, err := c.Compile(f, name)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,6 @@ import (
 
 	"github.com/tollgate/tollgate/cluster"
 	"go.uber.org/zap"
-	"gopkg.in/yaml.v3"
 )
 
 // nodeLocal are the top-level settings a node's own file keeps when it
@@ -63,33 +62,21 @@ type FollowerStatus struct {
 // node-local settings) and connects to the cluster's Redis, which may be
 // down: the client then connects in the background.
 func NewFollower(c *Compiler, path string, lookup func(string) (string, bool)) (*Follower, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	boot, err := Parse(path, data, lookup)
+	boot, _, err := ReadFile(path, lookup)
 	if err != nil {
 		return nil, err
 	}
-	if err := ApplyEnv(boot, lookup); err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
-	}
-	boot.Defaults()
 	if !boot.Config.FromRedis() {
 		return nil, fmt.Errorf("%s: config.source is %q, not redis", path, boot.Config.Source)
 	}
-	if err := boot.Config.validate(boot); err != nil {
-		return nil, &Error{File: path, Msg: err.Error()}
-	}
-	set, err := topLevelKeys(data)
-	if err != nil {
+	if err := CheckNodeFile(boot, path); err != nil {
 		return nil, err
 	}
 	cl, err := c.clusterClient(boot)
 	if err != nil {
 		return nil, err
 	}
-	return &Follower{compiler: c, boot: boot, bootSet: set, lookup: lookup, cl: cl, log: c.logger()}, nil
+	return &Follower{compiler: c, boot: boot, bootSet: boot.topKeys, lookup: lookup, cl: cl, log: c.logger()}, nil
 }
 
 // Cluster is the Redis client the follower reads.
@@ -235,6 +222,7 @@ func (fw *Follower) compile(doc StoredConfig) (*Snapshot, error) {
 		return nil, err
 	}
 	snap.Digest = sha256.Sum256(doc.Text)
+	snap.ClusterVersion = doc.Version
 	return snap, nil
 }
 
@@ -251,18 +239,6 @@ func overlay(f, boot *File, set map[string]bool) {
 			}
 		}
 	}
-}
-
-func topLevelKeys(data []byte) (map[string]bool, error) {
-	var m map[string]yaml.Node
-	if err := yaml.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	set := make(map[string]bool, len(m))
-	for k := range m {
-		set[k] = true
-	}
-	return set, nil
 }
 
 func digestOf(text []byte) string {

@@ -29,15 +29,30 @@ func (noUpstreams) Forwarding(*codec.HeaderPolicy) pipeline.Filter   { return ni
 // defined service.
 func checkServiceRefs(f *File, u pipeline.Upstreams) error {
 	if f.DefaultService != "" && !u.Has(f.DefaultService) {
-		return &Error{Msg: fmt.Sprintf("default_service %q is not a defined service", f.DefaultService)}
+		return f.errorAt("default_service", fmt.Sprintf("default_service %q is not a defined service", f.DefaultService))
 	}
 	for _, fb := range f.Fallbacks {
 		if !u.Has(fb.Service) {
-			return &Error{Msg: fmt.Sprintf("fallbacks: service %q is not defined", fb.Service)}
+			return f.errorAt("fallbacks", fmt.Sprintf("fallbacks: service %q is not defined", fb.Service))
 		}
 		if fb.Weight < 0 {
-			return &Error{Msg: fmt.Sprintf("fallbacks: weight of %q must not be negative", fb.Service)}
+			return f.errorAt("fallbacks", fmt.Sprintf("fallbacks: weight of %q must not be negative", fb.Service))
 		}
 	}
 	return nil
+}
+
+// errorAt is an Error about the top-level setting key, placed at the
+// first value under it its message quotes (placeByQuote), else at the
+// setting; unplaced when the file did not write it.
+func (f *File) errorAt(key, msg string) *Error {
+	if f.doc == nil {
+		return &Error{Msg: msg}
+	}
+	n := mapValue(f.doc, key)
+	if n == nil {
+		return &Error{Msg: msg}
+	}
+	line, col := placeByQuote(n, msg)
+	return &Error{Line: line, Col: col, Msg: msg}
 }

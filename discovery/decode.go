@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tollgate/tollgate/pipeline"
 	"gopkg.in/yaml.v3"
 )
 
@@ -53,7 +54,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, skip []string) error {
 		}
 		ft, ok := fields[k.Value]
 		if !ok {
-			return fmt.Errorf("line %d: unknown setting %q (known: %s)", k.Line, k.Value, strings.Join(sortedKeys(fields), ", "))
+			return fmt.Errorf("line %d: unknown setting %q%s (known: %s)", k.Line, k.Value, pipeline.DidYouMean(k.Value, sortedKeys(fields)), strings.Join(sortedKeys(fields), ", "))
 		}
 		if err := checkKeys(v, ft, nil); err != nil {
 			return err

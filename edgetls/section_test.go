@@ -106,9 +106,9 @@ func TestSectionRefusals(t *testing.T) {
 		yaml, want string
 		line       int
 	}{
-		"old version":     {section(cert, key, "  min_version: \"1.1\"\n"), `tls: min_version "1.1": want 1.2 or 1.3 (TLS 1.0 and 1.1 are refused)`, 3},
+		"old version":     {section(cert, key, "  min_version: \"1.1\"\n"), `tls: min_version "1.1": want 1.2 or 1.3 (TLS 1.0 and 1.1 are refused)`, 6},
 		"bad listen":      {strings.Replace(section(cert, key, ""), "127.0.0.1:8443", "8443", 1), `tls: listen "8443"`, 3},
-		"unknown alpn":    {section(cert, key, "  alpn: [h2, spdy/3]\n"), `tls: alpn: unknown protocol "spdy/3"`, 3},
+		"unknown alpn":    {section(cert, key, "  alpn: [h2, spdy/3]\n"), `tls: alpn: unknown protocol "spdy/3"`, 6},
 		"alpn twice":      {section(cert, key, "  alpn: [h2, h2]\n"), "tls: alpn: h2 is listed twice", 3},
 		"tiny window":     {section(cert, key, "  http2: {stream_window_bytes: 100}\n"), "at least 16384", 3},
 		"many streams":    {section(cert, key, "  http2: {max_concurrent_streams: 100000}\n"), "tls: http2.max_concurrent_streams 100000: at most 10000", 3},

@@ -25,65 +25,45 @@ const defaultKeep = 20
 // configCommand runs `tollgate config push|status|rollback|show`: the
 // operators' side of the configuration every node follows through Redis.
 func configCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: tollgate config push|status|rollback|show ...")
-		return 2
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		w, code := stdout, 0
+		if len(args) == 0 {
+			w, code = stderr, 2
+		}
+		configUsage(w)
+		return code
 	}
 	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("config "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	redis := fs.String("redis", os.Getenv("TOLLGATE_REDIS"), "Redis address(es) the cluster shares (TOLLGATE_REDIS)")
-	author := fs.String("author", defaultAuthor(), "who pushes, recorded with the version")
-	keep := fs.Int("keep", defaultKeep, "versions Redis keeps")
-	plain := fs.Bool("allow-plain-secrets", false, "store secrets written in clear (else refused: use ${NAME} or secret_file)")
-	to := fs.Uint64("to", 0, "rollback: the version to run again")
-	var run func(*cluster.Client) error
-	switch sub {
-	case "push":
-		run = func(cl *cluster.Client) error {
-			if fs.NArg() != 1 {
-				return errUsage
-			}
-			return pushFile(cl, fs.Arg(0), *author, *keep, *plain, stdout, stderr)
-		}
-	case "status":
-		run = func(cl *cluster.Client) error { return configStatus(cl, stdout) }
-	case "rollback":
-		run = func(cl *cluster.Client) error {
-			if *to == 0 || fs.NArg() != 0 {
-				return errUsage
-			}
-			return rollback(cl, *to, *author, *keep, stdout)
-		}
-	case "show":
-		run = func(cl *cluster.Client) error {
-			var v uint64
-			switch fs.NArg() {
-			case 0:
-			case 1:
-				n, err := strconv.ParseUint(strings.TrimPrefix(fs.Arg(0), "v"), 10, 64)
-				if err != nil {
-					return errUsage
-				}
-				v = n
-			default:
-				return errUsage
-			}
-			return showVersion(cl, v, stdout)
-		}
-	default:
-		fmt.Fprintf(stderr, "tollgate config: unknown command %q\n", sub)
+	c, ok := configSubcommands()[sub]
+	if !ok {
+		fmt.Fprintf(stderr, "tollgate config: unknown command %q\n\n", sub)
+		configUsage(stderr)
 		return 2
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	fs := flag.NewFlagSet("config "+sub, flag.ContinueOnError)
+	redis := fs.String("redis", os.Getenv("TOLLGATE_REDIS"), "the cluster's Redis `ADDR` (host:port; several comma-separated; default TOLLGATE_REDIS)")
+	o := &configOpts{}
+	if c.changes {
+		fs.StringVar(&o.author, "author", defaultAuthor(), "who changes the configuration, recorded with the version")
+		fs.IntVar(&o.keep, "keep", defaultKeep, "versions Redis keeps")
+	}
+	if sub == "push" {
+		fs.BoolVar(&o.plain, "allow-plain-secrets", false, "store secrets written in clear (else refused: use ${NAME} or secret_file)")
+	}
+	if sub == "rollback" {
+		fs.Uint64Var(&o.to, "to", 0, "the `VERSION` to run again (required)")
+	}
+	usage := flagUsage(fs, "tollgate config "+c.synopsis, c.summary)
+	pos, code, done := parseFlags(fs, args, usage, stdout, stderr)
+	if done {
+		return code
+	}
+	o.args = pos
+	if err := c.check(o); err != nil {
+		return badArgs(stderr, "config "+sub, err.Error(), usage)
 	}
 	if *redis == "" {
-		fmt.Fprintln(stderr, "tollgate config: give --redis or TOLLGATE_REDIS")
-		return 2
+		return badArgs(stderr, "config "+sub, "give --redis or TOLLGATE_REDIS", usage)
 	}
 	cl, err := dialCluster(*redis)
 	if err != nil {
@@ -91,18 +71,111 @@ func configCommand(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer cl.Close()
-	if err := run(cl); err != nil {
-		if errors.Is(err, errUsage) {
-			fmt.Fprintln(stderr, "usage: tollgate config push FILE | status | rollback --to V | show [V]")
-			return 2
-		}
+	if err := c.run(cl, o, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
 }
 
-var errUsage = errors.New("usage")
+// configOpts is a config command line, read.
+type configOpts struct {
+	author string
+	keep   int
+	plain  bool
+	to     uint64
+	args   []string
+}
+
+// configSub is one config command: its usage, a check of its command
+// line made before Redis is dialled, and the work.
+type configSub struct {
+	synopsis, summary string
+	changes           bool // makes a version: --author, --keep
+	check             func(o *configOpts) error
+	run               func(cl *cluster.Client, o *configOpts, stdout, stderr io.Writer) error
+}
+
+func configSubcommands() map[string]configSub {
+	noArgs := func(o *configOpts) error {
+		if len(o.args) != 0 {
+			return fmt.Errorf("unexpected argument %q", o.args[0])
+		}
+		return nil
+	}
+	return map[string]configSub{
+		"push": {
+			synopsis: "push FILE [--redis ADDR] [--author NAME] [--keep N] [--allow-plain-secrets]",
+			summary:  "Validates FILE as a node would compile it and stores it in Redis as the\nversion every node with config.source redis runs.",
+			changes:  true,
+			check: func(o *configOpts) error {
+				if len(o.args) != 1 {
+					return errors.New("give one FILE")
+				}
+				return nil
+			},
+			run: func(cl *cluster.Client, o *configOpts, stdout, stderr io.Writer) error {
+				return pushFile(cl, o.args[0], o.author, o.keep, o.plain, stdout, stderr)
+			},
+		},
+		"status": {
+			synopsis: "status [--redis ADDR]",
+			summary:  "Lists the live nodes, the configuration version each runs and the last one\neach refused.",
+			check:    noArgs,
+			run: func(cl *cluster.Client, _ *configOpts, stdout, _ io.Writer) error {
+				return configStatus(cl, stdout)
+			},
+		},
+		"rollback": {
+			synopsis: "rollback --to VERSION [--redis ADDR] [--author NAME] [--keep N]",
+			summary:  "Makes a stored version the current one again (as a new version), which\nevery node then runs.",
+			changes:  true,
+			check: func(o *configOpts) error {
+				if o.to == 0 {
+					return errors.New("give --to VERSION")
+				}
+				return noArgs(o)
+			},
+			run: func(cl *cluster.Client, o *configOpts, stdout, _ io.Writer) error {
+				return rollback(cl, o.to, o.author, o.keep, stdout)
+			},
+		},
+		"show": {
+			synopsis: "show [VERSION] [--redis ADDR]",
+			summary:  "Prints a stored version's document (the current one without VERSION).",
+			check: func(o *configOpts) error {
+				switch len(o.args) {
+				case 0:
+					return nil
+				case 1:
+					if _, err := strconv.ParseUint(strings.TrimPrefix(o.args[0], "v"), 10, 64); err != nil {
+						return fmt.Errorf("VERSION %q: want a number", o.args[0])
+					}
+					return nil
+				}
+				return fmt.Errorf("unexpected argument %q", o.args[1])
+			},
+			run: func(cl *cluster.Client, o *configOpts, stdout, _ io.Writer) error {
+				var v uint64
+				if len(o.args) == 1 {
+					v, _ = strconv.ParseUint(strings.TrimPrefix(o.args[0], "v"), 10, 64)
+				}
+				return showVersion(cl, v, stdout)
+			},
+		},
+	}
+}
+
+// configUsage lists the config commands.
+func configUsage(w io.Writer) {
+	fmt.Fprint(w, "Usage: tollgate config COMMAND [flags and arguments, in any order]\n\n"+
+		"The configuration a cluster follows through Redis (nodes with config.source redis).\n\nCommands:\n")
+	subs := configSubcommands()
+	for _, name := range []string{"push", "status", "show", "rollback"} {
+		fmt.Fprintf(w, "  %s\n", subs[name].synopsis)
+	}
+	fmt.Fprint(w, "\ntollgate config COMMAND --help prints a command's usage and flags.\n")
+}
 
 // dialCluster connects the way nodes do (TOLLGATE_REDIS_PASSWORD, the
 // TOLLGATE_REDIS_TLS_* settings) and fails at once when Redis does not
@@ -267,10 +340,7 @@ func configStatus(cl *cluster.Client, stdout io.Writer) error {
 	}
 	fmt.Fprintln(tw, "\nNODE\tADDRESS\tVERSION\tUP SINCE\tLAST ERROR")
 	for _, n := range nodes {
-		v := strconv.FormatUint(n.ConfigVersion, 10)
-		if n.ConfigVersion != cur.Version {
-			v += " (behind)"
-		}
+		v := nodeVersion(n.ConfigVersion, cur.Version)
 		lastErr := n.LastError
 		if lastErr == "" {
 			lastErr = "-"
@@ -278,4 +348,20 @@ func configStatus(cl *cluster.Client, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, n.Addr, v, n.Started.UTC().Format(time.RFC3339), lastErr)
 	}
 	return tw.Flush()
+}
+
+// nodeVersion is a node's configuration version beside the current one in
+// Redis: behind it, or ahead of a Redis that lost or was emptied of the
+// versions nodes run (the next push is numbered above the nodes' own).
+func nodeVersion(node, current uint64) string {
+	v := strconv.FormatUint(node, 10)
+	switch {
+	case node < current:
+		return v + " (behind)"
+	case node > current && current == 0:
+		return v + " (ahead: redis holds no version; the next push is numbered above it)"
+	case node > current:
+		return v + " (ahead of redis; the next push is numbered above it)"
+	}
+	return v
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"time"
 
 	"github.com/tollgate/tollgate/cluster"
@@ -16,15 +15,10 @@ func redisFollower(compiler *config.Compiler, path string, lookup func(string) (
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	f, _, err := config.ReadFile(path, lookup)
 	if err != nil {
 		return nil, nil
 	}
-	f, err := config.Parse(path, data, lookup)
-	if err != nil || config.ApplyEnv(f, lookup) != nil {
-		return nil, nil
-	}
-	f.Defaults()
 	if !f.Config.FromRedis() {
 		return nil, nil
 	}

@@ -52,8 +52,8 @@ func limitsCommand(args []string, stdout, stderr io.Writer) int {
 	var o history.Options
 	fs.Float64Var(&o.Headroom, "headroom", 2, "")
 	fs.Float64Var(&o.BurstFactor, "burst", 2, "")
-	positional, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
+	positional, help, err := parseInterleaved(fs, args)
+	if help {
 		fmt.Fprint(stdout, limitsUsageText)
 		return 0
 	}
@@ -97,26 +97,6 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
-}
-
-// parseInterspersed parses flags wherever they are among the arguments
-// and returns the others in order.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return positional, nil
-		}
-		if args[0] == "--" {
-			return append(positional, args[1:]...), nil
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
-	}
 }
 
 func historyFromRedis(addrs string, since, now time.Time) ([]history.Hour, error) {

@@ -5,13 +5,11 @@
 //	tollgate sign ...          sign a request for a consumer
 //	tollgate replay ...        replay recorded traffic and compare answers
 //	tollgate config ...        push, show, roll back the cluster's configuration
-//	tollgate demo-upstream     serve the demo backend alone
-//	tollgate cert              write a self-signed certificate for trying TLS
-//	tollgate limits suggest    limits per route from the traffic history
 //	tollgate version           print the version
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,66 +31,41 @@ func mainWithArgs(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
+	} else if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		mainUsage(stdout)
+		return 0
 	}
-	switch cmd {
-	case "run":
-		return run(args, stdout, stderr)
-	case "validate":
-		return validate(args, stdout, stderr)
-	case "sign":
-		return signCommand(args, stdout, stderr)
-	case "replay":
-		return replayCommand(args, stdout, stderr)
-	case "config":
-		return configCommand(args, stdout, stderr)
-	case "demo-upstream":
-		return demoUpstreamCommand(args, stdout, stderr)
-	case "cert":
-		return certCommand(args, stdout, stderr)
-	case "limits":
-		return limitsCommand(args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "tollgate", version)
-		return 0
-	case "help", "-h", "--help":
-		usage(stdout)
-		return 0
+	if c, ok := findSubcommand(cmd); ok {
+		return c.run(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "tollgate: unknown command %q\n\n", cmd)
-	usage(stderr)
+	mainUsage(stderr)
 	return 2
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `Tollgate, an edge API gateway.
+// mainUsage writes tollgate's usage: the commands, then the environment.
+func mainUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: tollgate [COMMAND] [flags and arguments, in any order]
 
-Usage:
-  tollgate [run] [-c FILE]   serve; without a file, a built-in demo config and upstream
-  tollgate validate FILE     check a configuration file (errors name their line)
-  tollgate sign --app-key K --secret S [--method M] [--curl] URL [-d FORM]
-                             print the signature headers (or a curl line) for a request
-  tollgate replay FILE... --target URL [--rate N] [--app-key K --secret S] [--ignore json.PATH] ...
-                             send recorded requests to URL and report what answers differently
-  tollgate replay --to-mock FILE... --route NAME
-                             print a route's mock responses block made from recorded answers
-  tollgate config push [--redis ADDR] [--allow-plain-secrets] FILE
-                             validate FILE and store it in Redis as the version every
-                             node with config.source redis runs
-  tollgate config status | show [V] | rollback --to V  [--redis ADDR]
-                             live nodes and their versions; print a version; run one again
-  tollgate demo-upstream [--listen ADDR] [--name NAME]
-                             serve the demo backend alone (echoes each request as JSON)
-  tollgate cert [--host NAMES] [--out DIR]
-                             write a self-signed certificate and key for trying TLS locally
-  tollgate limits suggest (--redis ADDR | --admin URL) [--days N]
-                             print a rate limit per route from the traffic it carried
-  tollgate version           print the version
+Tollgate, an edge API gateway.
+
+Commands:
+`)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, c := range subcommands() {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, `
+tollgate help COMMAND (or tollgate COMMAND --help) prints a command's usage
+and flags. Exit codes: 0 done, 1 the work failed (a configuration refused,
+Redis not answering, replay answers that differ), 2 a wrong command line.
 
 Signals: SIGHUP reloads the configuration file; SIGTERM/SIGINT drain and stop.
 
 Environment (overrides the file):
 `)
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  TOLLGATE_CONFIG\t(none)\tconfiguration file, when -c is not given\n")
 	for _, f := range config.EnvFlags {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Name, f.Default, f.Help)
@@ -101,9 +74,31 @@ Environment (overrides the file):
 }
 
 func validate(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: tollgate validate FILE")
-		return 2
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	usage := flagUsage(fs, "tollgate validate FILE",
+		"Checks a configuration file as tollgate run reads it, without serving or\nconnecting anywhere: every mistake is reported at file:line:col, in one\npass. Exit code 0: the file runs; 1: it does not.")
+	pos, code, done := parseFlags(fs, args, usage, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) != 1 {
+		return badArgs(stderr, "validate", "give one FILE", usage)
+	}
+	args = pos
+	f, _, err := config.ReadFile(args[0], os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if f.Config.FromRedis() {
+		// A follower's file holds how to reach Redis and the node's own
+		// settings; the routes come from the version pushed to Redis.
+		if err := config.CheckNodeFile(f, args[0]); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: ok (a node following the configuration in redis at %s; check the pushed document with tollgate config push)\n", args[0], f.Cluster.Redis)
+		return 0
 	}
 	compiler := config.NewCompiler()
 	compiler.Offline = true

@@ -227,7 +227,7 @@ func (p *process) serve() {
 	p.op.ready.Store(true)
 	snap := p.gw.Snapshot()
 	p.log.Info("tollgate listening", zap.String("addr", p.ln.Addr().String()), zap.String("transport", p.file.Transport),
-		zap.String("socket_calls", socketCalls(p.transport)), zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)), zap.Uint64("config_version", snap.Version),
+		zap.String("socket_calls", socketCalls(p.transport)), zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)), logVersion("config_version", snap),
 		zap.String("config", snap.Source), zap.String("version", version))
 	if p.demo != nil {
 		p.log.Info("no configuration file given: serving the built-in demo; try: curl -i localhost" + portOf(p.file.Listen) + "/demo/echo")

@@ -19,7 +19,7 @@ func (p *process) reload(reason string) (*config.Snapshot, error) {
 	if err != nil {
 		p.op.loaded(nil, err, reason, p.gw.Snapshot().Version)
 		p.log.Error("reload refused; the running configuration stays",
-			zap.String("reason", reason), zap.Uint64("version", p.gw.Snapshot().Version), zap.Error(err))
+			zap.String("reason", reason), logVersion("version", p.gw.Snapshot()), zap.Error(err))
 		return nil, err
 	}
 	prev := p.gw.Swap(next)
@@ -28,8 +28,18 @@ func (p *process) reload(reason string) (*config.Snapshot, error) {
 	p.compiler.Release(next)
 	warnRestartOnly(p.log, prev.File, next.File)
 	p.log.Info("configuration reloaded", zap.String("reason", reason),
-		zap.Uint64("version", next.Version), zap.Uint64("previous", prev.Version))
+		logVersion("version", next), logVersion("previous", prev))
 	return next, nil
+}
+
+// logVersion names a snapshot's version in logs: a follower's is the
+// version in Redis it runs, the number tollgate config status and config
+// push show, not the count of this process's loads.
+func logVersion(key string, s *config.Snapshot) zap.Field {
+	if s.ClusterVersion != 0 {
+		return zap.Uint64(key, s.ClusterVersion)
+	}
+	return zap.Uint64(key, s.Version)
 }
 
 // watch starts what reloads by itself until close: the follower of the

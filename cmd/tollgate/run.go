@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,14 +14,15 @@ import (
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("c", os.Getenv("TOLLGATE_CONFIG"), "configuration file (default: built-in demo)")
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	path := fs.String("c", os.Getenv("TOLLGATE_CONFIG"), "configuration `FILE` (default TOLLGATE_CONFIG, else the built-in demo)")
+	usage := flagUsage(fs, "tollgate [run] [-c FILE]",
+		"Serves the gateway until SIGTERM or SIGINT (drain, then stop); SIGHUP reloads\nthe file. Without a file, a built-in demo configuration and upstream.\nThe environment overrides the file: tollgate help lists its variables.")
+	pos, code, done := parseFlags(fs, args, usage, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) != 0 {
+		return badArgs(stderr, "run", fmt.Sprintf("unexpected argument %q (the file goes after -c)", pos[0]), usage)
 	}
 	if err := serve(*path, stderr); err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
