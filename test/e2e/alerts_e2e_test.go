@@ -22,6 +22,7 @@ import (
 // on /metrics and in the dashboard's figures while it holds, and the
 // route's degraded answer (auto_degrade) serves meanwhile.
 func TestTrafficSpikeAlerts(t *testing.T) {
+	t.Parallel() // it mostly waits (for traffic, a registry, processes): beside the others
 	var mu sync.Mutex
 	type received struct {
 		Route, Signal, State string

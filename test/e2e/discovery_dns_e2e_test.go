@@ -46,6 +46,7 @@ routes:
 // costs no request, and a node started while it is down serves the set
 // its predecessor saved.
 func TestDiscoveryFromDNS(t *testing.T) {
+	t.Parallel() // it mostly waits (for traffic, a registry, processes): beside the others
 	a, b, c := testutil.StartQuietUpstream(t, "a"), testutil.StartQuietUpstream(t, "b"), testutil.StartQuietUpstream(t, "c")
 	dns := testutil.StartDNSMasq(t, srvRecords(t, a, b)...)
 	saved := t.TempDir()

@@ -106,6 +106,7 @@ routes:
 // re-registration, and a node started while etcd is down serves the set
 // it saved.
 func TestDiscoveryFromEtcd(t *testing.T) {
+	t.Parallel() // it mostly waits (for traffic, a registry, processes): beside the others
 	etcd := testutil.StartEtcd(t)
 	reg := newEtcdRegistry(t, etcd.Endpoint)
 	a, b, c := testutil.StartQuietUpstream(t, "a"), testutil.StartQuietUpstream(t, "b"), testutil.StartQuietUpstream(t, "c")

@@ -22,6 +22,7 @@ import (
 // order, others may come between; "…" in a line stands for anything). So
 // the page a newcomer follows and the gateway cannot drift apart.
 func TestQuickStart(t *testing.T) {
+	t.Parallel() // it mostly waits (for traffic, a registry, processes): beside the others
 	for _, tool := range []string{"make", "curl", "redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s missing: run make test-deps", tool)
