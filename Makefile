@@ -28,7 +28,11 @@ check:
 
 ## test: vet, every test under the race detector, then the allocation gates
 ## (which must run without -race: the detector allocates).
-test: test-deps lint test-race test-allocs
+## The three run side by side: the race run's end is the end-to-end tests
+## waiting on timers and processes, time the vet and the allocation gates
+## fill.
+test: test-deps
+	@$(MAKE) --no-print-directory -j3 lint test-race test-allocs
 
 ## test-deps: what the tests need beyond Go: a redis-server binary (each
 ## test starts its own on a free loopback port and stops it), chromium
@@ -74,17 +78,20 @@ JAEGER_VERSION := $(shell awk '$$1 == "github.com/jaegertracing/jaeger" {print $
 JAEGER_BIN     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tollgate/tools/jaeger-$(JAEGER_VERSION)
 
 ## test-race prints what go test would and keeps every test's time in
-## .test-times/ for make test-times.
-## The end-to-end package (build tag e2e) runs beside the others, not after
-## them: its tests mostly wait (for nodes, Redis outages, timers), which
-## leaves the cores to the rest.
+## .test-times/ for make test-times. The end-to-end package (build tag
+## e2e) runs in a go test of its own, started first and beside the other
+## packages: its tests mostly wait (for nodes, Redis outages, timers), and
+## it is the longest, so it should not wait for the others to be built.
 test-race: bin/testtimes
 	@mkdir -p .test-times
-	bin/testtimes -record .test-times/race.jsonl -- $(GO) test -json -race -shuffle=on -count=1 -timeout 15m -tags e2e $(PKGS)
+	@bin/testtimes -record .test-times/e2e.jsonl -- $(GO) test -json -race -count=1 -timeout 15m -tags e2e ./test/e2e/ & e2e=$$!; \
+	bin/testtimes -record .test-times/race.jsonl -- $(GO) test -json -race -shuffle=on -count=1 -timeout 15m $(PKGS); unit=$$?; \
+	wait $$e2e; e2e=$$?; \
+	if [ $$unit != 0 ] || [ $$e2e != 0 ]; then echo "test-race: failed (packages: exit $$unit, e2e: exit $$e2e)"; exit 1; fi
 
 ## test-times: the slowest packages and tests of the last make test.
 test-times: bin/testtimes
-	@bin/testtimes -n 25 -show .test-times/race.jsonl
+	@bin/testtimes -n 25 -show .test-times/race.jsonl .test-times/e2e.jsonl
 
 bin/testtimes: tools/testtimes/main.go
 	cd tools/testtimes && $(GO) build -o ../../bin/testtimes .
@@ -113,6 +120,7 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./test/e2e/
+	cd tools/testtimes && $(GO) vet . && $(GO) test -count=1 .
 
 ## fuzz: every fuzz target for FUZZTIME each (parsers, decoders, the
 ## signing agreement, the differential fidelity fuzzer, …), found with

@@ -65,6 +65,7 @@ func discoveryChanges(t *testing.T, admin string) int {
 // memory while idle and while the sets change are reported beside a
 // gateway with the same instances written in its file.
 func TestDiscoveryScale(t *testing.T) {
+	t.Parallel() // it mostly waits for the registry: beside the others
 	const services, each = 100, 10
 	etcd := testutil.StartEtcd(t)
 	reg := newEtcdRegistry(t, etcd.Endpoint)
