@@ -299,38 +299,3 @@ func hex4(in []byte) (rune, bool) {
 	}
 	return r, true
 }
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s quoted and escaped as JSON. s must be valid
-// UTF-8 (the caller checks).
-func appendJSONString[T ~string | ~[]byte](out []byte, s T) []byte {
-	out = append(out, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= ' ' && c != '"' && c != '\\' {
-			continue
-		}
-		out = append(out, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			out = append(out, '\\', c)
-		case '\n':
-			out = append(out, '\\', 'n')
-		case '\r':
-			out = append(out, '\\', 'r')
-		case '\t':
-			out = append(out, '\\', 't')
-		case '\b':
-			out = append(out, '\\', 'b')
-		case '\f':
-			out = append(out, '\\', 'f')
-		default:
-			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	out = append(out, s[start:]...)
-	return append(out, '"')
-}

@@ -3,6 +3,7 @@ package transcode
 import (
 	"fmt"
 
+	"github.com/tollgate/tollgate/internal/jsonstr"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -173,8 +174,8 @@ func (p *planner) field(f *fieldPlan, fd protoreflect.FieldDescriptor, index int
 		oneof:    -1,
 		index:    index,
 		jsonName: fd.JSONName(),
-		jsonKey:  append(appendJSONString(nil, fd.JSONName()), ':'),
-		protoKey: append(appendJSONString(nil, string(fd.Name())), ':'),
+		jsonKey:  append(jsonstr.AppendString(nil, fd.JSONName()), ':'),
+		protoKey: append(jsonstr.AppendString(nil, string(fd.Name())), ':'),
 	}
 	if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
 		f.oneof = od.Index()
@@ -212,7 +213,7 @@ func (p *planner) enum(ed protoreflect.EnumDescriptor) *enumPlan {
 		v := vals.Get(i)
 		ep.byName[string(v.Name())] = int32(v.Number())
 		if _, ok := ep.names[int32(v.Number())]; !ok {
-			ep.names[int32(v.Number())] = appendJSONString(nil, string(v.Name()))
+			ep.names[int32(v.Number())] = jsonstr.AppendString(nil, string(v.Name()))
 		}
 	}
 	p.enums[ed.FullName()] = ep

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/tollgate/tollgate/internal/jsonstr"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -260,7 +261,7 @@ func (w *jsonWriter) scalar(f *fieldPlan, v uint64, str []byte) error {
 	case protoreflect.DoubleKind:
 		o = appendFloat(o, math.Float64frombits(v), 64)
 	case protoreflect.StringKind:
-		o = appendJSONString(o, str)
+		o = jsonstr.Append(o, str)
 	case protoreflect.BytesKind:
 		o = append(base64.StdEncoding.AppendEncode(append(o, '"'), str), '"')
 	case protoreflect.EnumKind:

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/tollgate/tollgate/internal/jsonstr"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -112,7 +113,7 @@ func mapKeyBits(k protoreflect.Kind, v uint64) (uint64, bool) {
 func (w *jsonWriter) mapKey(k protoreflect.Kind, e mapEntry) {
 	switch {
 	case k == protoreflect.StringKind:
-		w.out = appendJSONString(w.out, e.str)
+		w.out = jsonstr.Append(w.out, e.str)
 	case k == protoreflect.BoolKind:
 		w.out = append(strconv.AppendBool(append(w.out, '"'), e.num != 0), '"')
 	case e.signed:

@@ -3,6 +3,8 @@ package dubbo
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tollgate/tollgate/internal/jsonstr"
 )
 
 // open enters a list, map or object: it takes the next reference number
@@ -195,7 +197,7 @@ func (r *decoder) object(tag byte) error {
 	}
 	for k, f := range def.fields {
 		r.comma(k)
-		r.out = appendJSONString(r.out, f)
+		r.out = jsonstr.AppendString(r.out, f)
 		r.out = append(r.out, ':')
 		start := len(r.out)
 		if err := r.value(); err != nil {

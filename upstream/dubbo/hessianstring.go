@@ -146,11 +146,3 @@ func appendJSONRune(dst []byte, c rune) []byte {
 	}
 	return utf8.AppendRune(dst, c)
 }
-
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for _, c := range s {
-		dst = appendJSONRune(dst, c)
-	}
-	return append(dst, '"')
-}

@@ -1,4 +1,4 @@
-package record
+package jsonstr
 
 import (
 	"encoding/binary"
@@ -14,7 +14,7 @@ func FuzzAppendString(f *testing.F) {
 	f.Add([]byte("plain ascii text, long enough for words"))
 	f.Add([]byte("quote \" slash \\ nl \n tab \t nul \x00 é 😀 bad \xff"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out := appendJSONString(nil, b)
+		out := Append(nil, b)
 		var back string
 		if err := json.Unmarshal(out, &back); err != nil {
 			t.Fatalf("%q encoded as invalid JSON %s: %v", b, out, err)
