@@ -191,7 +191,7 @@ func (in *Instance) grpcExchange(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS
 // that passed.
 func (in *Instance) grpcUnary(c *pipeline.Ctx, call *GRPCCall, deadline time.Time, t *GRPCTLS) (codes.Code, string, error) {
 	if t == nil {
-		r, ok, err := in.grpcOnLoop(c, call.Method, call.Request, deadline)
+		r, ok, err := in.grpcOnLoop(c, call.Method, call.Request, deadline, false)
 		if ok {
 			call.Reply = append(call.Reply[:0], r.reply...)
 			return r.code, r.message, err

@@ -57,7 +57,7 @@ func (in *Instance) passThrough(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS)
 		}
 	}
 	if t == nil {
-		r, ok, err := in.grpcOnLoop(c, method, msg, deadline)
+		r, ok, err := in.grpcOnLoop(c, method, msg, deadline, true)
 		if ok {
 			if err != nil {
 				return err

@@ -50,7 +50,8 @@ type grpcLoopConn struct {
 	dialWait pipeline.ParkQueue // calls waiting for it
 	nextID   uint32
 	calls    map[uint32]*grpcLoopCall
-	maxCalls int // the backend's SETTINGS_MAX_CONCURRENT_STREAMS
+	spare    []*grpcLoopCall // finished calls, for the next ones
+	maxCalls int             // the backend's SETTINGS_MAX_CONCURRENT_STREAMS
 	slots    pipeline.ParkQueue
 	reading  bool
 	writing  bool
@@ -87,6 +88,8 @@ type grpcLoopCall struct {
 	waiting bool
 	done    bool
 	limit   int
+	// metadata says the answer's header and trailer metadata are kept.
+	metadata bool
 
 	headers bool // its HEADERS came
 	status  int  // :status
@@ -198,7 +201,7 @@ type loopCallResult struct {
 // grpcOnLoop makes a unary call to method with msg (serialized) and md on
 // c's loop. ok is false when the call cannot be made there (the caller
 // makes it through grpc-go); err is a deadline that passed.
-func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadline time.Time) (r loopCallResult, ok bool, err error) {
+func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadline time.Time, keepMetadata bool) (r loopCallResult, ok bool, err error) {
 	if c.Loop == nil || c.Loop.ID() < 0 || c.Loop.ID() >= maxLoopPools {
 		return r, false, nil
 	}
@@ -220,10 +223,10 @@ func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadl
 			return r, true, errGRPCTimeout
 		}
 		if cc.err != nil || cc.goAway {
-			return in.grpcOnLoop(c, method, msg, deadline)
+			return in.grpcOnLoop(c, method, msg, deadline, keepMetadata)
 		}
 	}
-	call := &grpcLoopCall{limit: in.pool.MaxResponseBytes}
+	call := cc.newCall(in.pool.MaxResponseBytes, keepMetadata)
 	defer cc.forget(call)
 	if err := cc.send(c, call, method, msg, deadline); err != nil {
 		if errors.Is(err, errGRPCTimeout) {
@@ -261,6 +264,29 @@ func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadl
 // cancelled counts as timed out.
 const grpcLoopDeadlineSlack = 50 * time.Millisecond
 
+// grpcLoopSpareCalls bounds the finished calls a connection keeps for
+// the next ones (with their answer buffers).
+const grpcLoopSpareCalls = 64
+
+// newCall takes a finished call to reuse, or makes one; keepMetadata says
+// the caller reads the answer's header and trailer metadata (a passed-
+// through call does, a transcoded one does not).
+func (cc *grpcLoopConn) newCall(limit int, keepMetadata bool) *grpcLoopCall {
+	if n := len(cc.spare); n > 0 {
+		call := cc.spare[n-1]
+		cc.spare = cc.spare[:n-1]
+		*call = grpcLoopCall{limit: limit, metadata: keepMetadata, body: call.body[:0]}
+		return call
+	}
+	return &grpcLoopCall{limit: limit, metadata: keepMetadata}
+}
+
+func (cc *grpcLoopConn) recycle(call *grpcLoopCall) {
+	if len(cc.spare) < grpcLoopSpareCalls && cap(call.body) <= 64<<10 {
+		cc.spare = append(cc.spare, call)
+	}
+}
+
 // failure is a call the connection's end cut.
 func (cc *grpcLoopConn) failure(err error) loopCallResult {
 	return loopCallResult{code: codes.Unavailable, message: "connection to " + cc.in.Addr + " lost: " + err.Error()}
@@ -270,9 +296,13 @@ func (cc *grpcLoopConn) failure(err error) loopCallResult {
 // waiting for one.
 func (cc *grpcLoopConn) forget(call *grpcLoopCall) {
 	if call.id == 0 {
+		cc.recycle(call)
 		return // never sent
 	}
 	delete(cc.calls, call.id)
+	// Its caller copies what it needs of the answer before it yields,
+	// and only a request that runs after it can take the call again.
+	cc.recycle(call)
 	cc.slots.WakeOne()
 	if !cc.reading {
 		// It may have been woken to read (readFor's hand-over) and be

@@ -125,7 +125,10 @@ func (cc *grpcLoopConn) dispatch(f http2.Frame) {
 // headers takes a call's HEADERS: the answer's, then its trailers (or
 // both at once: trailers-only).
 func (cc *grpcLoopConn) headers(call *grpcLoopCall, f *http2.MetaHeadersFrame) {
-	md := metadata.MD{}
+	var md metadata.MD
+	if call.metadata {
+		md = metadata.MD{}
+	}
 	var status, grpcStatus, grpcMessage string
 	for _, h := range f.Fields {
 		switch h.Name {
@@ -136,7 +139,7 @@ func (cc *grpcLoopConn) headers(call *grpcLoopCall, f *http2.MetaHeadersFrame) {
 		case "grpc-message":
 			grpcMessage = h.Value
 		default:
-			if !strings.HasPrefix(h.Name, ":") {
+			if md != nil && !strings.HasPrefix(h.Name, ":") {
 				md[h.Name] = append(md[h.Name], h.Value)
 			}
 		}
