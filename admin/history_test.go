@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +47,25 @@ func TestHistoryServesTheNodesHours(t *testing.T) {
 	d.Ops.History = nil
 	if st, _ := do(t, "GET", serveAdmin(t, d)+"/admin/history", "t0ken"); st != 404 {
 		t.Fatalf("without history: %d", st)
+	}
+}
+
+// TestDashboardCarriesItsFiguresInertly: the figures the page carries are
+// text a hostile value cannot break out of: a node name (or any string the
+// figures hold) with "</script>" stays inside the JSON element.
+func TestDashboardCarriesItsFiguresInertly(t *testing.T) {
+	d := opsDeps("t0ken", observe.NewMetrics(), nil)
+	snap := d.Snapshot()
+	snap.File.NodeID = `n</script><script>alert(1)</script>`
+	base := serveAdmin(t, d)
+	st, page := do(t, "GET", base+"/dashboard", "t0ken")
+	if st != 200 {
+		t.Fatalf("%d", st)
+	}
+	if strings.Contains(page, "<script>alert(1)") || strings.Count(page, "</script>") != 2 {
+		t.Fatalf("the carried figures broke out of their element:\n%s", page[strings.Index(page, `id="first"`):][:300])
+	}
+	if !strings.Contains(page, `\u003c/script\u003e\u003cscript\u003ealert(1)`) {
+		t.Fatal("the node name is not carried, escaped, in the page's figures")
 	}
 }
