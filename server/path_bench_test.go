@@ -55,6 +55,7 @@ func (*memLoop) Sleep(*pipeline.Ctx, time.Duration)                {}
 func (*memLoop) Block(_ *pipeline.Ctx, call pipeline.BlockingCall) { call.Run() }
 func (l *memLoop) ID() int                                         { return l.id }
 func (*memLoop) Park(*pipeline.ParkQueue, time.Duration) bool      { return false }
+func (*memLoop) Yield()                                            {}
 func (l *memLoop) Dial(string, time.Duration) (net.Conn, error) {
 	return &memConn{answer: l.answer}, nil
 }

@@ -2,18 +2,12 @@ package upstream
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"net"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/ascii"
-	"github.com/tollgate/tollgate/internal/bytesconv"
 	"github.com/tollgate/tollgate/pipeline"
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -36,15 +30,19 @@ import (
 
 // grpcLoopConn is one h2c connection to a gRPC instance, of one loop.
 type grpcLoopConn struct {
-	in    *Instance
-	conn  net.Conn
-	br    *bufio.Reader
-	bw    *bufio.Writer
-	fr    *http2.Framer
-	enc   *hpack.Encoder
-	hbuf  bytes.Buffer // a header block being encoded
-	dbuf  []byte       // a request message being framed
-	lower []byte       // a metadata name in lower case
+	in   *Instance
+	conn net.Conn
+	br   *bufio.Reader
+	dec  *hpack.Decoder
+
+	// Writing (grpcloop_write.go): frames wait in out for the request
+	// that writes; flight is the write under way.
+	out, flight []byte
+	flushing    bool
+	fixed       map[string][]byte // a method's fixed header fields, encoded
+	hbuf        []byte            // a header block being encoded
+	lower       []byte            // a field name in lower case
+	num         []byte            // a grpc-timeout value
 
 	dialing  bool               // the connection is being made
 	dialWait pipeline.ParkQueue // calls waiting for it
@@ -54,8 +52,7 @@ type grpcLoopConn struct {
 	maxCalls int             // the backend's SETTINGS_MAX_CONCURRENT_STREAMS
 	slots    pipeline.ParkQueue
 	reading  bool
-	writing  bool
-	writers  pipeline.ParkQueue
+	block    grpcLoopBlock // the header block being read
 
 	// Sending: the backend's windows and frame size.
 	sendWin  int64 // the connection's
@@ -155,20 +152,14 @@ func (cc *grpcLoopConn) dial(loop pipeline.Loop) error {
 		return err
 	}
 	cc.conn = conn
-	cc.br = bufio.NewReaderSize(conn, 16<<10)
-	cc.bw = bufio.NewWriterSize(conn, 16<<10)
-	cc.fr = http2.NewFramer(cc.bw, cc.br)
-	cc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	cc.fr.MaxHeaderListSize = 64 << 10
-	cc.fr.SetMaxReadFrameSize(1 << 20)
-	cc.enc = hpack.NewEncoder(&cc.hbuf)
-	_ = conn.SetWriteDeadline(time.Now().Add(in.pool.Connect))
-	_, _ = cc.bw.WriteString(http2.ClientPreface)
-	_ = cc.fr.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: grpcLoopStreamWindow},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: 64 << 10})
-	_ = cc.fr.WriteWindowUpdate(0, grpcLoopConnWindow-65535)
-	if err := cc.bw.Flush(); err != nil {
+	// Large enough to hold the largest frame the gateway reads, which is
+	// read in place.
+	cc.br = bufio.NewReaderSize(conn, 2*grpcLoopReadFrame)
+	cc.dec = hpack.NewDecoder(4096, cc.onField)
+	cc.dec.SetMaxStringLength(grpcLoopHeaderList)
+	cc.fixed = map[string][]byte{}
+	_ = conn.SetWriteDeadline(loop.Now().Add(in.pool.Connect))
+	if _, err := conn.Write(appendPreface(nil)); err != nil {
 		cc.close()
 		return err
 	}
@@ -239,20 +230,20 @@ func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadl
 		if cc.err != nil {
 			return cc.failure(cc.err), true, nil
 		}
-		if time.Now().After(deadline) {
+		if now := c.Loop.Now(); now.After(deadline) {
 			cc.owe.resets = append(cc.owe.resets, call.id)
-			cc.flushOwed()
+			cc.flushOwed(now)
 			return r, true, errGRPCTimeout
 		}
 		if !cc.reading {
-			cc.readFor(call, deadline)
+			cc.readFor(c.Loop, call, deadline)
 			continue
 		}
 		call.waiting = true
-		c.Loop.Park(&call.q, time.Until(deadline))
+		c.Loop.Park(&call.q, deadline.Sub(c.Loop.Now()))
 		call.waiting = false
 	}
-	if (call.code == codes.DeadlineExceeded || call.code == codes.Canceled) && time.Until(deadline) < grpcLoopDeadlineSlack {
+	if (call.code == codes.DeadlineExceeded || call.code == codes.Canceled) && deadline.Sub(c.Loop.Now()) < grpcLoopDeadlineSlack {
 		// The backend ended the call at the grpc-timeout it was given,
 		// a moment before the gateway's own deadline: a timeout as any.
 		return r, true, errGRPCTimeout
@@ -314,140 +305,12 @@ func (cc *grpcLoopConn) forget(call *grpcLoopCall) {
 	}
 }
 
-// send writes the call's HEADERS and its one DATA frame. The stream's
-// number is taken, and its header block encoded, in the write's turn:
-// streams must open in the order of their numbers, and the backend
-// decodes header blocks in the order they arrive.
+// send adds the call's frames to the connection's outgoing ones and
+// sees them written.
 func (cc *grpcLoopConn) send(c *pipeline.Ctx, call *grpcLoopCall, method string, msg []byte, deadline time.Time) error {
-	if !cc.takeTurn(c.Loop, deadline) {
-		return errGRPCTimeout
-	}
-	defer cc.endTurn()
 	if cc.err != nil {
 		return cc.err
 	}
-	call.id = cc.nextID
-	cc.nextID += 2
-	cc.calls[call.id] = call
-	cc.hbuf.Reset()
-	for _, f := range [...]hpack.HeaderField{
-		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: method},
-		{Name: ":authority", Value: cc.in.Addr}, {Name: "content-type", Value: "application/grpc"},
-		{Name: "te", Value: "trailers"}, {Name: "user-agent", Value: "tollgate"},
-		{Name: "grpc-timeout", Value: grpcTimeoutValue(time.Until(deadline))},
-	} {
-		_ = cc.enc.WriteField(f)
-	}
-	// The request's forwarding fields, as outgoingMetadata chooses them,
-	// written without copies: never indexed, so the encoder's table keeps
-	// no view of the request's buffer (their values change with every
-	// request anyway).
-	l := &c.Fields
-	for i := range l.Len() {
-		name, value := l.Field(i)
-		if !grpcMetadataName(name) || !printable(value) {
-			continue
-		}
-		cc.lower = cc.lower[:0]
-		for _, b := range name {
-			cc.lower = append(cc.lower, ascii.Lower(b))
-		}
-		_ = cc.enc.WriteField(hpack.HeaderField{Name: bytesconv.B2S(cc.lower), Value: bytesconv.B2S(value), Sensitive: true})
-	}
-	block := cc.hbuf.Bytes()
-	first := true
-	for len(block) > 0 || first {
-		chunk := block[:min(len(block), cc.maxFrame)]
-		block = block[len(chunk):]
-		var err error
-		if first {
-			err = cc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: call.id, BlockFragment: chunk, EndHeaders: len(block) == 0})
-			first = false
-		} else {
-			err = cc.fr.WriteContinuation(call.id, len(block) == 0, chunk)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	cc.dbuf = append(cc.dbuf[:0], 0, 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(cc.dbuf[1:], uint32(len(msg)))
-	cc.dbuf = append(cc.dbuf, msg...)
-	data := cc.dbuf
-	for len(data) > 0 {
-		chunk := data[:min(len(data), cc.maxFrame)]
-		data = data[len(chunk):]
-		if err := cc.fr.WriteData(call.id, len(data) == 0, chunk); err != nil {
-			return err
-		}
-	}
-	cc.sendWin -= int64(len(msg) + 5)
-	cc.writeOwed()
-	_ = cc.conn.SetWriteDeadline(deadline)
-	return cc.bw.Flush()
-}
-
-// takeTurn waits for the connection's writes to be this request's (loop
-// is the request's own: a Loop parks the request it belongs to).
-func (cc *grpcLoopConn) takeTurn(loop pipeline.Loop, deadline time.Time) bool {
-	for cc.writing {
-		if !loop.Park(&cc.writers, time.Until(deadline)) && cc.writing {
-			return false
-		}
-	}
-	cc.writing = true
-	return true
-}
-
-func (cc *grpcLoopConn) endTurn() {
-	cc.writing = false
-	cc.writers.WakeOne()
-}
-
-// flushOwed writes what is owed the backend now, if nobody is writing
-// (the writer writes it with its own frames otherwise).
-func (cc *grpcLoopConn) flushOwed() {
-	if cc.writing || cc.err != nil {
-		return
-	}
-	cc.writing = true
-	cc.writeOwed()
-	_ = cc.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	if err := cc.bw.Flush(); err != nil {
-		cc.fail(err)
-	}
-	cc.endTurn()
-}
-
-func (cc *grpcLoopConn) writeOwed() {
-	o := &cc.owe
-	if o.settingsAck {
-		_ = cc.fr.WriteSettingsAck()
-		o.settingsAck = false
-	}
-	for _, p := range o.pings {
-		_ = cc.fr.WritePing(true, p)
-	}
-	o.pings = o.pings[:0]
-	if o.connWindow > 0 {
-		_ = cc.fr.WriteWindowUpdate(0, o.connWindow)
-		o.connWindow = 0
-	}
-	for _, s := range o.streams {
-		_ = cc.fr.WriteWindowUpdate(s.id, s.n)
-	}
-	o.streams = o.streams[:0]
-	for _, id := range o.resets {
-		_ = cc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
-	}
-	o.resets = o.resets[:0]
-}
-
-// grpcTimeoutValue is d as a grpc-timeout value: at most eight digits.
-func grpcTimeoutValue(d time.Duration) string {
-	ms := max(d.Milliseconds(), 1)
-	if ms < 1e8 {
-		return strconv.FormatInt(ms, 10) + "m"
-	}
-	return strconv.FormatInt(min(int64(d/time.Second), 99999999), 10) + "S"
+	cc.appendCall(c, call, method, msg, deadline.Sub(c.Loop.Now()))
+	return cc.flushOut(c.Loop, deadline)
 }

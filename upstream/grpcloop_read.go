@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/pipeline"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 )
@@ -18,10 +20,17 @@ import (
 // came: a backend that stops mid-frame has broken the connection.
 const grpcLoopFrameTime = 5 * time.Second
 
+// errGRPCLoopProtocol is a backend breaking HTTP/2's rules: the
+// connection ends.
+type errGRPCLoopProtocol string
+
+func (e errGRPCLoopProtocol) Error() string { return "grpc: the backend broke HTTP/2: " + string(e) }
+
 // readFor reads frames for the calls of the connection until call is
 // done, its deadline passes or the connection fails, then passes the
-// reading to another call still waiting.
-func (cc *grpcLoopConn) readFor(call *grpcLoopCall, deadline time.Time) {
+// reading to another call still waiting. Frames are read in place from
+// the connection's buffer, which holds the largest one.
+func (cc *grpcLoopConn) readFor(loop pipeline.Loop, call *grpcLoopCall, deadline time.Time) {
 	cc.reading = true
 	defer func() {
 		cc.reading = false
@@ -31,7 +40,8 @@ func (cc *grpcLoopConn) readFor(call *grpcLoopCall, deadline time.Time) {
 		// Waiting for a frame to begin is bounded by this call's
 		// deadline and consumes nothing: another call may take over.
 		_ = cc.conn.SetReadDeadline(deadline)
-		if _, err := cc.br.Peek(9); err != nil {
+		head, err := cc.br.Peek(9)
+		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				return
@@ -39,14 +49,26 @@ func (cc *grpcLoopConn) readFor(call *grpcLoopCall, deadline time.Time) {
 			cc.fail(err)
 			return
 		}
-		_ = cc.conn.SetReadDeadline(time.Now().Add(grpcLoopFrameTime))
-		f, err := cc.fr.ReadFrame()
+		length := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
+		typ, flags := head[3], head[4]
+		stream := binary.BigEndian.Uint32(head[5:]) & 0x7fffffff
+		if length > grpcLoopReadFrame {
+			cc.fail(errGRPCLoopProtocol("a frame of " + strconv.Itoa(length) + " bytes, over the 16384 allowed"))
+			return
+		}
+		now := loop.Now()
+		_ = cc.conn.SetReadDeadline(now.Add(grpcLoopFrameTime))
+		frame, err := cc.br.Peek(9 + length)
 		if err != nil {
 			cc.fail(err)
 			return
 		}
-		cc.dispatch(f)
-		cc.flushOwed()
+		if err := cc.frame(typ, flags, stream, frame[9:]); err != nil {
+			cc.fail(err)
+			return
+		}
+		_, _ = cc.br.Discard(9 + length)
+		cc.flushOwed(now)
 	}
 }
 
@@ -61,106 +83,239 @@ func (cc *grpcLoopConn) passReading() {
 	}
 }
 
-// dispatch hands a frame to its call, or applies it to the connection.
-func (cc *grpcLoopConn) dispatch(f http2.Frame) {
-	switch f := f.(type) {
-	case *http2.SettingsFrame:
-		if f.IsAck() {
-			return
+// frame applies one frame (p its payload, valid until the next read).
+func (cc *grpcLoopConn) frame(typ, flags byte, stream uint32, p []byte) error {
+	if cc.block.open && typ != frameContinuation {
+		return errGRPCLoopProtocol("a frame inside a header block")
+	}
+	switch typ {
+	case frameData, frameHeaders:
+		if stream == 0 || stream&1 == 0 || stream >= cc.nextID {
+			return errGRPCLoopProtocol("a frame on a stream the gateway did not open")
 		}
-		_ = f.ForeachSetting(func(s http2.Setting) error {
-			switch s.ID {
-			case http2.SettingMaxConcurrentStreams:
-				cc.maxCalls = int(min(s.Val, 10000))
-			case http2.SettingInitialWindowSize:
-				cc.peerWin = int64(s.Val)
-			case http2.SettingMaxFrameSize:
-				cc.maxFrame = int(min(s.Val, 1<<20))
+		if typ == frameData {
+			return cc.data(stream, flags, p)
+		}
+		frag, err := unpad(flags, p)
+		if err == nil && flags&flagPriority != 0 {
+			if len(frag) < 5 {
+				return errGRPCLoopProtocol("a HEADERS frame too short for its priority")
 			}
-			return nil
-		})
-		cc.owe.settingsAck = true
-		for range cc.maxCalls - len(cc.calls) {
-			if !cc.slots.WakeOne() {
-				break
-			}
+			frag = frag[5:]
 		}
-	case *http2.PingFrame:
-		if !f.IsAck() && len(cc.owe.pings) < 16 {
-			cc.owe.pings = append(cc.owe.pings, f.Data)
+		if err != nil {
+			return err
 		}
-	case *http2.WindowUpdateFrame:
-		if f.StreamID == 0 {
-			cc.sendWin = min(cc.sendWin+int64(f.Increment), 1<<31-1)
+		cc.beginBlock(stream, flags&flagEndStream != 0)
+		return cc.blockFragment(frag, flags&flagEndHeaders != 0)
+	case frameContinuation:
+		if !cc.block.open || stream != cc.block.stream {
+			return errGRPCLoopProtocol("a CONTINUATION frame outside its header block")
 		}
-	case *http2.GoAwayFrame:
+		return cc.blockFragment(p, flags&flagEndHeaders != 0)
+	case frameSettings:
+		return cc.settings(flags, stream, p)
+	case framePing:
+		if len(p) != 8 || stream != 0 {
+			return errGRPCLoopProtocol("a malformed PING")
+		}
+		if flags&flagAck == 0 && len(cc.owe.pings) < 16 {
+			cc.owe.pings = append(cc.owe.pings, [8]byte(p))
+		}
+	case frameWindowUpdate:
+		if len(p) != 4 {
+			return errGRPCLoopProtocol("a malformed WINDOW_UPDATE")
+		}
+		if stream == 0 {
+			cc.sendWin = min(cc.sendWin+int64(binary.BigEndian.Uint32(p)&0x7fffffff), 1<<31-1)
+		}
+	case frameGoAway:
+		if len(p) < 8 || stream != 0 {
+			return errGRPCLoopProtocol("a malformed GOAWAY")
+		}
+		last := binary.BigEndian.Uint32(p) & 0x7fffffff
 		cc.goAway = true
 		for id, call := range cc.calls {
-			if id > f.LastStreamID {
+			if id > last {
 				cc.end(call, codes.Unavailable, "the backend is closing the connection (GOAWAY)")
 			}
 		}
-	case *http2.RSTStreamFrame:
-		if call := cc.calls[f.StreamID]; call != nil {
-			code := codes.Internal
-			switch f.ErrCode {
-			case http2.ErrCodeRefusedStream:
-				code = codes.Unavailable
-			case http2.ErrCodeCancel:
-				code = codes.Canceled
-			case http2.ErrCodeEnhanceYourCalm:
-				code = codes.ResourceExhausted
+	case frameRSTStream:
+		if len(p) != 4 || stream == 0 {
+			return errGRPCLoopProtocol("a malformed RST_STREAM")
+		}
+		if call := cc.calls[stream]; call != nil {
+			cc.reset(call, binary.BigEndian.Uint32(p))
+		}
+	case framePushPromise:
+		return errGRPCLoopProtocol("a PUSH_PROMISE, which the gateway refused")
+	}
+	// PRIORITY and frame types it does not know are ignored (RFC 9113
+	// §5.5).
+	return nil
+}
+
+// unpad takes a padded frame's padding off.
+func unpad(flags byte, p []byte) ([]byte, error) {
+	if flags&flagPadded == 0 {
+		return p, nil
+	}
+	if len(p) == 0 || int(p[0]) >= len(p) {
+		return nil, errGRPCLoopProtocol("padding longer than its frame")
+	}
+	return p[1 : len(p)-int(p[0])], nil
+}
+
+// settings applies the backend's SETTINGS and owes their acknowledgement.
+func (cc *grpcLoopConn) settings(flags byte, stream uint32, p []byte) error {
+	if stream != 0 || len(p)%6 != 0 || flags&flagAck != 0 && len(p) > 0 {
+		return errGRPCLoopProtocol("a malformed SETTINGS")
+	}
+	if flags&flagAck != 0 {
+		return nil
+	}
+	for ; len(p) > 0; p = p[6:] {
+		v := binary.BigEndian.Uint32(p[2:])
+		switch binary.BigEndian.Uint16(p) {
+		case settingMaxConcurrent:
+			cc.maxCalls = int(min(v, 10000))
+		case settingInitialWindowSize:
+			if v > 1<<31-1 {
+				return errGRPCLoopProtocol("an initial window over 2^31-1")
 			}
-			cc.end(call, code, "stream reset by the backend: "+f.ErrCode.String())
+			cc.peerWin = int64(v)
+		case settingMaxFrameSize:
+			if v < 16384 || v > 1<<24-1 {
+				return errGRPCLoopProtocol("a max frame size out of range")
+			}
+			cc.maxFrame = int(min(v, 1<<20))
 		}
-	case *http2.MetaHeadersFrame:
-		if call := cc.calls[f.StreamID]; call != nil {
-			cc.headers(call, f)
+	}
+	cc.owe.settingsAck = true
+	for range cc.maxCalls - len(cc.calls) {
+		if !cc.slots.WakeOne() {
+			break
 		}
-	case *http2.DataFrame:
-		cc.data(f)
+	}
+	return nil
+}
+
+// reset ends a call the backend reset.
+func (cc *grpcLoopConn) reset(call *grpcLoopCall, errCode uint32) {
+	code := codes.Internal
+	switch errCode {
+	case errCodeRefused:
+		code = codes.Unavailable
+	case errCodeCancel:
+		code = codes.Canceled
+	case errCodeCalm:
+		code = codes.ResourceExhausted
+	}
+	cc.end(call, code, "stream reset by the backend: "+http2.ErrCode(errCode).String())
+}
+
+// beginBlock starts decoding a header block of stream. Every block goes
+// through the decoder, a forgotten call's too: the backend's encoder
+// counts on the decoder seeing them all.
+func (cc *grpcLoopConn) beginBlock(stream uint32, endStream bool) {
+	call := cc.calls[stream]
+	if call != nil && call.done {
+		call = nil
+	}
+	cc.block = grpcLoopBlock{open: true, stream: stream, endStream: endStream, call: call}
+	if call != nil && call.metadata {
+		cc.block.md = metadata.MD{}
+	}
+	cc.dec.SetEmitEnabled(call != nil)
+}
+
+// blockFragment decodes a fragment of the open header block, and applies
+// the block once its last fragment came.
+func (cc *grpcLoopConn) blockFragment(frag []byte, last bool) error {
+	b := &cc.block
+	if b.bytes += len(frag); b.bytes > grpcLoopHeaderList {
+		return errGRPCLoopProtocol("a header block over " + strconv.Itoa(grpcLoopHeaderList) + " bytes")
+	}
+	if _, err := cc.dec.Write(frag); err != nil {
+		return errGRPCLoopProtocol("a header block that does not decode: " + err.Error())
+	}
+	if !last {
+		return nil
+	}
+	if err := cc.dec.Close(); err != nil {
+		return errGRPCLoopProtocol("a header block that does not decode: " + err.Error())
+	}
+	b.open = false
+	if b.call != nil {
+		cc.headers(b.call)
+	}
+	*b = grpcLoopBlock{}
+	return nil
+}
+
+// onField is the decoder's emit function: it keeps the fields of the
+// answer being read.
+func (cc *grpcLoopConn) onField(f hpack.HeaderField) {
+	b := &cc.block
+	if b.listSize += int(f.Size()); b.listSize > grpcLoopHeaderList {
+		b.tooLarge = true
+		cc.dec.SetEmitEnabled(false)
+		return
+	}
+	switch f.Name {
+	case ":status":
+		b.status = f.Value
+	case "grpc-status":
+		b.grpcStatus = f.Value
+	case "grpc-message":
+		b.grpcMessage = f.Value
+	default:
+		if b.md != nil && !strings.HasPrefix(f.Name, ":") {
+			b.md[f.Name] = append(b.md[f.Name], f.Value)
+		}
 	}
 }
 
-// headers takes a call's HEADERS: the answer's, then its trailers (or
-// both at once: trailers-only).
-func (cc *grpcLoopConn) headers(call *grpcLoopCall, f *http2.MetaHeadersFrame) {
-	var md metadata.MD
-	if call.metadata {
-		md = metadata.MD{}
-	}
-	var status, grpcStatus, grpcMessage string
-	for _, h := range f.Fields {
-		switch h.Name {
-		case ":status":
-			status = h.Value
-		case "grpc-status":
-			grpcStatus = h.Value
-		case "grpc-message":
-			grpcMessage = h.Value
-		default:
-			if md != nil && !strings.HasPrefix(h.Name, ":") {
-				md[h.Name] = append(md[h.Name], h.Value)
-			}
-		}
+// grpcLoopBlock is the header block being read and what it said.
+type grpcLoopBlock struct {
+	open      bool
+	stream    uint32
+	endStream bool
+	call      *grpcLoopCall // nil when nobody waits for it
+	bytes     int           // the block's encoded size so far
+	listSize  int           // its decoded size so far
+	tooLarge  bool
+
+	status, grpcStatus, grpcMessage string
+	md                              metadata.MD
+}
+
+// headers takes a call's header block: the answer's, then its trailers
+// (or both at once: trailers-only).
+func (cc *grpcLoopConn) headers(call *grpcLoopCall) {
+	b := &cc.block
+	if b.tooLarge {
+		cc.owe.resets = append(cc.owe.resets, call.id)
+		cc.end(call, codes.Internal, "the backend's header list is over "+strconv.Itoa(grpcLoopHeaderList)+" bytes")
+		return
 	}
 	if !call.headers {
 		call.headers = true
-		call.status, _ = strconv.Atoi(status)
-		if !f.StreamEnded() {
-			call.header = md
+		call.status, _ = strconv.Atoi(b.status)
+		if !b.endStream {
+			call.header = b.md
 			if call.status != 200 {
-				cc.end(call, httpToGRPC(call.status), "the backend answered HTTP "+status)
+				cc.end(call, httpToGRPC(call.status), "the backend answered HTTP "+b.status)
 			}
 			return
 		}
 	}
-	if !f.StreamEnded() {
+	if !b.endStream {
 		cc.end(call, codes.Internal, "the backend sent a second header block before its trailers")
 		return
 	}
-	call.trailer = md
-	if grpcStatus == "" {
+	call.trailer = b.md
+	if b.grpcStatus == "" {
 		code := codes.Internal
 		if call.status != 200 {
 			code = httpToGRPC(call.status)
@@ -168,11 +323,14 @@ func (cc *grpcLoopConn) headers(call *grpcLoopCall, f *http2.MetaHeadersFrame) {
 		cc.end(call, code, "the backend's answer has no grpc-status")
 		return
 	}
-	n, err := strconv.Atoi(grpcStatus)
+	n, err := strconv.Atoi(b.grpcStatus)
 	if err != nil || n < 0 {
 		n = int(codes.Unknown)
 	}
-	msg, _ := url.PathUnescape(grpcMessage)
+	msg := b.grpcMessage
+	if msg != "" {
+		msg, _ = url.PathUnescape(msg)
+	}
 	cc.end(call, codes.Code(n), msg)
 	if n == 0 {
 		cc.unframe(call)
@@ -181,31 +339,37 @@ func (cc *grpcLoopConn) headers(call *grpcLoopCall, f *http2.MetaHeadersFrame) {
 
 // data takes a DATA frame for its call, within the call's bound, and owes
 // the backend the window it took.
-func (cc *grpcLoopConn) data(f *http2.DataFrame) {
-	n := uint32(len(f.Data()))
-	cc.unacked += int64(f.Length)
+func (cc *grpcLoopConn) data(stream uint32, flags byte, p []byte) error {
+	length := uint32(len(p))
+	cc.unacked += int64(length)
 	if cc.unacked >= grpcLoopConnWindow/2 {
 		cc.owe.connWindow += uint32(cc.unacked)
 		cc.unacked = 0
 	}
-	call := cc.calls[f.StreamID]
-	if call == nil || call.done {
-		return
+	data, err := unpad(flags, p)
+	if err != nil {
+		return err
 	}
-	if len(call.body)+int(n) > call.limit {
+	call := cc.calls[stream]
+	if call == nil || call.done {
+		return nil
+	}
+	if len(call.body)+len(data) > call.limit {
 		cc.owe.resets = append(cc.owe.resets, call.id)
 		cc.end(call, codes.ResourceExhausted, "the backend's reply is larger than max_response_bytes")
-		return
+		return nil
 	}
-	call.body = append(call.body, f.Data()...)
-	call.recvd += f.Length
-	if call.recvd >= grpcLoopStreamWindow/2 && !f.StreamEnded() {
+	call.body = append(call.body, data...)
+	call.recvd += length
+	ended := flags&flagEndStream != 0
+	if call.recvd >= grpcLoopStreamWindow/2 && !ended {
 		cc.owe.streams = append(cc.owe.streams, streamWindow{call.id, call.recvd})
 		call.recvd = 0
 	}
-	if f.StreamEnded() {
+	if ended {
 		cc.end(call, codes.Internal, "the backend ended the stream without trailers")
 	}
+	return nil
 }
 
 // unframe takes the one message out of an OK call's body.
@@ -250,8 +414,6 @@ func (cc *grpcLoopConn) fail(err error) {
 		}
 	}
 	for cc.slots.WakeOne() {
-	}
-	for cc.writers.WakeOne() {
 	}
 }
 

@@ -171,6 +171,19 @@ func (f *fiber) Park(q *pipeline.ParkQueue, d time.Duration) bool {
 	return f.woken
 }
 
+// Yield implements pipeline.Loop: the fiber goes to the end of the ready
+// line, which the loop runs before its next socket calls are made.
+func (f *fiber) Yield() {
+	s := f.s
+	if s.cur != f {
+		return
+	}
+	f.waitIO = nil
+	f.queued = true
+	s.ready = append(s.ready, f)
+	f.yield(fiberWait)
+}
+
 // Unpark implements pipeline.Parked; it runs on the loop, in the request
 // that wakes f.
 func (f *fiber) Unpark() {

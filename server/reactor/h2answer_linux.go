@@ -5,6 +5,7 @@ package reactor
 import (
 	"io"
 
+	"github.com/tollgate/tollgate/internal/hpackenc"
 	"github.com/tollgate/tollgate/server/h2"
 	"github.com/tollgate/tollgate/server/transport"
 	"github.com/valyala/fasthttp"
@@ -42,7 +43,7 @@ func (st *h2Stream) writeAnswer() {
 	if h.waitRoom(st) != nil {
 		return
 	}
-	h.blk = h2.AppendStatus(h.blk[:0], status)
+	h.blk = hpackenc.AppendStatus(h.blk[:0], status)
 	h2.AnswerFields(resp.Header.Header(), h.emitFn)
 	noBody := !streamed && len(body) == 0
 	h.writeBlock(st.id, noBody && !trailers)
@@ -135,7 +136,7 @@ func (st *h2Stream) writeTrailers(resp *fasthttp.Response) error {
 	h.blk = h.blk[:0]
 	for name := range resp.Header.Trailers() {
 		for _, v := range resp.Header.PeekAll(string(name)) {
-			h.blk, h.scratch = h2.AppendField(h.blk, h.scratch, name, v)
+			h.blk, h.scratch = hpackenc.AppendField(h.blk, h.scratch, name, v)
 		}
 	}
 	h.writeBlock(st.id, true)

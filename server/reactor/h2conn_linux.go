@@ -57,7 +57,7 @@ type h2Conn struct {
 	dec     *hpack.Decoder
 	block   headerBlock   // the header block being read (h2headers_linux.go)
 	wf      *http2.Framer // writes frames into out
-	blk     []byte        // a header block being encoded (h2.AppendField)
+	blk     []byte        // a header block being encoded (hpackenc.AppendField)
 	scratch []byte
 
 	streams  map[uint32]*h2Stream

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tollgate/tollgate/server/h2"
+	"github.com/tollgate/tollgate/internal/hpackenc"
 	"golang.org/x/net/http2"
 )
 
@@ -237,5 +237,5 @@ func (h *h2Conn) writeBlock(id uint32, end bool) {
 
 // emitField adds an answer's field to the header block being encoded.
 func (h *h2Conn) emitField(name, value []byte) {
-	h.blk, h.scratch = h2.AppendField(h.blk, h.scratch, name, value)
+	h.blk, h.scratch = hpackenc.AppendField(h.blk, h.scratch, name, value)
 }

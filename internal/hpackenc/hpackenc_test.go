@@ -1,4 +1,4 @@
-package h2
+package hpackenc
 
 import (
 	"strings"
@@ -34,11 +34,25 @@ func TestAppendFieldDecodes(t *testing.T) {
 			t.Fatalf("status %d: %v %v", code, got, err)
 		}
 	}
-	blk = blk[:0]
 	for _, f := range fields {
-		blk, scratch = AppendField(blk, scratch, []byte(f.name), []byte(f.value))
 		want = append(want, hpack.HeaderField{Name: strings.ToLower(f.name), Value: f.value})
 	}
+	for _, appendField := range []func(dst, scratch, name, value []byte) ([]byte, []byte){AppendField, AppendRawField} {
+		blk = blk[:0]
+		for _, f := range fields {
+			blk, scratch = appendField(blk, scratch, []byte(f.name), []byte(f.value))
+		}
+		decodesAs(t, blk, want)
+	}
+	if got := AppendIndexed(nil, MethodPost); len(got) != 1 {
+		t.Fatalf("an indexed field in %d bytes", len(got))
+	}
+	decodesAs(t, AppendIndexed(AppendIndexed(nil, MethodPost), SchemeHTTP),
+		[]hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}})
+}
+
+func decodesAs(t *testing.T, blk []byte, want []hpack.HeaderField) {
+	t.Helper()
 	dec := hpack.NewDecoder(4096, nil)
 	dec.SetMaxStringLength(1 << 20)
 	got, err := dec.DecodeFull(blk)

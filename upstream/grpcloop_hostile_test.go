@@ -1,0 +1,252 @@
+package upstream_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/gatewaytest"
+	"github.com/tollgate/tollgate/server"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// rawGRPCBackend is an h2c backend written frame by frame: each call is
+// answered by the test's script, so a backend can break HTTP/2 in ways a
+// real server library never would.
+type rawGRPCBackend struct {
+	ln     net.Listener
+	answer func(w *rawAnswerer, stream uint32)
+
+	mu    sync.Mutex
+	pings [][8]byte // PING acknowledgements the gateway sent
+	conns int
+}
+
+// rawAnswerer writes a script's frames on one connection.
+type rawAnswerer struct {
+	fr   *http2.Framer
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+}
+
+// block encodes fields (name, value pairs) as a header block.
+func (w *rawAnswerer) block(fields ...string) []byte {
+	w.hbuf.Reset()
+	for i := 0; i < len(fields); i += 2 {
+		_ = w.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	return bytes.Clone(w.hbuf.Bytes())
+}
+
+// order is an OK answer's message framed for gRPC: an Order with its id.
+func order(id string) []byte {
+	msg := protowire.AppendTag(nil, 1, protowire.BytesType)
+	msg = protowire.AppendString(msg, id)
+	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
+}
+
+// ok answers the call as a well-behaved server does.
+func (w *rawAnswerer) ok(stream uint32, id string) {
+	_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, EndHeaders: true,
+		BlockFragment: w.block(":status", "200", "content-type", "application/grpc")})
+	_ = w.fr.WriteData(stream, false, order(id))
+	_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, EndHeaders: true, EndStream: true,
+		BlockFragment: w.block("grpc-status", "0")})
+}
+
+// writeLongBlock writes a header block over several frames.
+func writeLongBlock(w *rawAnswerer, s uint32, blk []byte) {
+	_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s, BlockFragment: blk[:16000]})
+	for rest := blk[16000:]; len(rest) > 0; {
+		n := min(len(rest), 16000)
+		_ = w.fr.WriteContinuation(s, n == len(rest), rest[:n])
+		rest = rest[n:]
+	}
+}
+
+func startRawGRPCBackend(t *testing.T, answer func(w *rawAnswerer, stream uint32)) *rawGRPCBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &rawGRPCBackend{ln: ln, answer: answer}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.conns++
+			b.mu.Unlock()
+			go b.serve(c)
+		}
+	}()
+	return b
+}
+
+func (b *rawGRPCBackend) serve(c net.Conn) {
+	defer c.Close()
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != http2.ClientPreface {
+		return
+	}
+	w := &rawAnswerer{fr: http2.NewFramer(c, c)}
+	w.enc = hpack.NewEncoder(&w.hbuf)
+	_ = w.fr.WriteSettings()
+	for {
+		f, err := w.fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				b.answer(w, f.StreamID)
+			}
+		case *http2.PingFrame:
+			if f.IsAck() {
+				b.mu.Lock()
+				b.pings = append(b.pings, f.Data)
+				b.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (b *rawGRPCBackend) seen() (conns int, pings [][8]byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.conns, append([][8]byte(nil), b.pings...)
+}
+
+const rawGRPCRoutes = `
+services:
+  orders:
+    protocol: grpc
+    instances: [{addr: "${UP}"}]
+    timeouts: {connect: 200ms, read: 1s, total: 1s}
+routes:
+  - name: create
+    match: {path: /v1/orders, methods: [POST]}
+    grpc: {service: shop.v1.Orders, method: Create, descriptors: "${PB}"}
+    service: orders
+`
+
+// TestGRPCOnTheLoopHostileBackend: a backend's answers split, padded and
+// prioritised as HTTP/2 allows are read as any; one that breaks the
+// protocol (a frame larger than the gateway allows, a frame inside a
+// header block, a header block on a stream never opened, a push, a header
+// list over the bound, a block that does not decode) fails the call with
+// a clear status and costs its connection, and the next call is answered
+// on a new one; resets and GOAWAY end only the calls they name; a PING is
+// acknowledged.
+func TestGRPCOnTheLoopHostileBackend(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		script   func(w *rawAnswerer, stream uint32)
+		status   int
+		contains string
+		newConn  bool // the gateway must have dropped the connection
+	}{
+		{"split and padded", func(w *rawAnswerer, s uint32) {
+			blk := w.block(":status", "200", "content-type", "application/grpc", "x-one", "1")
+			_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s, BlockFragment: blk[:3], PadLength: 7,
+				Priority: http2.PriorityParam{StreamDep: 0, Weight: 9}})
+			_ = w.fr.WriteContinuation(s, false, blk[3:5])
+			_ = w.fr.WriteContinuation(s, true, blk[5:])
+			msg := order("o-split")
+			_ = w.fr.WriteDataPadded(s, false, msg[:4], make([]byte, 3))
+			_ = w.fr.WritePriority(s, http2.PriorityParam{Weight: 1})
+			_ = w.fr.WriteDataPadded(s, false, msg[4:], nil)
+			_ = w.fr.WritePing(false, [8]byte{7, 7})
+			_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s, EndHeaders: true, EndStream: true, PadLength: 1,
+				BlockFragment: w.block("grpc-status", "0")})
+		}, 200, `"id":"o-split"`, false},
+		{"frame over 16384 bytes", func(w *rawAnswerer, s uint32) {
+			_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s, EndHeaders: true,
+				BlockFragment: w.block(":status", "200", "content-type", "application/grpc")})
+			_ = w.fr.WriteData(s, false, make([]byte, 20000))
+		}, 503, "16384", true},
+		{"data inside a header block", func(w *rawAnswerer, s uint32) {
+			_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s, BlockFragment: w.block(":status", "200")})
+			_ = w.fr.WriteData(s, false, order("o-x"))
+		}, 503, "inside a header block", true},
+		{"headers on a stream never opened", func(w *rawAnswerer, s uint32) {
+			_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s + 200, EndHeaders: true, BlockFragment: w.block(":status", "200")})
+		}, 503, "did not open", true},
+		{"push promise", func(w *rawAnswerer, s uint32) {
+			_ = w.fr.WritePushPromise(http2.PushPromiseParam{StreamID: s, PromiseID: 2, EndHeaders: true, BlockFragment: w.block(":path", "/")})
+		}, 503, "PUSH_PROMISE", true},
+		{"header block that does not decode", func(w *rawAnswerer, s uint32) {
+			_ = w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s, EndHeaders: true, BlockFragment: []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}})
+		}, 503, "does not decode", true},
+		{"a field over the bound", func(w *rawAnswerer, s uint32) {
+			writeLongBlock(w, s, w.block(":status", "200", "x-huge", strings.Repeat("v", 70<<10)))
+		}, 503, "string too long", true},
+		{"header list over the bound", func(w *rawAnswerer, s uint32) {
+			// 80 KB of fields in a block of about 50 KB (Huffman-coded).
+			fields := []string{":status", "200"}
+			for i := range 20 {
+				fields = append(fields, "x-many-"+strconv.Itoa(i), strings.Repeat("a", 4000))
+			}
+			writeLongBlock(w, s, w.block(fields...))
+		}, 500, "header list is over", false},
+		{"reset", func(w *rawAnswerer, s uint32) {
+			_ = w.fr.WriteRSTStream(s, http2.ErrCodeRefusedStream)
+		}, 503, "REFUSED_STREAM", false},
+		{"goaway", func(w *rawAnswerer, s uint32) {
+			_ = w.fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+		}, 503, "GOAWAY", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			calls := 0
+			be := startRawGRPCBackend(t, func(w *rawAnswerer, s uint32) {
+				mu.Lock()
+				calls++
+				first := calls == 1
+				mu.Unlock()
+				if first {
+					tc.script(w, s)
+					return
+				}
+				w.ok(s, "o-next")
+			})
+			g := gatewaytest.Start(t, rawGRPCRoutes, gatewaytest.Options{Vars: map[string]string{"UP": be.ln.Addr().String(), "PB": ordersPB(t)},
+				Tweak: func(o *server.Options) { o.Workers = 1 }})
+			st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"a","quantity":1}`)
+			if st != tc.status || !strings.Contains(raw, tc.contains) {
+				t.Fatalf("first call: %d %s; want %d with %q", st, raw, tc.status, tc.contains)
+			}
+			st, body, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"b","quantity":1}`)
+			if st != 200 || body["id"] != "o-next" {
+				t.Fatalf("the call after: %d %s", st, raw)
+			}
+			conns, pings := be.seen()
+			if tc.newConn != (conns == 2) || conns > 2 {
+				t.Fatalf("%d connections to the backend (a new one wanted: %v)", conns, tc.newConn)
+			}
+			if tc.name == "split and padded" {
+				deadline := time.Now().Add(2 * time.Second)
+				for len(pings) == 0 && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+					_, pings = be.seen()
+				}
+				if len(pings) != 1 || pings[0] != [8]byte{7, 7} {
+					t.Fatalf("PING acknowledgements: %v", pings)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,258 @@
+package upstream
+
+import (
+	"encoding/binary"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/hpackenc"
+	"github.com/tollgate/tollgate/pipeline"
+)
+
+// Writing to a loop's gRPC connection. A call's frames are appended to
+// the connection's outgoing buffer and left there for the one request
+// that writes: it lets the other requests of its loop's batch run first
+// (pipeline.Loop.Yield), so the calls they add leave in the same write,
+// and the backend reads them with one read. Header blocks are encoded
+// without HPACK's dynamic table (internal/hpackenc), so a block depends
+// on no other and no encoder state needs the write's order; a stream's
+// number is taken when its frames are appended, which keeps streams
+// opening in the order of their numbers.
+
+// HTTP/2 frame types and flags the connection writes and reads (RFC 9113
+// §6).
+const (
+	frameData         = 0x0
+	frameHeaders      = 0x1
+	framePriority     = 0x2
+	frameRSTStream    = 0x3
+	frameSettings     = 0x4
+	framePushPromise  = 0x5
+	framePing         = 0x6
+	frameGoAway       = 0x7
+	frameWindowUpdate = 0x8
+	frameContinuation = 0x9
+
+	flagEndStream  = 0x1
+	flagAck        = 0x1
+	flagEndHeaders = 0x4
+	flagPadded     = 0x8
+	flagPriority   = 0x20
+
+	settingEnablePush        = 0x2
+	settingMaxConcurrent     = 0x3
+	settingInitialWindowSize = 0x4
+	settingMaxFrameSize      = 0x5
+	settingMaxHeaderListSize = 0x6
+
+	errCodeProtocol  = 0x1
+	errCodeCancel    = 0x8
+	errCodeRefused   = 0x7
+	errCodeCalm      = 0xb
+	errCodeFrameSize = 0x6
+)
+
+// grpcLoopReadFrame is the largest frame the gateway reads: HTTP/2's
+// default, as it never asks for larger ones.
+const grpcLoopReadFrame = 16384
+
+// grpcLoopHeaderList bounds an answer's header list (names, values and
+// 32 bytes a field, as SETTINGS_MAX_HEADER_LIST_SIZE counts), which the
+// gateway also announces.
+const grpcLoopHeaderList = 64 << 10
+
+func appendFrameHeader(dst []byte, length int, typ, flags byte, stream uint32) []byte {
+	return append(dst, byte(length>>16), byte(length>>8), byte(length), typ, flags,
+		byte(stream>>24&0x7f), byte(stream>>16), byte(stream>>8), byte(stream))
+}
+
+func appendWindowUpdate(dst []byte, stream, n uint32) []byte {
+	dst = appendFrameHeader(dst, 4, frameWindowUpdate, 0, stream)
+	return binary.BigEndian.AppendUint32(dst, n&0x7fffffff)
+}
+
+// appendPreface is what the gateway says first: the client preface, its
+// settings and the connection's larger window.
+func appendPreface(dst []byte) []byte {
+	dst = append(dst, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"...)
+	dst = appendFrameHeader(dst, 18, frameSettings, 0, 0)
+	for _, s := range [...][2]uint32{
+		{settingEnablePush, 0},
+		{settingInitialWindowSize, grpcLoopStreamWindow},
+		{settingMaxHeaderListSize, grpcLoopHeaderList},
+	} {
+		dst = binary.BigEndian.AppendUint16(dst, uint16(s[0]))
+		dst = binary.BigEndian.AppendUint32(dst, s[1])
+	}
+	return appendWindowUpdate(dst, 0, grpcLoopConnWindow-65535)
+}
+
+// appendCall appends the call's HEADERS (and CONTINUATION) and its one
+// DATA frame, taking the stream's number.
+func (cc *grpcLoopConn) appendCall(c *pipeline.Ctx, call *grpcLoopCall, method string, msg []byte, timeout time.Duration) {
+	call.id = cc.nextID
+	cc.nextID += 2
+	cc.calls[call.id] = call
+	block := cc.headerBlock(c, method, timeout)
+	first := true
+	for len(block) > 0 || first {
+		chunk := block[:min(len(block), cc.maxFrame)]
+		block = block[len(chunk):]
+		var flags byte
+		if len(block) == 0 {
+			flags = flagEndHeaders
+		}
+		typ := byte(frameContinuation)
+		if first {
+			typ, first = frameHeaders, false
+		}
+		cc.out = appendFrameHeader(cc.out, len(chunk), typ, flags, call.id)
+		cc.out = append(cc.out, chunk...)
+	}
+	// One gRPC message: not compressed, its length, its bytes.
+	var prefix [5]byte
+	binary.BigEndian.PutUint32(prefix[1:], uint32(len(msg)))
+	size := len(msg) + len(prefix)
+	for off := 0; off < size; {
+		n := min(size-off, cc.maxFrame)
+		var flags byte
+		if off+n == size {
+			flags = flagEndStream
+		}
+		cc.out = appendFrameHeader(cc.out, n, frameData, flags, call.id)
+		if off < len(prefix) {
+			cc.out = append(cc.out, prefix[off:min(off+n, len(prefix))]...)
+		}
+		cc.out = append(cc.out, msg[max(off-len(prefix), 0):off+n-len(prefix)]...)
+		off += n
+	}
+	cc.sendWin -= int64(len(msg) + 5)
+}
+
+// headerBlock encodes the call's header section: the method's fixed
+// fields (kept per method), its timeout, and the request's forwarding
+// fields as outgoingMetadata chooses them.
+func (cc *grpcLoopConn) headerBlock(c *pipeline.Ctx, method string, timeout time.Duration) []byte {
+	fixed, ok := cc.fixed[method]
+	if !ok {
+		fixed = hpackenc.AppendIndexed(nil, hpackenc.MethodPost)
+		fixed = hpackenc.AppendIndexed(fixed, hpackenc.SchemeHTTP)
+		for _, f := range [...][2]string{
+			{":path", method}, {":authority", cc.in.Addr}, {"content-type", "application/grpc"},
+			{"te", "trailers"}, {"user-agent", "tollgate"},
+		} {
+			fixed, cc.lower = hpackenc.AppendRawField(fixed, cc.lower, []byte(f[0]), []byte(f[1]))
+		}
+		if len(cc.fixed) < grpcLoopMethods {
+			cc.fixed[method] = fixed
+		}
+	}
+	b := append(cc.hbuf[:0], fixed...)
+	cc.num = appendGRPCTimeout(cc.num[:0], timeout)
+	b, cc.lower = hpackenc.AppendRawField(b, cc.lower, grpcTimeoutName, cc.num)
+	l := &c.Fields
+	for i := range l.Len() {
+		name, value := l.Field(i)
+		if grpcMetadataName(name) && printable(value) {
+			b, cc.lower = hpackenc.AppendRawField(b, cc.lower, name, value)
+		}
+	}
+	cc.hbuf = b
+	return b
+}
+
+// grpcLoopMethods bounds the methods whose fixed fields a connection
+// keeps encoded.
+const grpcLoopMethods = 64
+
+var grpcTimeoutName = []byte("grpc-timeout")
+
+// appendGRPCTimeout appends d as a grpc-timeout value: at most eight
+// digits and a unit.
+func appendGRPCTimeout(dst []byte, d time.Duration) []byte {
+	ms := max(d.Milliseconds(), 1)
+	if ms < 1e8 {
+		return append(strconv.AppendInt(dst, ms, 10), 'm')
+	}
+	return append(strconv.AppendInt(dst, min(int64(d/time.Second), 99999999), 10), 'S')
+}
+
+// flushOut writes the outgoing buffer unless another request is writing
+// it (which then writes what was added meanwhile too). With loop set, the
+// loop's other requests of the batch run first and add their calls.
+func (cc *grpcLoopConn) flushOut(loop pipeline.Loop, deadline time.Time) error {
+	if cc.flushing {
+		return nil
+	}
+	cc.flushing = true
+	defer func() { cc.flushing = false }()
+	if loop != nil {
+		loop.Yield()
+	}
+	for cc.err == nil {
+		cc.appendOwed()
+		if len(cc.out) == 0 {
+			return nil
+		}
+		// Appended to while this write waits: the buffers take turns.
+		cc.out, cc.flight = cc.flight[:0], cc.out
+		_ = cc.conn.SetWriteDeadline(deadline)
+		if _, err := cc.conn.Write(cc.flight); err != nil {
+			cc.fail(err)
+			return err
+		}
+		if cap(cc.flight) > grpcLoopKeptBuffer {
+			cc.flight = nil
+		}
+	}
+	return cc.err
+}
+
+// grpcLoopKeptBuffer bounds the outgoing buffer a connection keeps
+// between writes.
+const grpcLoopKeptBuffer = 256 << 10
+
+// flushOwed writes what is owed the backend (acknowledgements, windows,
+// resets) now, unless a write is under way (which takes it along).
+func (cc *grpcLoopConn) flushOwed(now time.Time) {
+	if !cc.owe.any() && len(cc.out) == 0 {
+		return
+	}
+	_ = cc.flushOut(nil, now.Add(time.Second))
+}
+
+func (o *grpcLoopOwed) any() bool {
+	return o.settingsAck || len(o.pings) > 0 || o.connWindow > 0 || len(o.streams) > 0 || len(o.resets) > 0
+}
+
+// appendOwed moves what is owed the backend into the outgoing buffer.
+func (cc *grpcLoopConn) appendOwed() {
+	o := &cc.owe
+	if !o.any() {
+		return
+	}
+	b := cc.out
+	if o.settingsAck {
+		b = appendFrameHeader(b, 0, frameSettings, flagAck, 0)
+		o.settingsAck = false
+	}
+	for _, p := range o.pings {
+		b = appendFrameHeader(b, 8, framePing, flagAck, 0)
+		b = append(b, p[:]...)
+	}
+	o.pings = o.pings[:0]
+	if o.connWindow > 0 {
+		b = appendWindowUpdate(b, 0, o.connWindow)
+		o.connWindow = 0
+	}
+	for _, s := range o.streams {
+		b = appendWindowUpdate(b, s.id, s.n)
+	}
+	o.streams = o.streams[:0]
+	for _, id := range o.resets {
+		b = appendFrameHeader(b, 4, frameRSTStream, 0, id)
+		b = binary.BigEndian.AppendUint32(b, errCodeCancel)
+	}
+	o.resets = o.resets[:0]
+	cc.out = b
+}
