@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/hpackenc"
 	"github.com/tollgate/tollgate/pipeline"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
@@ -39,10 +40,11 @@ type grpcLoopConn struct {
 	// that writes; flight is the write under way.
 	out, flight []byte
 	flushing    bool
-	fixed       map[string][]byte // a method's fixed header fields, encoded
-	hbuf        []byte            // a header block being encoded
-	lower       []byte            // a field name in lower case
-	num         []byte            // a grpc-timeout value
+	table       hpackenc.Table             // the backend's decoder's, as the gateway fills it
+	fixed       map[string]grpcFixedFields // a method's fixed header fields, encoded
+	hbuf        []byte                     // a header block being encoded
+	lower       []byte                     // a field name in lower case
+	num         []byte                     // a grpc-timeout value
 
 	dialing  bool               // the connection is being made
 	dialWait pipeline.ParkQueue // calls waiting for it
@@ -157,7 +159,7 @@ func (cc *grpcLoopConn) dial(loop pipeline.Loop) error {
 	cc.br = bufio.NewReaderSize(conn, 2*grpcLoopReadFrame)
 	cc.dec = hpack.NewDecoder(4096, cc.onField)
 	cc.dec.SetMaxStringLength(grpcLoopHeaderList)
-	cc.fixed = map[string][]byte{}
+	cc.fixed = map[string]grpcFixedFields{}
 	_ = conn.SetWriteDeadline(loop.Now().Add(in.pool.Connect))
 	if _, err := conn.Write(appendPreface(nil)); err != nil {
 		cc.close()

@@ -25,9 +25,15 @@ type rawGRPCBackend struct {
 	ln     net.Listener
 	answer func(w *rawAnswerer, stream uint32)
 
-	mu    sync.Mutex
-	pings [][8]byte // PING acknowledgements the gateway sent
-	conns int
+	// tableSize, when set, is the SETTINGS_HEADER_TABLE_SIZE the backend
+	// announces; its decoder holds the gateway to it.
+	tableSize *uint32
+
+	mu     sync.Mutex
+	pings  [][8]byte // PING acknowledgements the gateway sent
+	conns  int
+	paths  []string // the :path of every call, as decoded
+	broken error    // a header block that did not decode
 }
 
 // rawAnswerer writes a script's frames on one connection.
@@ -72,13 +78,13 @@ func writeLongBlock(w *rawAnswerer, s uint32, blk []byte) {
 	}
 }
 
-func startRawGRPCBackend(t *testing.T, answer func(w *rawAnswerer, stream uint32)) *rawGRPCBackend {
+func startRawGRPCBackend(t *testing.T, tableSize *uint32, answer func(w *rawAnswerer, stream uint32)) *rawGRPCBackend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &rawGRPCBackend{ln: ln, answer: answer}
+	b := &rawGRPCBackend{ln: ln, answer: answer, tableSize: tableSize}
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
@@ -103,13 +109,31 @@ func (b *rawGRPCBackend) serve(c net.Conn) {
 	}
 	w := &rawAnswerer{fr: http2.NewFramer(c, c)}
 	w.enc = hpack.NewEncoder(&w.hbuf)
-	_ = w.fr.WriteSettings()
+	dec := hpack.NewDecoder(4096, nil)
+	if b.tableSize != nil {
+		_ = w.fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: *b.tableSize})
+		dec.SetAllowedMaxDynamicTableSize(*b.tableSize)
+	} else {
+		_ = w.fr.WriteSettings()
+	}
 	for {
 		f, err := w.fr.ReadFrame()
 		if err != nil {
 			return
 		}
 		switch f := f.(type) {
+		case *http2.HeadersFrame:
+			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
+			b.mu.Lock()
+			if err != nil && b.broken == nil {
+				b.broken = err
+			}
+			for _, h := range fields {
+				if h.Name == ":path" {
+					b.paths = append(b.paths, h.Value)
+				}
+			}
+			b.mu.Unlock()
 		case *http2.DataFrame:
 			if f.StreamEnded() {
 				b.answer(w, f.StreamID)
@@ -121,6 +145,35 @@ func (b *rawGRPCBackend) serve(c net.Conn) {
 				b.mu.Unlock()
 			}
 		}
+	}
+}
+
+// TestGRPCOnTheLoopHeaderTable: the fixed fields of a call go through
+// the backend's HPACK table, within the size its SETTINGS allow (none at
+// all, a little, the default), and every call's header block decodes to
+// its method at the backend.
+func TestGRPCOnTheLoopHeaderTable(t *testing.T) {
+	for _, size := range []uint32{0, 100, 4096} {
+		t.Run(strconv.Itoa(int(size)), func(t *testing.T) {
+			be := startRawGRPCBackend(t, &size, func(w *rawAnswerer, s uint32) { w.ok(s, "o-t") })
+			g := gatewaytest.Start(t, rawGRPCRoutes, gatewaytest.Options{Vars: map[string]string{"UP": be.ln.Addr().String(), "PB": ordersPB(t)},
+				Tweak: func(o *server.Options) { o.Workers = 1 }})
+			for i := range 5 {
+				if st, body, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"a","quantity":1}`); st != 200 || body["id"] != "o-t" {
+					t.Fatalf("call %d: %d %s", i, st, raw)
+				}
+			}
+			be.mu.Lock()
+			defer be.mu.Unlock()
+			if be.broken != nil || len(be.paths) != 5 || be.conns != 1 {
+				t.Fatalf("decoding: %v; paths %q over %d connections", be.broken, be.paths, be.conns)
+			}
+			for _, p := range be.paths {
+				if p != "/shop.v1.Orders/Create" {
+					t.Fatalf("paths %q", be.paths)
+				}
+			}
+		})
 	}
 }
 
@@ -212,7 +265,7 @@ func TestGRPCOnTheLoopHostileBackend(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			calls := 0
-			be := startRawGRPCBackend(t, func(w *rawAnswerer, s uint32) {
+			be := startRawGRPCBackend(t, nil, func(w *rawAnswerer, s uint32) {
 				mu.Lock()
 				calls++
 				first := calls == 1

@@ -177,6 +177,8 @@ func (cc *grpcLoopConn) settings(flags byte, stream uint32, p []byte) error {
 	for ; len(p) > 0; p = p[6:] {
 		v := binary.BigEndian.Uint32(p[2:])
 		switch binary.BigEndian.Uint16(p) {
+		case settingHeaderTableSize:
+			cc.table.SetLimit(v)
 		case settingMaxConcurrent:
 			cc.maxCalls = int(min(v, 10000))
 		case settingInitialWindowSize:

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/hpackenc"
 	"github.com/tollgate/tollgate/pipeline"
 )
@@ -39,6 +40,7 @@ const (
 	flagPadded     = 0x8
 	flagPriority   = 0x20
 
+	settingHeaderTableSize   = 0x1
 	settingEnablePush        = 0x2
 	settingMaxConcurrent     = 0x3
 	settingInitialWindowSize = 0x4
@@ -130,35 +132,50 @@ func (cc *grpcLoopConn) appendCall(c *pipeline.Ctx, call *grpcLoopCall, method s
 }
 
 // headerBlock encodes the call's header section: the method's fixed
-// fields (kept per method), its timeout, and the request's forwarding
-// fields as outgoingMetadata chooses them.
+// fields through the connection's HPACK table (a byte each once the
+// backend's decoder holds them, kept encoded per method), its timeout,
+// and the request's forwarding fields as outgoingMetadata chooses them
+// (their names by index, their values as literals unless they are the
+// first ones seen: most change from request to request).
 func (cc *grpcLoopConn) headerBlock(c *pipeline.Ctx, method string, timeout time.Duration) []byte {
-	fixed, ok := cc.fixed[method]
-	if !ok {
-		fixed = hpackenc.AppendIndexed(nil, hpackenc.MethodPost)
-		fixed = hpackenc.AppendIndexed(fixed, hpackenc.SchemeHTTP)
-		for _, f := range [...][2]string{
-			{":path", method}, {":authority", cc.in.Addr}, {"content-type", "application/grpc"},
-			{"te", "trailers"}, {"user-agent", "tollgate"},
-		} {
-			fixed, cc.lower = hpackenc.AppendRawField(fixed, cc.lower, []byte(f[0]), []byte(f[1]))
-		}
-		if len(cc.fixed) < grpcLoopMethods {
-			cc.fixed[method] = fixed
+	b := cc.table.BeginBlock(cc.hbuf[:0])
+	if f, ok := cc.fixed[method]; ok && f.gen == cc.table.Gen() {
+		b = append(b, f.block...)
+	} else {
+		start := len(b)
+		gen := cc.table.Gen()
+		b = hpackenc.AppendIndexed(b, hpackenc.MethodPost)
+		b = hpackenc.AppendIndexed(b, hpackenc.SchemeHTTP)
+		b = cc.table.AppendField(b, ":path", method)
+		b = cc.table.AppendField(b, ":authority", cc.in.Addr)
+		b = cc.table.AppendField(b, "content-type", "application/grpc")
+		b = cc.table.AppendField(b, "te", "trailers")
+		b = cc.table.AppendField(b, "user-agent", "tollgate")
+		// A block that entered fields says so once; the one kept is the
+		// next, which names them.
+		if gen == cc.table.Gen() && (ok || len(cc.fixed) < grpcLoopMethods) {
+			cc.fixed[method] = grpcFixedFields{block: append(f.block[:0], b[start:]...), gen: gen}
 		}
 	}
-	b := append(cc.hbuf[:0], fixed...)
 	cc.num = appendGRPCTimeout(cc.num[:0], timeout)
 	b, cc.lower = hpackenc.AppendRawField(b, cc.lower, grpcTimeoutName, cc.num)
 	l := &c.Fields
 	for i := range l.Len() {
 		name, value := l.Field(i)
 		if grpcMetadataName(name) && printable(value) {
-			b, cc.lower = hpackenc.AppendRawField(b, cc.lower, name, value)
+			cc.lower = ascii.AppendLower(cc.lower[:0], name)
+			b = cc.table.AppendVaryingField(b, cc.lower, value)
 		}
 	}
 	cc.hbuf = b
 	return b
+}
+
+// grpcFixedFields is a method's fixed fields encoded under the table's
+// gen.
+type grpcFixedFields struct {
+	block []byte
+	gen   int
 }
 
 // grpcLoopMethods bounds the methods whose fixed fields a connection

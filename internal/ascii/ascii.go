@@ -29,6 +29,14 @@ func Lower(c byte) byte {
 	return c
 }
 
+// AppendLower appends b with its ASCII upper-case letters made lower-case.
+func AppendLower(dst, b []byte) []byte {
+	for _, c := range b {
+		dst = append(dst, Lower(c))
+	}
+	return dst
+}
+
 // HasPrefixFold reports whether b starts with prefix ignoring ASCII case.
 func HasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && EqualFold(b[:len(prefix)], prefix)

@@ -23,3 +23,9 @@ func TestEqualFold(t *testing.T) {
 		t.Fatal("HasPrefixFold")
 	}
 }
+
+func TestAppendLower(t *testing.T) {
+	if got := string(AppendLower([]byte("x:"), []byte("X-Forwarded-For \u212a@[`"))); got != "x:x-forwarded-for \u212a@[`" {
+		t.Fatalf("AppendLower: %q", got)
+	}
+}
