@@ -134,16 +134,28 @@ func (s *Snapshot) compileRoute(rc *Route, order int) (*route.Route, error) {
 	return r, nil
 }
 
-// checkProtocols refuses a split to a gRPC service: a route reaches one
-// directly. (The grpc step checks its own service.)
+// checkProtocols refuses a split to a gRPC or Dubbo service (a route
+// reaches one directly), and a route to a Dubbo service without the step
+// that makes Dubbo calls: there is nothing to relay HTTP to a Dubbo port.
+// (The grpc and dubbo steps check their own service.)
 func (s *Snapshot) checkProtocols(rc *Route) error {
 	for _, it := range rc.Split {
-		if s.upstreams.GRPC(it.Service) {
+		switch s.upstreams.Protocol(it.Service) {
+		case "grpc":
 			return fmt.Errorf("split: service %q speaks gRPC; a route reaches it directly (service: %s)", it.Service, it.Service)
+		case "dubbo":
+			return fmt.Errorf("split: service %q speaks Dubbo; a route reaches it directly, through its dubbo step (service: %s, dubbo: {…})", it.Service, it.Service)
 		}
+	}
+	if _, step := rc.Features[dubboStep]; !step && s.upstreams.Protocol(rc.Service) == "dubbo" {
+		return fmt.Errorf("service %q speaks Dubbo; the route calls it through a dubbo step (dubbo: {interface: …, method: …})", rc.Service)
 	}
 	return nil
 }
+
+// dubboStep is the key of the route step that calls Dubbo services
+// (package dubbostep, which config does not import).
+const dubboStep = "dubbo"
 
 func (s *Snapshot) compileSplit(rc *Route) (*route.Split, error) {
 	var key *source.Source

@@ -22,7 +22,7 @@ type noUpstreams struct{}
 
 func (noUpstreams) Has(string) bool                                  { return false }
 func (noUpstreams) Action(string, map[string]string) pipeline.Action { return nil }
-func (noUpstreams) GRPC(string) bool                                 { return false }
+func (noUpstreams) Protocol(string) string                           { return "" }
 func (noUpstreams) Forwarding(*codec.HeaderPolicy) pipeline.Filter   { return nil }
 
 // checkServiceRefs refuses a default service or a fallback that names no
@@ -31,9 +31,15 @@ func checkServiceRefs(f *File, u pipeline.Upstreams) error {
 	if f.DefaultService != "" && !u.Has(f.DefaultService) {
 		return f.errorAt("default_service", fmt.Sprintf("default_service %q is not a defined service", f.DefaultService))
 	}
+	if u.Protocol(f.DefaultService) == "dubbo" {
+		return f.errorAt("default_service", fmt.Sprintf("default_service %q speaks Dubbo, which a route reaches only through its dubbo step", f.DefaultService))
+	}
 	for _, fb := range f.Fallbacks {
 		if !u.Has(fb.Service) {
 			return f.errorAt("fallbacks", fmt.Sprintf("fallbacks: service %q is not defined", fb.Service))
+		}
+		if u.Protocol(fb.Service) == "dubbo" {
+			return f.errorAt("fallbacks", fmt.Sprintf("fallbacks: service %q speaks Dubbo, which a route reaches only through its dubbo step", fb.Service))
 		}
 		if fb.Weight < 0 {
 			return f.errorAt("fallbacks", fmt.Sprintf("fallbacks: weight of %q must not be negative", fb.Service))

@@ -33,8 +33,9 @@ type Upstreams interface {
 	// registry metadata has every key of metadata with its value when
 	// metadata is not empty; nil when the service is not defined.
 	Action(service string, metadata map[string]string) Action
-	// GRPC reports whether the service's instances speak gRPC.
-	GRPC(service string) bool
+	// Protocol is what the service's instances speak: "http", "grpc" or
+	// "dubbo" ("" for a service not defined).
+	Protocol(service string) string
 	// Forwarding is the last step of a route that forwards: it builds
 	// the request the backend gets, keeping the client's header fields
 	// policy lets through (nil: all but what must not cross the edge).

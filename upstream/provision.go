@@ -156,9 +156,16 @@ func (u upstreams) Action(service string, metadata map[string]string) pipeline.A
 	return svc
 }
 
-func (u upstreams) GRPC(service string) bool {
-	svc := u.services[service]
-	return svc != nil && svc.GRPC()
+func (u upstreams) Protocol(service string) string {
+	switch svc := u.services[service]; {
+	case svc == nil:
+		return ""
+	case svc.GRPC():
+		return "grpc"
+	case svc.Dubbo():
+		return "dubbo"
+	}
+	return "http"
 }
 
 func (u upstreams) Forwarding(policy *codec.HeaderPolicy) pipeline.Filter {

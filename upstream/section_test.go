@@ -37,12 +37,13 @@ func provisionText(t *testing.T, upstreamText, servicesText string, edge *pipeli
 
 // TestServicesSectionIsTheRoutesWayToServices: what the services section
 // shares is what routes are built from: a defined service's action (or
-// a share of its instances), whether it speaks gRPC, and the forwarding
+// a share of its instances), what its instances speak, and the forwarding
 // step over the edge config shared.
 func TestServicesSectionIsTheRoutesWayToServices(t *testing.T) {
 	edge := &pipeline.Edge{Internal: codec.Internal{HeaderPrefixes: []string{"X-Own-"}}}
 	env, err := provisionText(t, "timeouts: {read: 2s}\n",
-		"web: {instances: [{addr: \"127.0.0.1:1\"}]}\nrpc: {protocol: grpc, instances: [{addr: \"127.0.0.1:2\"}]}\n", edge)
+		"web: {instances: [{addr: \"127.0.0.1:1\"}]}\nrpc: {protocol: grpc, instances: [{addr: \"127.0.0.1:2\"}]}\n"+
+			"java: {protocol: dubbo, instances: [{addr: \"127.0.0.1:3\"}]}\n", edge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +61,10 @@ func TestServicesSectionIsTheRoutesWayToServices(t *testing.T) {
 	if a, ok := ups.Action("web", map[string]string{"v": "2"}).(*Service); !ok || a == nil {
 		t.Fatal("a share by metadata is not a service's selection")
 	}
-	if !ups.GRPC("rpc") || ups.GRPC("web") || ups.GRPC("nope") {
-		t.Fatal("GRPC wrong")
+	for service, want := range map[string]string{"rpc": "grpc", "web": "http", "java": "dubbo", "nope": ""} {
+		if got := ups.Protocol(service); got != want {
+			t.Fatalf("Protocol(%s) = %q, want %q", service, got, want)
+		}
 	}
 	policy := &codec.HeaderPolicy{DropCookies: true}
 	if f, ok := ups.Forwarding(policy).(*Forwarding); !ok || f.Edge != edge || f.Policy != policy {
