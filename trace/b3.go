@@ -160,12 +160,25 @@ func (t *Context) appendB3Single(dst []byte) []byte {
 	dst = append(dst, '-')
 	dst = append(dst, t.SpanHex[:]...)
 	dst = append(dst, '-', sampledDigit(t.Flags))
-	if t.ParentID != [8]byte{} {
-		dst = append(dst, '-')
-		dst = appendHex(dst, t.ParentID[:])
+	if t.hasB3Parent() {
+		dst = t.appendB3Parent(append(dst, '-'))
 	}
 	return dst
 }
+
+// appendB3Parent appends the parent span B3 names beside the span it sends. A
+// recorded request's tries are spans of their own (ForwardAttempt puts
+// the try's in the span's place), so their parent is the gateway's span;
+// otherwise the gateway's span is the one sent, and its parent the
+// client's, when it named one.
+func (t *Context) appendB3Parent(dst []byte) []byte {
+	if t.Rec != nil {
+		return append(dst, t.SpanHex[:]...)
+	}
+	return appendHex(dst, t.ParentID[:])
+}
+
+func (t *Context) hasB3Parent() bool { return t.Rec != nil || t.ParentID != [8]byte{} }
 
 func sampledDigit(flags byte) byte {
 	if flags&FlagSampled != 0 {

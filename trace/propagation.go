@@ -111,6 +111,35 @@ func readW3C(t *Context, r *codec.Received, h *fasthttp.RequestHeader) bool {
 }
 
 // forwardB3 writes the B3 forms of write for the call upstream.
+// ForwardAttempt makes the context Forward put in l name span, a try
+// upstream (a child of the gateway's span), as the backend's parent: each
+// try of a recorded request is a span of its own, and what the backend
+// records belongs under the try that carried it. A try with no span (its
+// request records no more) names the gateway's span again.
+func (t *Context) ForwardAttempt(l *codec.FieldList, span *[8]byte) {
+	var hex [16]byte
+	if span == nil {
+		hex = t.SpanHex
+	} else {
+		appendHex(hex[:0], span[:])
+	}
+	if t.write == 0 || t.write&W3C != 0 {
+		if v := l.Get(headerTraceparent); len(v) == traceparentLen {
+			copy(v[36:52], hex[:])
+		}
+	}
+	if t.write&B3Single != 0 {
+		if v := l.Get(headerB3); len(v) > 33+16 {
+			copy(v[33:49], hex[:])
+		}
+	}
+	if t.write&B3Multi != 0 {
+		if v := l.Get(headerB3SpanID); len(v) == 16 {
+			copy(v, hex[:])
+		}
+	}
+}
+
 func (t *Context) forwardB3(l *codec.FieldList) {
 	if t.write&B3Single != 0 {
 		var b [maxB3SingleLen]byte
@@ -119,9 +148,9 @@ func (t *Context) forwardB3(l *codec.FieldList) {
 	if t.write&B3Multi != 0 {
 		l.AddString(headerB3TraceID, t.TraceHex[:])
 		l.AddString(headerB3SpanID, t.SpanHex[:])
-		if t.ParentID != [8]byte{} {
+		if t.hasB3Parent() {
 			var p [16]byte
-			l.AddString(headerB3ParentID, appendHex(p[:0], t.ParentID[:]))
+			l.AddString(headerB3ParentID, t.appendB3Parent(p[:0]))
 		}
 		l.AddString(headerB3Sampled, []byte{sampledDigit(t.Flags)})
 	}

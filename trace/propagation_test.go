@@ -135,6 +135,32 @@ func TestWriteFormats(t *testing.T) {
 		}
 	}
 
+	// A recorded request's tries are spans of their own: each names its
+	// try as the backend's parent, and B3 the gateway's span as the try's.
+	c.Rec = NewRecording()
+	for _, try := range [][8]byte{{0xaa, 1}, {0xbb, 2}} {
+		l.Reset()
+		Forward(&c, &l)
+		c.ForwardAttempt(&l, &try)
+		tryHex := hex.EncodeToString(try[:])
+		for k, v := range map[string]string{
+			"traceparent":       "00-" + tpTrace + "-" + tryHex + "-01",
+			"b3":                tpTrace + "-" + tryHex + "-1-" + span,
+			"x-b3-spanid":       tryHex,
+			"x-b3-parentspanid": span,
+		} {
+			if got := string(l.Get(k)); got != v {
+				t.Errorf("try %s: %s = %q, want %q", tryHex, k, got, v)
+			}
+		}
+	}
+	c.ForwardAttempt(&l, nil) // a try the recording had no room for
+	if got := string(l.Get("traceparent")); got != "00-"+tpTrace+"-"+span+"-01" {
+		t.Errorf("a try without a span: traceparent %q", got)
+	}
+	c.Rec.Release()
+	c.Rec = nil
+
 	// A refused traceparent takes its tracestate with it.
 	req, r = checked(t, "GET / HTTP/1.1\r\nHost: a\r\ntraceparent: 00-zz\r\ntracestate: vendor=abc\r\n\r\n")
 	BeginWith(&c, r, &req.Header, readBoth, W3C)

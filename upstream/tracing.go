@@ -7,11 +7,21 @@ import (
 
 // startAttempt begins the span of one try upstream: each retry is a span
 // of its own, naming the instance it went to.
+// The context forwarded to the backend names the try as its parent.
 func (s *Service) startAttempt(c *pipeline.Ctx) int {
+	kind := trace.SpanUpstream
 	if s.grpc {
-		return c.StartSpan(trace.SpanGRPCCall)
+		kind = trace.SpanGRPCCall
 	}
-	return c.StartSpan(trace.SpanUpstream)
+	h := c.StartSpan(kind)
+	if c.Trace.Rec != nil {
+		var id *[8]byte
+		if sp := c.Trace.Span(h); sp != nil {
+			id = &sp.ID
+		}
+		c.Trace.ForwardAttempt(&c.Fields, id)
+	}
+	return h
 }
 
 // endAttempt ends the try's span with how it went: the answer's status,

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"encoding/hex"
 	"net/netip"
 	"testing"
 	"time"
@@ -40,6 +41,11 @@ func TestAttemptSpans(t *testing.T) {
 		last := spans[len(spans)-1]
 		if last.Instance != up.Addr || last.Status != 200 || last.Result != "ok" || last.Error || last.Service != "orders" {
 			t.Fatalf("answering attempt's span: %+v", last)
+		}
+		// The backend continues the trace under the try that reached it.
+		want := "00-01000000000000000000000000000000-" + hex.EncodeToString(last.ID[:]) + "-00"
+		if got := up.Last().Header("Traceparent"); got != want {
+			t.Fatalf("the backend got traceparent %q, want %q (the try's span as parent)", got, want)
 		}
 		if len(spans) == 2 {
 			retried = true
