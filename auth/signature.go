@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/jsonstr"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/tollgate/tollgate/sign"
 	"github.com/tollgate/tollgate/trace"
@@ -277,7 +278,10 @@ func rejectRepeated(c *pipeline.Ctx, key []byte, cut bool) {
 	r.SetStatusCode(400)
 	r.Header.SetContentTypeBytes(jsonCT)
 	r.AppendBody(repeatedPrefix)
-	c.Scratch = appendJSONString(c.Scratch[:0], key)
+	// The key goes inside the message's string: its quotes are the
+	// message's.
+	quoted := jsonstr.Append(c.Scratch[:0], key)
+	c.Scratch = quoted[1 : len(quoted)-1]
 	if cut {
 		c.Scratch = append(c.Scratch, repeatedCut...)
 	}
@@ -286,23 +290,6 @@ func rejectRepeated(c *pipeline.Ctx, key []byte, cut bool) {
 	r.AppendBody(c.Trace.TraceHex[:])
 	r.AppendBody(skewEnd)
 	c.Decision = repeatedDecision
-}
-
-// appendJSONString appends the valid UTF-8 s as the inside of a JSON
-// string: quotes, backslashes and control characters escaped.
-func appendJSONString(dst, s []byte) []byte {
-	const hexDigits = "0123456789abcdef"
-	for _, ch := range s {
-		switch {
-		case ch == '"' || ch == '\\':
-			dst = append(dst, '\\', ch)
-		case ch < 0x20 || ch == 0x7f:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[ch>>4], hexDigits[ch&15])
-		default:
-			dst = append(dst, ch)
-		}
-	}
-	return dst
 }
 
 // parseUnix reads 1..12 decimal digits.

@@ -1,9 +1,10 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/jsonstr"
 )
 
 var contentTypeJSON = []byte("application/json")
@@ -99,12 +100,12 @@ func WriteError(c *Ctx, status int, message string, extra ...string) {
 	b = append(b, `{"code":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"message":`...)
-	b = appendJSONString(b, message)
+	b = jsonstr.AppendString(b, message)
 	for i := 0; i+1 < len(extra); i += 2 {
 		b = append(b, ',')
-		b = appendJSONString(b, extra[i])
+		b = jsonstr.AppendString(b, extra[i])
 		b = append(b, ':')
-		b = appendJSONString(b, extra[i+1])
+		b = jsonstr.AppendString(b, extra[i+1])
 	}
 	b = append(b, `,"trace_id":"`...)
 	b = append(b, c.Trace.TraceHex[:]...)
@@ -115,10 +116,4 @@ func WriteError(c *Ctx, status int, message string, extra ...string) {
 		c.Decision = message
 	}
 	c.traceAnswer(status, message)
-}
-
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
 }
