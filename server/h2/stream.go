@@ -286,32 +286,13 @@ func writeAnswer(w http.ResponseWriter, resp *fasthttp.Response, head bool) {
 		withTrailers = true
 		break
 	}
-	raw := resp.Header.Header()
-	// Skip the status line.
-	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-		raw = raw[i+1:]
-	}
-	for len(raw) > 0 {
-		i := bytes.IndexByte(raw, '\n')
-		if i < 0 {
-			break
-		}
-		line := bytes.TrimRight(raw[:i], "\r")
-		raw = raw[i+1:]
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			continue
-		}
-		name, value := line[:colon], bytes.TrimLeft(line[colon+1:], " \t")
-		if isHopByHop(name) || bytes.EqualFold(name, strTrailer) {
-			continue // Trailer: the trailers go as HTTP/2 trailers, below
-		}
+	AnswerFields(resp.Header.Header(), func(name, value []byte) {
 		if withTrailers && bytes.EqualFold(name, strContentLength) {
-			continue
+			return
 		}
 		k := http.CanonicalHeaderKey(string(name))
 		hdr[k] = append(hdr[k], string(value))
-	}
+	})
 	w.WriteHeader(status)
 	if withTrailers {
 		// Sent now, x/net cannot add a Content-Length of its own (it does
