@@ -110,66 +110,62 @@ func expectedWords(goType string) string {
 
 // article is a value of type t, with its article.
 func article(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "a list of " + plural(t.Elem())
-	case reflect.Map:
-		return "a map of " + plural(t.Elem())
-	case reflect.Struct:
-		w := typeWords(t.Name())
-		if strings.HasSuffix(w, "settings") {
-			return "a mapping of " + w
-		}
-		if strings.ContainsRune("aeiou", rune(w[0])) {
-			return "an " + w
-		}
-		return "a " + w
-	}
-	return "a value"
+	one, _ := valueWords(t)
+	return one
 }
 
 // plural is several values of type t.
 func plural(t reflect.Type) string {
+	_, many := valueWords(t)
+	return many
+}
+
+// valueWords names a value of type t with its article, and several.
+func valueWords(t reflect.Type) (one, many string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "whole numbers"
+		return "a whole number", "whole numbers"
 	case reflect.Float32, reflect.Float64:
-		return "numbers"
+		return "a number", "numbers"
 	case reflect.Bool:
-		return "true or false values"
+		return "true or false", "true or false values"
 	case reflect.String:
-		return "strings"
+		return "a string", "strings"
 	case reflect.Slice, reflect.Array:
-		return "lists of " + plural(t.Elem())
+		of := plural(t.Elem())
+		return "a list of " + of, "lists of " + of
 	case reflect.Map:
-		return "maps of " + plural(t.Elem())
+		of := plural(t.Elem())
+		return "a map of " + of, "maps of " + of
 	case reflect.Struct:
 		w := typeWords(t.Name())
-		switch {
-		case strings.HasSuffix(w, "settings"), strings.HasSuffix(w, "s"), strings.HasSuffix(w, "x"):
-			return w
-		case strings.HasSuffix(w, "y") && !strings.HasSuffix(w, "ey"):
-			return w[:len(w)-1] + "ies"
-		}
-		return w + "s"
+		return structArticle(w), structPlural(w)
 	}
-	return "values"
+	return "a value", "values"
+}
+
+func structArticle(w string) string {
+	switch {
+	case strings.HasSuffix(w, "settings"):
+		return "a mapping of " + w
+	case strings.ContainsRune("aeiou", rune(w[0])):
+		return "an " + w
+	}
+	return "a " + w
+}
+
+func structPlural(w string) string {
+	switch {
+	case strings.HasSuffix(w, "settings"), strings.HasSuffix(w, "s"), strings.HasSuffix(w, "x"):
+		return w
+	case strings.HasSuffix(w, "y") && !strings.HasSuffix(w, "ey"):
+		return w[:len(w)-1] + "ies"
+	}
+	return w + "s"
 }
 
 // typeWords writes a Go type's name as words: WebSocketConfig is
