@@ -20,6 +20,7 @@ WARMUP=${GRPC_WARMUP:-${BENCH_WARMUP:-2s}}
 CONNS=${GRPC_CONNS:-64}
 TRANSPORT=${TOLLGATE_TRANSPORT:-reactor}
 WORKERS=${TOLLGATE_WORKERS:-1}
+BACKEND=${GRPC_BACKEND:-lean}
 RECORD=${GRPC_RECORD:-${BENCH_RECORD:-0}}
 NPROC=$(nproc)
 HZ=$(getconf CLK_TCK)
@@ -30,6 +31,7 @@ GATEWAY_ADDR=127.0.0.1:18094
 
 COMMAND=$(command_line 'GRPC|BENCH|TOLLGATE' 'TOKEN|SECRET|PASSWORD|KEY' bench/grpc.sh)
 [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "TOLLGATE_WORKERS must be a positive integer"
+[[ $BACKEND == lean || $BACKEND == grpc-go ]] || die "GRPC_BACKEND must be lean or grpc-go"
 
 mapfile -t need < <(missing wrk curl)
 apt_install "${need[@]}"
@@ -45,7 +47,7 @@ ulimit -n 65536 2>/dev/null || true
 
 cp internal/testutil/grpcorders/orders.pb "$TMP/orders.pb"
 start upstream bin/bench-upstream -listen $UPSTREAM_ADDR
-start grpcupstream bin/bench-grpcupstream -listen $GRPC_ADDR
+start grpcupstream bin/bench-grpcupstream -listen $GRPC_ADDR -engine "$BACKEND"
 wait_port upstream $UPSTREAM_ADDR
 wait_port grpcupstream $GRPC_ADDR
 
@@ -96,7 +98,7 @@ pass transcoded /v1/orders grpcupstream
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 {
 	echo
-	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · transport $TRANSPORT · $WORKERS worker(s) · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · transport $TRANSPORT · $WORKERS worker(s) · gRPC backend $BACKEND · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
 	echo
 	echo "| route | req/s | p99 | gateway CPU µs/req | backend CPU µs/req | errors | req/s ÷ plain | gateway CPU ÷ plain |"
 	echo "|---|---|---|---|---|---|---|---|"

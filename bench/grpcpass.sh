@@ -20,6 +20,8 @@ H2_CONNS=${GRPC_H2_CONNS:-16}
 H2_STREAMS=${GRPC_H2_STREAMS:-8}
 TRANSPORT=${TOLLGATE_TRANSPORT:-reactor}
 WORKERS=${TOLLGATE_WORKERS:-1}
+BACKEND=${GRPC_BACKEND:-lean}
+[[ $BACKEND == lean || $BACKEND == grpc-go ]] || die "GRPC_BACKEND must be lean or grpc-go"
 RECORD=${GRPC_RECORD:-${BENCH_RECORD:-0}}
 NPROC=$(nproc)
 HZ=$(getconf CLK_TCK)
@@ -43,7 +45,7 @@ for addr in $GRPC_ADDR $GATEWAY_ADDR; do
 done
 ulimit -n 65536 2>/dev/null || true
 
-start grpcupstream bin/bench-grpcupstream -listen $GRPC_ADDR
+start grpcupstream bin/bench-grpcupstream -listen $GRPC_ADDR -engine "$BACKEND"
 wait_port grpcupstream $GRPC_ADDR
 
 cat >"$TMP/tollgate.yaml" <<-EOF2
@@ -103,7 +105,7 @@ pass through $GATEWAY_ADDR
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 {
 	echo
-	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · transport $TRANSPORT · $WORKERS worker(s) · h2load -c$H2_CONNS -m$H2_STREAMS · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · transport $TRANSPORT · $WORKERS worker(s) · gRPC backend $BACKEND · h2load -c$H2_CONNS -m$H2_STREAMS · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
 	echo
 	echo "| call | calls/s | mean latency | gateway CPU µs/call | backend CPU µs/call | errors | calls/s ÷ direct |"
 	echo "|---|---|---|---|---|---|---|"
