@@ -190,12 +190,10 @@ func (in *Instance) grpcExchange(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS
 // be made there (grpcloop.go), else through grpc-go. err is a deadline
 // that passed.
 func (in *Instance) grpcUnary(c *pipeline.Ctx, call *GRPCCall, deadline time.Time, t *GRPCTLS) (codes.Code, string, error) {
-	if t == nil {
-		r, ok, err := in.grpcOnLoop(c, call.Method, call.Request, deadline, false)
-		if ok {
-			call.Reply = append(call.Reply[:0], r.reply...)
-			return r.code, r.message, err
-		}
+	r, ok, err := in.grpcOnLoop(c, call.Method, call.Request, deadline, false, t)
+	if ok {
+		call.Reply = append(call.Reply[:0], r.reply...)
+		return r.code, r.message, err
 	}
 	cc, err := in.grpcConn(t)
 	if err != nil {

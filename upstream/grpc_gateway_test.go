@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -408,6 +410,50 @@ func TestGRPCOverTLS(t *testing.T) {
 		!strings.Contains(raw, `"id":"o-abc"`) {
 		t.Fatalf("over TLS: %d %s", st, raw)
 	}
+	// Made on the event loop (grpc-go's client would add its name to the
+	// user agent), many at once over one session.
+	if ua := be.LastMetadata()["user-agent"]; len(ua) != 1 || ua[0] != "tollgate" {
+		t.Fatalf("the call was not made on the loop: user-agent %q", ua)
+	}
+	var wg sync.WaitGroup
+	for w := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				sku := fmt.Sprintf("t%d-%d", w, i)
+				if st, body, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"`+sku+`","quantity":1}`); st != 200 || body["id"] != "o-"+sku {
+					t.Errorf("%s over TLS: %d %s", sku, st, raw)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// A TLS server that does not speak h2 (no ALPN h2) is refused.
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}) // no ALPN at all
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h1.Close()
+	go func() {
+		for {
+			c, err := h1.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = c.(*tls.Conn).Handshake(); _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	g3 := gatewaytest.Start(t, tlsRoutes, gatewaytest.Options{Vars: map[string]string{"UP": h1.Addr().String(), "PB": ordersPB(t), "CA": caFile}})
+	if st, _, raw := doJSON(t, g3.Addr, "POST", "/v1/orders", "application/json", `{"sku":"abc","quantity":1}`); st != 503 ||
+		!strings.Contains(raw, "did not agree to HTTP/2") {
+		t.Fatalf("a backend without h2: %d %s", st, raw)
+	}
+
 	// The system's roots do not know the test CA.
 	untrusted := strings.Replace(grpcRoutes, "    protocol: grpc\n", "    protocol: grpc\n    tls: {server_name: orders.test}\n", 1)
 	g2 := gatewaytest.Start(t, untrusted, gatewaytest.Options{Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)}})

@@ -56,16 +56,14 @@ func (in *Instance) passThrough(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS)
 			deadline = client
 		}
 	}
-	if t == nil {
-		r, ok, err := in.grpcOnLoop(c, method, msg, deadline, true)
-		if ok {
-			if err != nil {
-				return err
-			}
-			writeGRPCAnswer(c, r.code, r.message, r.reply, r.header, r.trailer)
-			c.Outcome.Status = GRPCStatus(r.code)
-			return nil
+	r, ok, err := in.grpcOnLoop(c, method, msg, deadline, true, t)
+	if ok {
+		if err != nil {
+			return err
 		}
+		writeGRPCAnswer(c, r.code, r.message, r.reply, r.header, r.trailer)
+		c.Outcome.Status = GRPCStatus(r.code)
+		return nil
 	}
 	cc, err := in.grpcConn(t)
 	if err != nil {

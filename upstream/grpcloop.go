@@ -25,16 +25,22 @@ import (
 // waiting. Writes take a turn too (a write that waits for the socket
 // parks its fiber, never the loop).
 //
-// What it does not do, and leaves to grpc-go: TLS to the backend, and a
-// request message larger than the window the backend opened (64 KiB
-// unless it opens more): those calls go the other way.
+// A backend over TLS is reached the same way (grpcloop_tls.go). What it
+// does not do, and leaves to grpc-go: a request message larger than the
+// window the backend opened (64 KiB unless it opens more): those calls go
+// the other way.
 
-// grpcLoopConn is one h2c connection to a gRPC instance, of one loop.
+// grpcLoopConn is one connection to a gRPC instance (h2c, or h2 over
+// TLS), of one loop.
 type grpcLoopConn struct {
 	in   *Instance
-	conn net.Conn
+	conn net.Conn // the TLS session over raw, or raw itself
+	raw  net.Conn // the socket
 	br   *bufio.Reader
 	dec  *hpack.Decoder
+	tls  grpcLoopTLS
+	// tlsKey is the TLS configuration it was made with ("" for h2c).
+	tlsKey string
 
 	// Writing (grpcloop_write.go): frames wait in out for the request
 	// that writes; flight is the write under way.
@@ -116,9 +122,9 @@ var errGRPCLoopClosed = errors.New("grpc: connection closed")
 // grpcLoopFor returns the instance's live connection of c's loop,
 // dialing one when there is none (or it died, or the backend is leaving
 // it). Calls that come while it is being dialed wait for that one.
-func (in *Instance) grpcLoopFor(c *pipeline.Ctx, deadline time.Time) (*grpcLoopConn, error) {
+func (in *Instance) grpcLoopFor(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS) (*grpcLoopConn, error) {
 	slot := &in.grpcLoops[c.Loop.ID()]
-	if cc := slot.Load(); cc != nil && cc.err == nil && !cc.goAway && cc.nextID < grpcLoopMaxStreamID {
+	if cc := slot.Load(); cc != nil && cc.err == nil && !cc.goAway && cc.nextID < grpcLoopMaxStreamID && cc.tlsKey == tlsKey(t) {
 		for cc.dialing {
 			if !c.Loop.Park(&cc.dialWait, time.Until(deadline)) && cc.dialing {
 				return nil, errGRPCTimeout
@@ -130,12 +136,12 @@ func (in *Instance) grpcLoopFor(c *pipeline.Ctx, deadline time.Time) (*grpcLoopC
 		return nil, cc.err
 	}
 	cc := &grpcLoopConn{in: in, nextID: 1, calls: map[uint32]*grpcLoopCall{},
-		maxCalls: 100, sendWin: 65535, peerWin: 65535, maxFrame: 16384, dialing: true}
+		maxCalls: 100, sendWin: 65535, peerWin: 65535, maxFrame: 16384, dialing: true, tlsKey: tlsKey(t)}
 	old := slot.Swap(cc)
 	if old != nil {
 		old.retire()
 	}
-	err := cc.dial(c.Loop)
+	err := cc.dial(c.Loop, t)
 	cc.dialing = false
 	for cc.dialWait.WakeOne() {
 	}
@@ -146,22 +152,29 @@ func (in *Instance) grpcLoopFor(c *pipeline.Ctx, deadline time.Time) (*grpcLoopC
 	return cc, nil
 }
 
-// dial connects and says what the gateway's side of the connection is.
-func (cc *grpcLoopConn) dial(loop pipeline.Loop) error {
+// dial connects (with TLS when t is set) and says what the gateway's side
+// of the connection is.
+func (cc *grpcLoopConn) dial(loop pipeline.Loop, t *GRPCTLS) error {
 	in := cc.in
 	conn, err := loop.Dial(in.Addr, in.pool.Connect)
 	if err != nil {
 		return err
 	}
-	cc.conn = conn
+	cc.raw, cc.conn = conn, conn
+	if t != nil {
+		if err := cc.handshake(loop, t); err != nil {
+			cc.close()
+			return err
+		}
+	}
 	// Large enough to hold the largest frame the gateway reads, which is
 	// read in place.
-	cc.br = bufio.NewReaderSize(conn, 2*grpcLoopReadFrame)
+	cc.br = bufio.NewReaderSize(cc.conn, 2*grpcLoopReadFrame)
 	cc.dec = hpack.NewDecoder(4096, cc.onField)
 	cc.dec.SetMaxStringLength(grpcLoopHeaderList)
 	cc.fixed = map[string]grpcFixedFields{}
-	_ = conn.SetWriteDeadline(loop.Now().Add(in.pool.Connect))
-	if _, err := conn.Write(appendPreface(nil)); err != nil {
+	_ = cc.conn.SetWriteDeadline(loop.Now().Add(in.pool.Connect))
+	if err := cc.writeSession(loop, appendPreface(nil)); err != nil {
 		cc.close()
 		return err
 	}
@@ -177,9 +190,12 @@ func (cc *grpcLoopConn) retire() {
 	}
 }
 
+// close closes the socket. A TLS session is not closed through its
+// tls.Conn: that would wait for a writer parked inside it (a lock, which a
+// fiber must never wait on); the writer's write fails instead.
 func (cc *grpcLoopConn) close() {
-	if cc.conn != nil && !cc.closed.Swap(true) {
-		_ = cc.conn.Close()
+	if cc.raw != nil && !cc.closed.Swap(true) {
+		_ = cc.raw.Close()
 	}
 }
 
@@ -194,14 +210,14 @@ type loopCallResult struct {
 // grpcOnLoop makes a unary call to method with msg (serialized) and md on
 // c's loop. ok is false when the call cannot be made there (the caller
 // makes it through grpc-go); err is a deadline that passed.
-func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadline time.Time, keepMetadata bool) (r loopCallResult, ok bool, err error) {
+func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadline time.Time, keepMetadata bool, t *GRPCTLS) (r loopCallResult, ok bool, err error) {
 	if c.Loop == nil || c.Loop.ID() < 0 || c.Loop.ID() >= maxLoopPools {
 		return r, false, nil
 	}
 	if !in.grpcOnLoops.Load() {
 		in.grpcOnLoops.Store(true)
 	}
-	cc, err := in.grpcLoopFor(c, deadline)
+	cc, err := in.grpcLoopFor(c, deadline, t)
 	if errors.Is(err, errGRPCTimeout) {
 		return r, true, err
 	}
@@ -216,7 +232,7 @@ func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadl
 			return r, true, errGRPCTimeout
 		}
 		if cc.err != nil || cc.goAway {
-			return in.grpcOnLoop(c, method, msg, deadline, keepMetadata)
+			return in.grpcOnLoop(c, method, msg, deadline, keepMetadata, t)
 		}
 	}
 	call := cc.newCall(in.pool.MaxResponseBytes, keepMetadata)
@@ -234,7 +250,7 @@ func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadl
 		}
 		if now := c.Loop.Now(); now.After(deadline) {
 			cc.owe.resets = append(cc.owe.resets, call.id)
-			cc.flushOwed(now)
+			cc.flushOwed(c.Loop, now)
 			return r, true, errGRPCTimeout
 		}
 		if !cc.reading {
@@ -314,5 +330,5 @@ func (cc *grpcLoopConn) send(c *pipeline.Ctx, call *grpcLoopCall, method string,
 		return cc.err
 	}
 	cc.appendCall(c, call, method, msg, deadline.Sub(c.Loop.Now()))
-	return cc.flushOut(c.Loop, deadline)
+	return cc.flushOut(c.Loop, true, deadline)
 }

@@ -31,9 +31,9 @@ func (e errGRPCLoopProtocol) Error() string { return "grpc: the backend broke HT
 // reading to another call still waiting. Frames are read in place from
 // the connection's buffer, which holds the largest one.
 func (cc *grpcLoopConn) readFor(loop pipeline.Loop, call *grpcLoopCall, deadline time.Time) {
-	cc.reading = true
+	cc.reading, cc.tls.reader = true, loop
 	defer func() {
-		cc.reading = false
+		cc.reading, cc.tls.reader = false, nil
 		cc.passReading()
 	}()
 	for !call.done && cc.err == nil {
@@ -68,7 +68,7 @@ func (cc *grpcLoopConn) readFor(loop pipeline.Loop, call *grpcLoopCall, deadline
 			return
 		}
 		_, _ = cc.br.Discard(9 + length)
-		cc.flushOwed(now)
+		cc.flushOwed(loop, now)
 	}
 }
 

@@ -145,7 +145,11 @@ func (cc *grpcLoopConn) headerBlock(c *pipeline.Ctx, method string, timeout time
 		start := len(b)
 		gen := cc.table.Gen()
 		b = hpackenc.AppendIndexed(b, hpackenc.MethodPost)
-		b = hpackenc.AppendIndexed(b, hpackenc.SchemeHTTP)
+		scheme := uint8(hpackenc.SchemeHTTP)
+		if cc.tls.on {
+			scheme = hpackenc.SchemeHTTPS
+		}
+		b = hpackenc.AppendIndexed(b, scheme)
 		b = cc.table.AppendField(b, ":path", method)
 		b = cc.table.AppendField(b, ":authority", cc.in.Addr)
 		b = cc.table.AppendField(b, "content-type", "application/grpc")
@@ -195,15 +199,16 @@ func appendGRPCTimeout(dst []byte, d time.Duration) []byte {
 }
 
 // flushOut writes the outgoing buffer unless another request is writing
-// it (which then writes what was added meanwhile too). With loop set, the
-// loop's other requests of the batch run first and add their calls.
-func (cc *grpcLoopConn) flushOut(loop pipeline.Loop, deadline time.Time) error {
+// it (which then writes what was added meanwhile too); loop is the
+// writing request's. With gather set, the loop's other requests of the
+// batch run first and add their calls.
+func (cc *grpcLoopConn) flushOut(loop pipeline.Loop, gather bool, deadline time.Time) error {
 	if cc.flushing {
 		return nil
 	}
 	cc.flushing = true
 	defer func() { cc.flushing = false }()
-	if loop != nil {
+	if gather {
 		loop.Yield()
 	}
 	for cc.err == nil {
@@ -214,7 +219,7 @@ func (cc *grpcLoopConn) flushOut(loop pipeline.Loop, deadline time.Time) error {
 		// Appended to while this write waits: the buffers take turns.
 		cc.out, cc.flight = cc.flight[:0], cc.out
 		_ = cc.conn.SetWriteDeadline(deadline)
-		if _, err := cc.conn.Write(cc.flight); err != nil {
+		if err := cc.writeSession(loop, cc.flight); err != nil {
 			cc.fail(err)
 			return err
 		}
@@ -231,11 +236,11 @@ const grpcLoopKeptBuffer = 256 << 10
 
 // flushOwed writes what is owed the backend (acknowledgements, windows,
 // resets) now, unless a write is under way (which takes it along).
-func (cc *grpcLoopConn) flushOwed(now time.Time) {
+func (cc *grpcLoopConn) flushOwed(loop pipeline.Loop, now time.Time) {
 	if !cc.owe.any() && len(cc.out) == 0 {
 		return
 	}
-	_ = cc.flushOut(nil, now.Add(time.Second))
+	_ = cc.flushOut(loop, false, now.Add(time.Second))
 }
 
 func (o *grpcLoopOwed) any() bool {

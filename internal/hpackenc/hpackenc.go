@@ -48,8 +48,9 @@ func AppendIndexed(dst []byte, i uint8) []byte { return appendInt(dst, 7, 0x80, 
 
 // Static table entries a client's request uses.
 const (
-	MethodPost = 3
-	SchemeHTTP = 6
+	MethodPost  = 3
+	SchemeHTTP  = 6
+	SchemeHTTPS = 7
 )
 
 // AppendStatus appends the :status field of code.
