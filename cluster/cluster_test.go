@@ -264,19 +264,33 @@ func TestFrozenRedisBoundedAndRecovers(t *testing.T) {
 	if took > 1200*time.Millisecond {
 		t.Errorf("recovery took %v; want about a second at most", took)
 	}
-	if fresh, err := c.Claim("after-thaw", time.Minute); err != nil || !fresh {
-		t.Fatalf("claim after recovery: %v, %v", fresh, err)
+	// Redis works through the commands it held while frozen first: on a
+	// loaded machine one of the first claims after the thaw may still miss
+	// the 20 ms budget, and the client then degrades and recovers once
+	// more, as it should. A claim succeeds within a second.
+	deadline := time.Now().Add(time.Second)
+	for try := 0; ; try++ {
+		// A key of its own each try: one that timed out may have been
+		// claimed all the same.
+		fresh, err := c.Claim("after-thaw-"+strconv.Itoa(try), time.Minute)
+		if err == nil && fresh {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claim after recovery: %v, %v", fresh, err)
+		}
+		waitFor(t, 2*time.Second, "recovery after a late timeout", c.Healthy)
 	}
 	st := c.Stats()
-	if st.Degraded != uint64(attempts) || st.Recovered != uint64(attempts) {
+	if st.Degraded < uint64(attempts) || st.Recovered != st.Degraded {
 		t.Fatalf("stats after recovery: %+v", st)
 	}
 	// One line per transition, none per request.
-	if n := logs.FilterMessageSnippet("degraded").Len(); n != attempts {
-		t.Errorf("%d degraded log lines for %d transitions", n, attempts)
+	if n := logs.FilterMessageSnippet("degraded").Len(); n != int(st.Degraded) {
+		t.Errorf("%d degraded log lines for %d transitions", n, st.Degraded)
 	}
-	if n := logs.FilterMessage("redis recovered").Len(); n != attempts {
-		t.Errorf("%d recovered log lines for %d transitions", n, attempts)
+	if n := logs.FilterMessage("redis recovered").Len(); n != int(st.Recovered) {
+		t.Errorf("%d recovered log lines for %d transitions", n, st.Recovered)
 	}
 }
 
