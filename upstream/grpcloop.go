@@ -25,10 +25,9 @@ import (
 // waiting. Writes take a turn too (a write that waits for the socket
 // parks its fiber, never the loop).
 //
-// A backend over TLS is reached the same way (grpcloop_tls.go). What it
-// does not do, and leaves to grpc-go: a request message larger than the
-// window the backend opened (64 KiB unless it opens more): those calls go
-// the other way.
+// A backend over TLS is reached the same way (grpcloop_tls.go). A request
+// message goes as far as the backend's windows let it, and its call sends
+// the rest as they open (the reader wakes it on WINDOW_UPDATE).
 
 // grpcLoopConn is one connection to a gRPC instance (h2c, or h2 over
 // TLS), of one loop.
@@ -104,6 +103,15 @@ type grpcLoopCall struct {
 	message string
 	body    []byte
 	recvd   uint32 // DATA taken since the last stream WINDOW_UPDATE
+
+	// The request message being sent: its gRPC prefix and bytes (the
+	// caller's, until the call returns), how much of both went, and the
+	// stream's window for the rest.
+	prefix  [5]byte
+	msg     []byte
+	sent    int
+	sendWin int64
+	reset   bool // a RST_STREAM is owed or went
 }
 
 // Windows the gateway opens for the backend's answers: a stream's and
@@ -224,9 +232,6 @@ func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadl
 	if err != nil {
 		return loopCallResult{code: codes.Unavailable, message: "connection to " + in.Addr + " failed: " + err.Error()}, true, nil
 	}
-	if need := int64(len(msg) + 5); need > cc.sendWin || need > cc.peerWin {
-		return r, false, nil
-	}
 	for len(cc.calls) >= cc.maxCalls {
 		if !c.Loop.Park(&cc.slots, time.Until(deadline)) && !time.Now().Before(deadline) {
 			return r, true, errGRPCTimeout
@@ -249,9 +254,17 @@ func (in *Instance) grpcOnLoop(c *pipeline.Ctx, method string, msg []byte, deadl
 			return cc.failure(cc.err), true, nil
 		}
 		if now := c.Loop.Now(); now.After(deadline) {
-			cc.owe.resets = append(cc.owe.resets, call.id)
+			cc.reset(call)
 			cc.flushOwed(c.Loop, now)
 			return r, true, errGRPCTimeout
+		}
+		if cc.sending(call) {
+			// The backend opened its windows for more of the message.
+			cc.appendData(call)
+			if err := cc.flushOut(c.Loop, false, deadline); err != nil {
+				return cc.failure(err), true, nil
+			}
+			continue
 		}
 		if !cc.reading {
 			cc.readFor(c.Loop, call, deadline)
@@ -296,6 +309,14 @@ func (cc *grpcLoopConn) recycle(call *grpcLoopCall) {
 	}
 }
 
+// reset owes the backend the call's RST_STREAM, once.
+func (cc *grpcLoopConn) reset(call *grpcLoopCall) {
+	if !call.reset {
+		call.reset = true
+		cc.owe.resets = append(cc.owe.resets, call.id)
+	}
+}
+
 // failure is a call the connection's end cut.
 func (cc *grpcLoopConn) failure(err error) loopCallResult {
 	return loopCallResult{code: codes.Unavailable, message: "connection to " + cc.in.Addr + " lost: " + err.Error()}
@@ -309,6 +330,12 @@ func (cc *grpcLoopConn) forget(call *grpcLoopCall) {
 		return // never sent
 	}
 	delete(cc.calls, call.id)
+	if call.sent < len(call.msg)+len(call.prefix) && cc.err == nil {
+		// Answered before all of its message went: the stream is ended
+		// from this side too.
+		cc.reset(call)
+	}
+	call.msg = nil
 	// Its caller copies what it needs of the answer before it yields,
 	// and only a request that runs after it can take the call again.
 	cc.recycle(call)

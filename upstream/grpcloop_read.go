@@ -36,7 +36,7 @@ func (cc *grpcLoopConn) readFor(loop pipeline.Loop, call *grpcLoopCall, deadline
 		cc.reading, cc.tls.reader = false, nil
 		cc.passReading()
 	}()
-	for !call.done && cc.err == nil {
+	for !call.done && cc.err == nil && !cc.sending(call) {
 		// Waiting for a frame to begin is bounded by this call's
 		// deadline and consumes nothing: another call may take over.
 		_ = cc.conn.SetReadDeadline(deadline)
@@ -126,9 +126,7 @@ func (cc *grpcLoopConn) frame(typ, flags byte, stream uint32, p []byte) error {
 		if len(p) != 4 {
 			return errGRPCLoopProtocol("a malformed WINDOW_UPDATE")
 		}
-		if stream == 0 {
-			cc.sendWin = min(cc.sendWin+int64(binary.BigEndian.Uint32(p)&0x7fffffff), 1<<31-1)
-		}
+		cc.windowUpdate(stream, int64(binary.BigEndian.Uint32(p)&0x7fffffff))
 	case frameGoAway:
 		if len(p) < 8 || stream != 0 {
 			return errGRPCLoopProtocol("a malformed GOAWAY")
@@ -145,7 +143,7 @@ func (cc *grpcLoopConn) frame(typ, flags byte, stream uint32, p []byte) error {
 			return errGRPCLoopProtocol("a malformed RST_STREAM")
 		}
 		if call := cc.calls[stream]; call != nil {
-			cc.reset(call, binary.BigEndian.Uint32(p))
+			cc.resetByBackend(call, binary.BigEndian.Uint32(p))
 		}
 	case framePushPromise:
 		return errGRPCLoopProtocol("a PUSH_PROMISE, which the gateway refused")
@@ -153,6 +151,31 @@ func (cc *grpcLoopConn) frame(typ, flags byte, stream uint32, p []byte) error {
 	// PRIORITY and frame types it does not know are ignored (RFC 9113
 	// §5.5).
 	return nil
+}
+
+// windowUpdate opens the connection's window (stream 0) or a call's, and
+// wakes the calls it lets send more.
+func (cc *grpcLoopConn) windowUpdate(stream uint32, n int64) {
+	if stream == 0 {
+		cc.sendWin = min(cc.sendWin+n, 1<<31-1)
+		cc.wakeSenders()
+		return
+	}
+	if call := cc.calls[stream]; call != nil {
+		call.sendWin = min(call.sendWin+n, 1<<31-1)
+		if call.waiting && cc.sending(call) {
+			call.q.WakeOne()
+		}
+	}
+}
+
+// wakeSenders wakes the waiting calls the windows now let send more.
+func (cc *grpcLoopConn) wakeSenders() {
+	for _, call := range cc.calls {
+		if call.waiting && cc.sending(call) {
+			call.q.WakeOne()
+		}
+	}
 }
 
 // unpad takes a padded frame's padding off.
@@ -185,7 +208,12 @@ func (cc *grpcLoopConn) settings(flags byte, stream uint32, p []byte) error {
 			if v > 1<<31-1 {
 				return errGRPCLoopProtocol("an initial window over 2^31-1")
 			}
+			// It changes the windows of the streams open too.
+			for _, call := range cc.calls {
+				call.sendWin += int64(v) - cc.peerWin
+			}
 			cc.peerWin = int64(v)
+			cc.wakeSenders()
 		case settingMaxFrameSize:
 			if v < 16384 || v > 1<<24-1 {
 				return errGRPCLoopProtocol("a max frame size out of range")
@@ -202,8 +230,8 @@ func (cc *grpcLoopConn) settings(flags byte, stream uint32, p []byte) error {
 	return nil
 }
 
-// reset ends a call the backend reset.
-func (cc *grpcLoopConn) reset(call *grpcLoopCall, errCode uint32) {
+// resetByBackend ends a call the backend reset.
+func (cc *grpcLoopConn) resetByBackend(call *grpcLoopCall, errCode uint32) {
 	code := codes.Internal
 	switch errCode {
 	case errCodeRefused:
@@ -297,7 +325,7 @@ type grpcLoopBlock struct {
 func (cc *grpcLoopConn) headers(call *grpcLoopCall) {
 	b := &cc.block
 	if b.tooLarge {
-		cc.owe.resets = append(cc.owe.resets, call.id)
+		cc.reset(call)
 		cc.end(call, codes.Internal, "the backend's header list is over "+strconv.Itoa(grpcLoopHeaderList)+" bytes")
 		return
 	}
@@ -357,7 +385,7 @@ func (cc *grpcLoopConn) data(stream uint32, flags byte, p []byte) error {
 		return nil
 	}
 	if len(call.body)+len(data) > call.limit {
-		cc.owe.resets = append(cc.owe.resets, call.id)
+		cc.reset(call)
 		cc.end(call, codes.ResourceExhausted, "the backend's reply is larger than max_response_bytes")
 		return nil
 	}

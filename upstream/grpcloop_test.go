@@ -3,6 +3,7 @@ package upstream_test
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,4 +103,37 @@ func mustListen(t *testing.T, addr string) net.Listener {
 	}
 	t.Fatal(err)
 	return nil
+}
+
+// TestGRPCOnTheLoopLargeMessages: request messages many times the
+// backend's 64 KiB windows are sent on the loop as the backend opens its
+// windows, several at once on one connection, each answered whole.
+func TestGRPCOnTheLoopLargeMessages(t *testing.T) {
+	t.Parallel() // the gateway's shutdown waits out its clients' connections
+	be := grpcorders.Start(t)
+	g := gatewaytest.Start(t, grpcRoutes, gatewaytest.Options{Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)},
+		Tweak: func(o *server.Options) { o.Workers = 1 }})
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			customer := strings.Repeat(string(rune('a'+w)), 300<<10)
+			sku := fmt.Sprintf("big-%d", w)
+			st, body, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json",
+				`{"sku":"`+sku+`","quantity":1,"customerId":"`+customer+`"}`)
+			if st != 200 || body["id"] != "o-"+sku || body["customerId"] != customer {
+				errs <- fmt.Sprintf("%s: %d %.200s", sku, st, raw)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if ua := be.LastMetadata()["user-agent"]; len(ua) != 1 || ua[0] != "tollgate" {
+		t.Fatalf("the calls were not made on the loop: user-agent %q", ua)
+	}
 }

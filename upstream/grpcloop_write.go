@@ -111,24 +111,48 @@ func (cc *grpcLoopConn) appendCall(c *pipeline.Ctx, call *grpcLoopCall, method s
 		cc.out = appendFrameHeader(cc.out, len(chunk), typ, flags, call.id)
 		cc.out = append(cc.out, chunk...)
 	}
-	// One gRPC message: not compressed, its length, its bytes.
-	var prefix [5]byte
-	binary.BigEndian.PutUint32(prefix[1:], uint32(len(msg)))
-	size := len(msg) + len(prefix)
-	for off := 0; off < size; {
-		n := min(size-off, cc.maxFrame)
+	// One gRPC message: not compressed, its length, its bytes; as much
+	// of it now as the backend's windows allow.
+	call.msg, call.sent, call.sendWin = msg, 0, cc.peerWin
+	call.prefix[0] = 0
+	binary.BigEndian.PutUint32(call.prefix[1:], uint32(len(msg)))
+	cc.appendData(call)
+}
+
+// appendData appends the call's message from where it stands, in DATA
+// frames, as far as the connection's and the stream's windows allow; the
+// last carries END_STREAM.
+func (cc *grpcLoopConn) appendData(call *grpcLoopCall) {
+	size := len(call.msg) + len(call.prefix)
+	for call.sent < size {
+		n := int(min(int64(size-call.sent), int64(cc.maxFrame), cc.sendWin, call.sendWin))
+		if n <= 0 {
+			return
+		}
 		var flags byte
-		if off+n == size {
+		if call.sent+n == size {
 			flags = flagEndStream
 		}
+		off := call.sent
 		cc.out = appendFrameHeader(cc.out, n, frameData, flags, call.id)
-		if off < len(prefix) {
-			cc.out = append(cc.out, prefix[off:min(off+n, len(prefix))]...)
+		if off < len(call.prefix) {
+			k := min(off+n, len(call.prefix))
+			cc.out = append(cc.out, call.prefix[off:k]...)
+			n -= k - off
+			off = k
 		}
-		cc.out = append(cc.out, msg[max(off-len(prefix), 0):off+n-len(prefix)]...)
-		off += n
+		cc.out = append(cc.out, call.msg[off-len(call.prefix):off-len(call.prefix)+n]...)
+		sent := off + n - call.sent
+		call.sent += sent
+		cc.sendWin -= int64(sent)
+		call.sendWin -= int64(sent)
 	}
-	cc.sendWin -= int64(len(msg) + 5)
+}
+
+// sending reports whether the call has more of its message to send and
+// the windows let some of it go.
+func (cc *grpcLoopConn) sending(call *grpcLoopCall) bool {
+	return call.sent < len(call.msg)+len(call.prefix) && cc.sendWin > 0 && call.sendWin > 0
 }
 
 // headerBlock encodes the call's header section: the method's fixed
