@@ -109,7 +109,6 @@ func mustListen(t *testing.T, addr string) net.Listener {
 // backend's 64 KiB windows are sent on the loop as the backend opens its
 // windows, several at once on one connection, each answered whole.
 func TestGRPCOnTheLoopLargeMessages(t *testing.T) {
-	t.Parallel() // the gateway's shutdown waits out its clients' connections
 	be := grpcorders.Start(t)
 	g := gatewaytest.Start(t, grpcRoutes, gatewaytest.Options{Vars: map[string]string{"UP": be.Addr, "PB": ordersPB(t)},
 		Tweak: func(o *server.Options) { o.Workers = 1 }})

@@ -3,6 +3,7 @@
 package reactor
 
 import (
+	"github.com/tollgate/tollgate/internal/sockpeek"
 	"net"
 	"os"
 	"runtime"
@@ -275,8 +276,17 @@ func (s *evState) after(f *fiber, ev fiberEvent) {
 		f.freeAt = s.clock
 		s.free = append(s.free, f)
 		// Bytes that arrived while it was busy gave their edge already.
+		// A read that took exactly what there was leaves the flag set
+		// with nothing to read: a fiber started then would wait for the
+		// next request under the header timeout, not the idle one, and
+		// close a keep-alive connection its client still holds (whose
+		// next request would then fail). The socket is asked.
 		if c.state.Load() == connIdle && c.io.readable() {
-			s.dispatch(c)
+			if sockpeek.Pending(uintptr(c.fd)) {
+				s.dispatch(c)
+			} else {
+				c.io.rready.Store(false)
+			}
 		}
 	case fiberReturned:
 		s.blocked--
