@@ -115,7 +115,6 @@ pass "chain, capacity" /chain/x "$MAX_RATE"
 
 # ---------------------------------------------------------------- report
 field() { cut -d'|' -f"$2" <<<"${ROWS[$1]}"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 {
 	echo
 	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · transport $TRANSPORT · $WORKERS worker(s) · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
@@ -127,13 +126,4 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 	echo "chain ÷ plain: CPU per request $(ratio "$(field 1 11)" "$(field 0 11)") at $RATE req/s; capacity $(ratio "$(field 3 3)" "$(field 2 3)") ($(field 3 3) ÷ $(field 2 3) req/s). Latencies are corrected for coordinated omission."
 } | tee "$TMP/report.md"
 
-if [[ $RECORD == 1 ]]; then
-	{
-		echo
-		echo "## Full chain beside the plain route, $(date -u)"
-		echo
-		echo "\`$COMMAND\`"
-		cat "$TMP/report.md"
-	} >>bench/RESULTS.md
-	log "appended to bench/RESULTS.md"
-fi
+record_report "Full chain beside the plain route"

@@ -75,27 +75,11 @@ out=$(curl -sS -X POST -H 'Content-Type: application/json' -d '{"sku":"abc","qua
 [[ $out == *'"id":"o-abc"'* ]] || die "the transcoded route does not answer as it should: $out"
 
 declare -A RPS P99 CPU UPCPU ERR
-pass() { # name path backend
-	local name=$1 path=$2 backend=$3 out t0 t1 u0 u1 n
-	wrk -t2 -c"$CONNS" -d"$WARMUP" -s bench/wrk/post-json.lua "http://$GATEWAY_ADDR$path" >/dev/null 2>&1 || true
-	t0=$(proc_ticks "${PIDS[tollgate]}")
-	u0=$(proc_ticks "${PIDS[$backend]}")
-	out=$(wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s bench/wrk/post-json.lua "http://$GATEWAY_ADDR$path")
-	t1=$(proc_ticks "${PIDS[tollgate]}")
-	u1=$(proc_ticks "${PIDS[$backend]}")
-	n=$(awk '/requests in/ { print $1 }' <<<"$out")
-	RPS[$name]=$(awk '/Requests\/sec/ { printf "%.0f", $2 }' <<<"$out")
-	P99[$name]=$(awk '$1 == "99%" { print $2 }' <<<"$out")
-	ERR[$name]=$(awk '/Socket errors|Non-2xx/ { s = s $0 " " } END { print (s == "" ? 0 : s) }' <<<"$out")
-	CPU[$name]=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
-	UPCPU[$name]=$(awk -v t="$((u1 - u0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }')
-	log "$name: ${RPS[$name]} req/s, p99 ${P99[$name]}, gateway ${CPU[$name]} µs CPU/req, backend ${UPCPU[$name]}, errors ${ERR[$name]}"
-}
+pass() { wrk_pass "$1" "$2" "$3" bench/wrk/post-json.lua; } # name path backend
 log "transport $TRANSPORT, $WORKERS worker(s), $CONNS connections, $DURATION after $WARMUP warm-up"
 pass plain /plain/x upstream
 pass transcoded /v1/orders grpcupstream
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 {
 	echo
 	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · transport $TRANSPORT · $WORKERS worker(s) · gRPC backend $BACKEND · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
@@ -107,13 +91,4 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 	done
 } | tee "$TMP/report.md"
 
-if [[ $RECORD == 1 ]]; then
-	{
-		echo
-		echo "## A transcoded gRPC call beside a plain HTTP one, $(date -u)"
-		echo
-		echo "\`$COMMAND\`"
-		cat "$TMP/report.md"
-	} >>bench/RESULTS.md
-	log "appended to bench/RESULTS.md"
-fi
+record_report "A transcoded gRPC call beside a plain HTTP one"

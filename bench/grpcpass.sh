@@ -123,7 +123,6 @@ pass direct $GRPC_ADDR ""
 pass through $GATEWAY_ADDR tollgate
 pass nginx $NGINX_ADDR nginx
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 {
 	echo
 	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · transport $TRANSPORT · $WORKERS worker(s) · gRPC backend $BACKEND · h2load -c$H2_CONNS -m$H2_STREAMS · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
@@ -135,13 +134,4 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 	done
 } | tee "$TMP/report.md"
 
-if [[ $RECORD == 1 ]]; then
-	{
-		echo
-		echo "## gRPC pass-through beside a direct call, $(date -u)"
-		echo
-		echo "\`$COMMAND\`"
-		cat "$TMP/report.md"
-	} >>bench/RESULTS.md
-	log "appended to bench/RESULTS.md"
-fi
+record_report "gRPC pass-through beside a direct call"

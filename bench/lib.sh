@@ -233,3 +233,45 @@ start_nginx() {
 	start_pinned "$name" "$PROXY_CPUS" "$NGINX_BIN" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" -g 'daemon off;'
 	wait_http "$name" "http://$addr$REQ_PATH"
 }
+
+# ---------------------------------------------------------------- reports
+# ratio a b: a ÷ b to two places, 0 when b is not above 0.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+# cpu_per ticks n: CPU µs per request of ticks (clock ticks) over n requests.
+cpu_per() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN { printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0) }'; }
+
+# record_report title: with RECORD=1, appends $TMP/report.md to
+# bench/RESULTS.md under "## title, date" and the command that made it.
+record_report() {
+	[[ $RECORD == 1 ]] || return 0
+	{
+		echo
+		echo "## $1, $(date -u)"
+		echo
+		echo "\`$COMMAND\`"
+		cat "$TMP/report.md"
+	} >>bench/RESULTS.md
+	log "appended to bench/RESULTS.md"
+}
+
+# wrk_pass name path backend script: wrk (2 threads, $CONNS connections,
+# the wrk script) at $GATEWAY_ADDR$path, $WARMUP unmeasured then
+# $DURATION measured; notes into the caller's arrays RPS, P99, ERR and,
+# per request, the gateway's CPU (CPU) and the backend's (UPCPU).
+wrk_pass() {
+	local name=$1 path=$2 backend=$3 script=$4 out t0 t1 u0 u1 n
+	wrk -t2 -c"$CONNS" -d"$WARMUP" -s "$script" "http://$GATEWAY_ADDR$path" >/dev/null 2>&1 || true
+	t0=$(proc_ticks "${PIDS[tollgate]}")
+	u0=$(proc_ticks "${PIDS[$backend]}")
+	out=$(wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s "$script" "http://$GATEWAY_ADDR$path")
+	t1=$(proc_ticks "${PIDS[tollgate]}")
+	u1=$(proc_ticks "${PIDS[$backend]}")
+	n=$(awk '/requests in/ { print $1 }' <<<"$out")
+	RPS[$name]=$(awk '/Requests\/sec/ { printf "%.0f", $2 }' <<<"$out")
+	P99[$name]=$(awk '$1 == "99%" { print $2 }' <<<"$out")
+	ERR[$name]=$(awk '/Socket errors|Non-2xx/ { s = s $0 " " } END { print (s == "" ? 0 : s) }' <<<"$out")
+	CPU[$name]=$(cpu_per "$((t1 - t0))" "$n")
+	UPCPU[$name]=$(cpu_per "$((u1 - u0))" "$n")
+	log "$name: ${RPS[$name]} req/s, p99 ${P99[$name]}, gateway ${CPU[$name]} µs CPU/req, backend ${UPCPU[$name]}, errors ${ERR[$name]}"
+}

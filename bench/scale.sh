@@ -151,13 +151,4 @@ plot 6 'RSS bytes per connection' bench/plots/scale-rss.png "Memory per connecti
 	echo "Plots: bench/plots/scale-cpu.png, bench/plots/scale-rss.png. RSS per connection is the growth over the run's idle baseline at its midpoint; at one or ten connections it is noise."
 } | tee "$TMP/report.md"
 
-if [[ $RECORD == 1 ]]; then
-	{
-		echo
-		echo "## Cost as the work grows, $(date -u)"
-		echo
-		echo "\`$COMMAND\`"
-		cat "$TMP/report.md"
-	} >>bench/RESULTS.md
-	log "appended to bench/RESULTS.md"
-fi
+record_report "Cost as the work grows"

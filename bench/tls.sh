@@ -138,7 +138,6 @@ pass_h2 tollgate $GATEWAY_ADDR h2c
 pass_h2 nginx $NGINX_H2C h2c
 
 # ---------------------------------------------------------------- report
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 {
 	echo
 	echo "$(date -u) · nproc $NPROC · $(go version | cut -d' ' -f3-) · $(nginx -v 2>&1 | cut -d: -f2- | tr -d ' ') · transport $TRANSPORT · $WORKERS worker(s) each · ECDSA P-256 · commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
@@ -158,13 +157,4 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 	echo "Handshakes per second per core of CPU: tollgate $(awk -v c="${CPU[tollgate.handshake]}" 'BEGIN { printf "%.0f", (c > 0 ? 1e6 / c : 0) }'), nginx $(awk -v c="${CPU[nginx.handshake]}" 'BEGIN { printf "%.0f", (c > 0 ? 1e6 / c : 0) }') (1e6 ÷ CPU µs per request of the new-connection pass)."
 } | tee "$TMP/report.md"
 
-if [[ $RECORD == 1 ]]; then
-	{
-		echo
-		echo "## HTTPS beside nginx, $(date -u)"
-		echo
-		echo "\`$COMMAND\`"
-		cat "$TMP/report.md"
-	} >>bench/RESULTS.md
-	log "appended to bench/RESULTS.md"
-fi
+record_report "HTTPS beside nginx"
