@@ -72,10 +72,18 @@ test-deps:
 	@test -x "$(JAEGER_BIN)" || { \
 		echo "building jaeger $(JAEGER_VERSION) for the tracing tests (once)"; \
 		cd test/tools && $(GO) build -o "$(JAEGER_BIN)" github.com/jaegertracing/jaeger/cmd/jaeger; }
+	@# grpcurl, the gRPC client the h2c tests call the cleartext port with,
+	@# the same way from a module of its own (test/tools/grpcurl).
+	@test -x "$(GRPCURL_BIN)" || { \
+		echo "building grpcurl $(GRPCURL_VERSION) for the h2c tests (once)"; \
+		cd test/tools/grpcurl && $(GO) build -o "$(GRPCURL_BIN)" github.com/fullstorydev/grpcurl/cmd/grpcurl; }
 
-# The tracing tests' Jaeger (internal/testutil/jaeger.go finds it there).
-JAEGER_VERSION := $(shell awk '$$1 == "github.com/jaegertracing/jaeger" {print $$2}' test/tools/go.mod)
-JAEGER_BIN     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tollgate/tools/jaeger-$(JAEGER_VERSION)
+# The tracing tests' Jaeger and the h2c tests' grpcurl
+# (internal/testutil/tools.go finds them there).
+JAEGER_VERSION  := $(shell awk '$$1 == "github.com/jaegertracing/jaeger" {print $$2}' test/tools/go.mod)
+JAEGER_BIN      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tollgate/tools/jaeger-$(JAEGER_VERSION)
+GRPCURL_VERSION := $(shell awk '$$1 == "github.com/fullstorydev/grpcurl" {print $$2}' test/tools/grpcurl/go.mod)
+GRPCURL_BIN     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tollgate/tools/grpcurl-$(GRPCURL_VERSION)
 
 ## test-race prints what go test would and keeps every test's time in
 ## .test-times/ for make test-times. The end-to-end package (build tag

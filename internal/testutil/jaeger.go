@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -44,46 +42,7 @@ const jaegerStartWait = 60 * time.Second
 // JaegerBinary returns the Jaeger binary the tests run: TOLLGATE_JAEGER,
 // else the one `make test-deps` built into the cache.
 func JaegerBinary() (string, error) {
-	if p := os.Getenv("TOLLGATE_JAEGER"); p != "" {
-		return p, nil
-	}
-	version, err := jaegerVersion()
-	if err != nil {
-		return "", err
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(cache, "tollgate", "tools", "jaeger-"+version), nil
-}
-
-// jaegerVersion reads the version test/tools/go.mod pins, found from the
-// test's directory up to the repository's root.
-func jaegerVersion() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		f, err := os.Open(filepath.Join(dir, "test", "tools", "go.mod"))
-		if err == nil {
-			defer f.Close()
-			sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
-			for sc.Scan() {
-				fields := strings.Fields(sc.Text())
-				if len(fields) >= 2 && fields[0] == "github.com/jaegertracing/jaeger" {
-					return fields[1], nil
-				}
-			}
-			return "", fmt.Errorf("%s/test/tools/go.mod does not pin github.com/jaegertracing/jaeger", dir)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("test/tools/go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
+	return toolBinary("TOLLGATE_JAEGER", "jaeger", "test/tools", "github.com/jaegertracing/jaeger")
 }
 
 // StartJaeger starts Jaeger on free loopback ports and waits until its
