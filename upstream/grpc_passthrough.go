@@ -3,7 +3,6 @@ package upstream
 import (
 	"context"
 	"encoding/binary"
-	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/ascii"
 	"github.com/tollgate/tollgate/internal/bytesconv"
+	"github.com/tollgate/tollgate/internal/grpcwire"
 	"github.com/tollgate/tollgate/pipeline"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
@@ -51,7 +51,7 @@ func (in *Instance) passThrough(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS)
 		writeGRPCAnswer(c, code, why, nil, nil, nil)
 		return nil
 	}
-	if d, ok := grpcTimeout(c.Req.Header.Peek("Grpc-Timeout")); ok {
+	if d, ok := grpcwire.ParseTimeout(c.Req.Header.Peek("Grpc-Timeout")); ok {
 		if client := time.Now().Add(d); client.Before(deadline) {
 			deadline = client
 		}
@@ -114,38 +114,6 @@ func validMethodPath(p string) bool {
 	}
 	svc, m, ok := strings.Cut(p[1:], "/")
 	return ok && svc != "" && m != "" && !strings.Contains(m, "/")
-}
-
-// grpcTimeout parses a grpc-timeout value ("100m", "5S").
-func grpcTimeout(v []byte) (time.Duration, bool) {
-	if len(v) < 2 || len(v) > 9 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(bytesconv.B2S(v[:len(v)-1]), 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	var unit time.Duration
-	switch v[len(v)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	default:
-		return 0, false
-	}
-	if n > int64(math.MaxInt64/unit) {
-		return 0, false // longer than any budget: the route's applies
-	}
-	return time.Duration(n) * unit, true
 }
 
 // writeGRPCAnswer answers as gRPC: HTTP 200, the reply framed when the

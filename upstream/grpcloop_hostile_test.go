@@ -25,15 +25,17 @@ type rawGRPCBackend struct {
 	ln     net.Listener
 	answer func(w *rawAnswerer, stream uint32)
 
-	// tableSize, when set, is the SETTINGS_HEADER_TABLE_SIZE the backend
-	// announces; its decoder holds the gateway to it.
-	tableSize *uint32
+	// settings are what the backend announces (its decoder holds the
+	// gateway to a SETTINGS_HEADER_TABLE_SIZE among them).
+	settings []http2.Setting
 
 	mu     sync.Mutex
 	pings  [][8]byte // PING acknowledgements the gateway sent
 	conns  int
 	paths  []string // the :path of every call, as decoded
 	broken error    // a header block that did not decode
+	data   int      // DATA bytes received
+	resets int      // RST_STREAM frames received
 }
 
 // rawAnswerer writes a script's frames on one connection.
@@ -78,13 +80,13 @@ func writeLongBlock(w *rawAnswerer, s uint32, blk []byte) {
 	}
 }
 
-func startRawGRPCBackend(t *testing.T, tableSize *uint32, answer func(w *rawAnswerer, stream uint32)) *rawGRPCBackend {
+func startRawGRPCBackend(t *testing.T, settings []http2.Setting, answer func(w *rawAnswerer, stream uint32)) *rawGRPCBackend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &rawGRPCBackend{ln: ln, answer: answer, tableSize: tableSize}
+	b := &rawGRPCBackend{ln: ln, answer: answer, settings: settings}
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
@@ -110,12 +112,12 @@ func (b *rawGRPCBackend) serve(c net.Conn) {
 	w := &rawAnswerer{fr: http2.NewFramer(c, c)}
 	w.enc = hpack.NewEncoder(&w.hbuf)
 	dec := hpack.NewDecoder(4096, nil)
-	if b.tableSize != nil {
-		_ = w.fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: *b.tableSize})
-		dec.SetAllowedMaxDynamicTableSize(*b.tableSize)
-	} else {
-		_ = w.fr.WriteSettings()
+	for _, s := range b.settings {
+		if s.ID == http2.SettingHeaderTableSize {
+			dec.SetAllowedMaxDynamicTableSize(s.Val)
+		}
 	}
+	_ = w.fr.WriteSettings(b.settings...)
 	for {
 		f, err := w.fr.ReadFrame()
 		if err != nil {
@@ -134,7 +136,14 @@ func (b *rawGRPCBackend) serve(c net.Conn) {
 				}
 			}
 			b.mu.Unlock()
+		case *http2.RSTStreamFrame:
+			b.mu.Lock()
+			b.resets++
+			b.mu.Unlock()
 		case *http2.DataFrame:
+			b.mu.Lock()
+			b.data += len(f.Data())
+			b.mu.Unlock()
 			if f.StreamEnded() {
 				b.answer(w, f.StreamID)
 			}
@@ -155,7 +164,7 @@ func (b *rawGRPCBackend) serve(c net.Conn) {
 func TestGRPCOnTheLoopHeaderTable(t *testing.T) {
 	for _, size := range []uint32{0, 100, 4096} {
 		t.Run(strconv.Itoa(int(size)), func(t *testing.T) {
-			be := startRawGRPCBackend(t, &size, func(w *rawAnswerer, s uint32) { w.ok(s, "o-t") })
+			be := startRawGRPCBackend(t, []http2.Setting{{ID: http2.SettingHeaderTableSize, Val: size}}, func(w *rawAnswerer, s uint32) { w.ok(s, "o-t") })
 			g := gatewaytest.Start(t, rawGRPCRoutes, gatewaytest.Options{Vars: map[string]string{"UP": be.ln.Addr().String(), "PB": ordersPB(t)},
 				Tweak: func(o *server.Options) { o.Workers = 1 }})
 			for i := range 5 {
@@ -174,6 +183,48 @@ func TestGRPCOnTheLoopHeaderTable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGRPCOnTheLoopBackendThatOpensNoWindow: a backend that opens a
+// window of 10 bytes and never more (announced in its SETTINGS, which
+// bind the calls made after them) gets 10 bytes of a larger message;
+// the call waits only within its budget (504), its stream is reset, and
+// the gateway answers the next call (another window-bound one) the same
+// way instead of piling data up.
+func TestGRPCOnTheLoopBackendThatOpensNoWindow(t *testing.T) {
+	be := startRawGRPCBackend(t, []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 10}}, func(w *rawAnswerer, s uint32) {
+		w.ok(s, "o-never")
+	})
+	g := gatewaytest.Start(t, rawGRPCRoutes, gatewaytest.Options{Vars: map[string]string{"UP": be.ln.Addr().String(), "PB": ordersPB(t)},
+		Tweak: func(o *server.Options) { o.Workers = 1 }})
+	// The first call goes out with the connection, before the backend's
+	// SETTINGS came: HTTP/2's default window applies to it.
+	if st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"a","quantity":1}`); st != 200 {
+		t.Fatalf("the first call: %d %s", st, raw)
+	}
+	be.mu.Lock()
+	before := be.data
+	be.mu.Unlock()
+	for i := range 2 {
+		start := time.Now()
+		st, _, raw := doJSON(t, g.Addr, "POST", "/v1/orders", "application/json", `{"sku":"a-long-sku-past-ten-bytes","quantity":1}`)
+		if took := time.Since(start); st != 504 || took > 3*time.Second {
+			t.Fatalf("call %d: %d %s after %v", i, st, raw, took)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		be.mu.Lock()
+		data, resets := be.data-before, be.resets
+		be.mu.Unlock()
+		if data == 20 && resets == 2 {
+			break
+		}
+		if time.Now().After(deadline) || data > 20 {
+			t.Fatalf("the backend got %d bytes of DATA and %d resets; want 10 bytes and one reset a call", data, resets)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/h2frame"
 	"github.com/tollgate/tollgate/pipeline"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -25,6 +26,8 @@ const grpcLoopFrameTime = 5 * time.Second
 type errGRPCLoopProtocol string
 
 func (e errGRPCLoopProtocol) Error() string { return "grpc: the backend broke HTTP/2: " + string(e) }
+
+const errGRPCLoopPadding = errGRPCLoopProtocol("padding longer than its frame")
 
 // readFor reads frames for the calls of the connection until call is
 // done, its deadline passes or the connection fails, then passes the
@@ -49,9 +52,7 @@ func (cc *grpcLoopConn) readFor(loop pipeline.Loop, call *grpcLoopCall, deadline
 			cc.fail(err)
 			return
 		}
-		length := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
-		typ, flags := head[3], head[4]
-		stream := binary.BigEndian.Uint32(head[5:]) & 0x7fffffff
+		length, typ, flags, stream := h2frame.ReadHeader(head)
 		if length > grpcLoopReadFrame {
 			cc.fail(errGRPCLoopProtocol("a frame of " + strconv.Itoa(length) + " bytes, over the 16384 allowed"))
 			return
@@ -84,50 +85,50 @@ func (cc *grpcLoopConn) passReading() {
 }
 
 // frame applies one frame (p its payload, valid until the next read).
-func (cc *grpcLoopConn) frame(typ, flags byte, stream uint32, p []byte) error {
-	if cc.block.open && typ != frameContinuation {
+func (cc *grpcLoopConn) frame(typ http2.FrameType, flags http2.Flags, stream uint32, p []byte) error {
+	if cc.block.open && typ != http2.FrameContinuation {
 		return errGRPCLoopProtocol("a frame inside a header block")
 	}
 	switch typ {
-	case frameData, frameHeaders:
+	case http2.FrameData, http2.FrameHeaders:
 		if stream == 0 || stream&1 == 0 || stream >= cc.nextID {
 			return errGRPCLoopProtocol("a frame on a stream the gateway did not open")
 		}
-		if typ == frameData {
+		if typ == http2.FrameData {
 			return cc.data(stream, flags, p)
 		}
-		frag, err := unpad(flags, p)
-		if err == nil && flags&flagPriority != 0 {
+		frag, ok := h2frame.Unpad(flags, p)
+		if !ok {
+			return errGRPCLoopPadding
+		}
+		if flags&http2.FlagHeadersPriority != 0 {
 			if len(frag) < 5 {
 				return errGRPCLoopProtocol("a HEADERS frame too short for its priority")
 			}
 			frag = frag[5:]
 		}
-		if err != nil {
-			return err
-		}
-		cc.beginBlock(stream, flags&flagEndStream != 0)
-		return cc.blockFragment(frag, flags&flagEndHeaders != 0)
-	case frameContinuation:
+		cc.beginBlock(stream, flags&http2.FlagDataEndStream != 0)
+		return cc.blockFragment(frag, flags&http2.FlagHeadersEndHeaders != 0)
+	case http2.FrameContinuation:
 		if !cc.block.open || stream != cc.block.stream {
 			return errGRPCLoopProtocol("a CONTINUATION frame outside its header block")
 		}
-		return cc.blockFragment(p, flags&flagEndHeaders != 0)
-	case frameSettings:
+		return cc.blockFragment(p, flags&http2.FlagHeadersEndHeaders != 0)
+	case http2.FrameSettings:
 		return cc.settings(flags, stream, p)
-	case framePing:
+	case http2.FramePing:
 		if len(p) != 8 || stream != 0 {
 			return errGRPCLoopProtocol("a malformed PING")
 		}
-		if flags&flagAck == 0 && len(cc.owe.pings) < 16 {
+		if flags&http2.FlagSettingsAck == 0 && len(cc.owe.pings) < 16 {
 			cc.owe.pings = append(cc.owe.pings, [8]byte(p))
 		}
-	case frameWindowUpdate:
+	case http2.FrameWindowUpdate:
 		if len(p) != 4 {
 			return errGRPCLoopProtocol("a malformed WINDOW_UPDATE")
 		}
 		cc.windowUpdate(stream, int64(binary.BigEndian.Uint32(p)&0x7fffffff))
-	case frameGoAway:
+	case http2.FrameGoAway:
 		if len(p) < 8 || stream != 0 {
 			return errGRPCLoopProtocol("a malformed GOAWAY")
 		}
@@ -138,14 +139,14 @@ func (cc *grpcLoopConn) frame(typ, flags byte, stream uint32, p []byte) error {
 				cc.end(call, codes.Unavailable, "the backend is closing the connection (GOAWAY)")
 			}
 		}
-	case frameRSTStream:
+	case http2.FrameRSTStream:
 		if len(p) != 4 || stream == 0 {
 			return errGRPCLoopProtocol("a malformed RST_STREAM")
 		}
 		if call := cc.calls[stream]; call != nil {
-			cc.resetByBackend(call, binary.BigEndian.Uint32(p))
+			cc.resetByBackend(call, http2.ErrCode(binary.BigEndian.Uint32(p)))
 		}
-	case framePushPromise:
+	case http2.FramePushPromise:
 		return errGRPCLoopProtocol("a PUSH_PROMISE, which the gateway refused")
 	}
 	// PRIORITY and frame types it does not know are ignored (RFC 9113
@@ -178,33 +179,22 @@ func (cc *grpcLoopConn) wakeSenders() {
 	}
 }
 
-// unpad takes a padded frame's padding off.
-func unpad(flags byte, p []byte) ([]byte, error) {
-	if flags&flagPadded == 0 {
-		return p, nil
-	}
-	if len(p) == 0 || int(p[0]) >= len(p) {
-		return nil, errGRPCLoopProtocol("padding longer than its frame")
-	}
-	return p[1 : len(p)-int(p[0])], nil
-}
-
 // settings applies the backend's SETTINGS and owes their acknowledgement.
-func (cc *grpcLoopConn) settings(flags byte, stream uint32, p []byte) error {
-	if stream != 0 || len(p)%6 != 0 || flags&flagAck != 0 && len(p) > 0 {
+func (cc *grpcLoopConn) settings(flags http2.Flags, stream uint32, p []byte) error {
+	if stream != 0 || len(p)%6 != 0 || flags&http2.FlagSettingsAck != 0 && len(p) > 0 {
 		return errGRPCLoopProtocol("a malformed SETTINGS")
 	}
-	if flags&flagAck != 0 {
+	if flags&http2.FlagSettingsAck != 0 {
 		return nil
 	}
 	for ; len(p) > 0; p = p[6:] {
 		v := binary.BigEndian.Uint32(p[2:])
-		switch binary.BigEndian.Uint16(p) {
-		case settingHeaderTableSize:
+		switch http2.SettingID(binary.BigEndian.Uint16(p)) {
+		case http2.SettingHeaderTableSize:
 			cc.table.SetLimit(v)
-		case settingMaxConcurrent:
+		case http2.SettingMaxConcurrentStreams:
 			cc.maxCalls = int(min(v, 10000))
-		case settingInitialWindowSize:
+		case http2.SettingInitialWindowSize:
 			if v > 1<<31-1 {
 				return errGRPCLoopProtocol("an initial window over 2^31-1")
 			}
@@ -214,7 +204,7 @@ func (cc *grpcLoopConn) settings(flags byte, stream uint32, p []byte) error {
 			}
 			cc.peerWin = int64(v)
 			cc.wakeSenders()
-		case settingMaxFrameSize:
+		case http2.SettingMaxFrameSize:
 			if v < 16384 || v > 1<<24-1 {
 				return errGRPCLoopProtocol("a max frame size out of range")
 			}
@@ -231,17 +221,17 @@ func (cc *grpcLoopConn) settings(flags byte, stream uint32, p []byte) error {
 }
 
 // resetByBackend ends a call the backend reset.
-func (cc *grpcLoopConn) resetByBackend(call *grpcLoopCall, errCode uint32) {
+func (cc *grpcLoopConn) resetByBackend(call *grpcLoopCall, errCode http2.ErrCode) {
 	code := codes.Internal
 	switch errCode {
-	case errCodeRefused:
+	case http2.ErrCodeRefusedStream:
 		code = codes.Unavailable
-	case errCodeCancel:
+	case http2.ErrCodeCancel:
 		code = codes.Canceled
-	case errCodeCalm:
+	case http2.ErrCodeEnhanceYourCalm:
 		code = codes.ResourceExhausted
 	}
-	cc.end(call, code, "stream reset by the backend: "+http2.ErrCode(errCode).String())
+	cc.end(call, code, "stream reset by the backend: "+errCode.String())
 }
 
 // beginBlock starts decoding a header block of stream. Every block goes
@@ -369,16 +359,16 @@ func (cc *grpcLoopConn) headers(call *grpcLoopCall) {
 
 // data takes a DATA frame for its call, within the call's bound, and owes
 // the backend the window it took.
-func (cc *grpcLoopConn) data(stream uint32, flags byte, p []byte) error {
+func (cc *grpcLoopConn) data(stream uint32, flags http2.Flags, p []byte) error {
 	length := uint32(len(p))
 	cc.unacked += int64(length)
 	if cc.unacked >= grpcLoopConnWindow/2 {
 		cc.owe.connWindow += uint32(cc.unacked)
 		cc.unacked = 0
 	}
-	data, err := unpad(flags, p)
-	if err != nil {
-		return err
+	data, ok := h2frame.Unpad(flags, p)
+	if !ok {
+		return errGRPCLoopPadding
 	}
 	call := cc.calls[stream]
 	if call == nil || call.done {
@@ -391,7 +381,7 @@ func (cc *grpcLoopConn) data(stream uint32, flags byte, p []byte) error {
 	}
 	call.body = append(call.body, data...)
 	call.recvd += length
-	ended := flags&flagEndStream != 0
+	ended := flags&http2.FlagDataEndStream != 0
 	if call.recvd >= grpcLoopStreamWindow/2 && !ended {
 		cc.owe.streams = append(cc.owe.streams, streamWindow{call.id, call.recvd})
 		call.recvd = 0

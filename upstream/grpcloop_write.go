@@ -2,10 +2,12 @@ package upstream
 
 import (
 	"encoding/binary"
-	"strconv"
+	"github.com/tollgate/tollgate/internal/h2frame"
+	"golang.org/x/net/http2"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/ascii"
+	"github.com/tollgate/tollgate/internal/grpcwire"
 	"github.com/tollgate/tollgate/internal/hpackenc"
 	"github.com/tollgate/tollgate/pipeline"
 )
@@ -20,40 +22,6 @@ import (
 // number is taken when its frames are appended, which keeps streams
 // opening in the order of their numbers.
 
-// HTTP/2 frame types and flags the connection writes and reads (RFC 9113
-// §6).
-const (
-	frameData         = 0x0
-	frameHeaders      = 0x1
-	framePriority     = 0x2
-	frameRSTStream    = 0x3
-	frameSettings     = 0x4
-	framePushPromise  = 0x5
-	framePing         = 0x6
-	frameGoAway       = 0x7
-	frameWindowUpdate = 0x8
-	frameContinuation = 0x9
-
-	flagEndStream  = 0x1
-	flagAck        = 0x1
-	flagEndHeaders = 0x4
-	flagPadded     = 0x8
-	flagPriority   = 0x20
-
-	settingHeaderTableSize   = 0x1
-	settingEnablePush        = 0x2
-	settingMaxConcurrent     = 0x3
-	settingInitialWindowSize = 0x4
-	settingMaxFrameSize      = 0x5
-	settingMaxHeaderListSize = 0x6
-
-	errCodeProtocol  = 0x1
-	errCodeCancel    = 0x8
-	errCodeRefused   = 0x7
-	errCodeCalm      = 0xb
-	errCodeFrameSize = 0x6
-)
-
 // grpcLoopReadFrame is the largest frame the gateway reads: HTTP/2's
 // default, as it never asks for larger ones.
 const grpcLoopReadFrame = 16384
@@ -63,30 +31,15 @@ const grpcLoopReadFrame = 16384
 // gateway also announces.
 const grpcLoopHeaderList = 64 << 10
 
-func appendFrameHeader(dst []byte, length int, typ, flags byte, stream uint32) []byte {
-	return append(dst, byte(length>>16), byte(length>>8), byte(length), typ, flags,
-		byte(stream>>24&0x7f), byte(stream>>16), byte(stream>>8), byte(stream))
-}
-
-func appendWindowUpdate(dst []byte, stream, n uint32) []byte {
-	dst = appendFrameHeader(dst, 4, frameWindowUpdate, 0, stream)
-	return binary.BigEndian.AppendUint32(dst, n&0x7fffffff)
-}
-
 // appendPreface is what the gateway says first: the client preface, its
 // settings and the connection's larger window.
 func appendPreface(dst []byte) []byte {
 	dst = append(dst, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"...)
-	dst = appendFrameHeader(dst, 18, frameSettings, 0, 0)
-	for _, s := range [...][2]uint32{
-		{settingEnablePush, 0},
-		{settingInitialWindowSize, grpcLoopStreamWindow},
-		{settingMaxHeaderListSize, grpcLoopHeaderList},
-	} {
-		dst = binary.BigEndian.AppendUint16(dst, uint16(s[0]))
-		dst = binary.BigEndian.AppendUint32(dst, s[1])
-	}
-	return appendWindowUpdate(dst, 0, grpcLoopConnWindow-65535)
+	dst = h2frame.AppendHeader(dst, 18, http2.FrameSettings, 0, 0)
+	dst = h2frame.AppendSetting(dst, http2.SettingEnablePush, 0)
+	dst = h2frame.AppendSetting(dst, http2.SettingInitialWindowSize, grpcLoopStreamWindow)
+	dst = h2frame.AppendSetting(dst, http2.SettingMaxHeaderListSize, grpcLoopHeaderList)
+	return h2frame.AppendWindowUpdate(dst, 0, grpcLoopConnWindow-65535)
 }
 
 // appendCall appends the call's HEADERS (and CONTINUATION) and its one
@@ -100,15 +53,15 @@ func (cc *grpcLoopConn) appendCall(c *pipeline.Ctx, call *grpcLoopCall, method s
 	for len(block) > 0 || first {
 		chunk := block[:min(len(block), cc.maxFrame)]
 		block = block[len(chunk):]
-		var flags byte
+		var flags http2.Flags
 		if len(block) == 0 {
-			flags = flagEndHeaders
+			flags = http2.FlagHeadersEndHeaders
 		}
-		typ := byte(frameContinuation)
+		typ := http2.FrameContinuation
 		if first {
-			typ, first = frameHeaders, false
+			typ, first = http2.FrameHeaders, false
 		}
-		cc.out = appendFrameHeader(cc.out, len(chunk), typ, flags, call.id)
+		cc.out = h2frame.AppendHeader(cc.out, len(chunk), typ, flags, call.id)
 		cc.out = append(cc.out, chunk...)
 	}
 	// One gRPC message: not compressed, its length, its bytes; as much
@@ -129,12 +82,12 @@ func (cc *grpcLoopConn) appendData(call *grpcLoopCall) {
 		if n <= 0 {
 			return
 		}
-		var flags byte
+		var flags http2.Flags
 		if call.sent+n == size {
-			flags = flagEndStream
+			flags = http2.FlagDataEndStream
 		}
 		off := call.sent
-		cc.out = appendFrameHeader(cc.out, n, frameData, flags, call.id)
+		cc.out = h2frame.AppendHeader(cc.out, n, http2.FrameData, flags, call.id)
 		if off < len(call.prefix) {
 			k := min(off+n, len(call.prefix))
 			cc.out = append(cc.out, call.prefix[off:k]...)
@@ -185,7 +138,7 @@ func (cc *grpcLoopConn) headerBlock(c *pipeline.Ctx, method string, timeout time
 			cc.fixed[method] = grpcFixedFields{block: append(f.block[:0], b[start:]...), gen: gen}
 		}
 	}
-	cc.num = appendGRPCTimeout(cc.num[:0], timeout)
+	cc.num = grpcwire.AppendTimeout(cc.num[:0], timeout)
 	b, cc.lower = hpackenc.AppendRawField(b, cc.lower, grpcTimeoutName, cc.num)
 	l := &c.Fields
 	for i := range l.Len() {
@@ -211,16 +164,6 @@ type grpcFixedFields struct {
 const grpcLoopMethods = 64
 
 var grpcTimeoutName = []byte("grpc-timeout")
-
-// appendGRPCTimeout appends d as a grpc-timeout value: at most eight
-// digits and a unit.
-func appendGRPCTimeout(dst []byte, d time.Duration) []byte {
-	ms := max(d.Milliseconds(), 1)
-	if ms < 1e8 {
-		return append(strconv.AppendInt(dst, ms, 10), 'm')
-	}
-	return append(strconv.AppendInt(dst, min(int64(d/time.Second), 99999999), 10), 'S')
-}
 
 // flushOut writes the outgoing buffer unless another request is writing
 // it (which then writes what was added meanwhile too); loop is the
@@ -279,25 +222,24 @@ func (cc *grpcLoopConn) appendOwed() {
 	}
 	b := cc.out
 	if o.settingsAck {
-		b = appendFrameHeader(b, 0, frameSettings, flagAck, 0)
+		b = h2frame.AppendHeader(b, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
 		o.settingsAck = false
 	}
 	for _, p := range o.pings {
-		b = appendFrameHeader(b, 8, framePing, flagAck, 0)
+		b = h2frame.AppendHeader(b, 8, http2.FramePing, http2.FlagSettingsAck, 0)
 		b = append(b, p[:]...)
 	}
 	o.pings = o.pings[:0]
 	if o.connWindow > 0 {
-		b = appendWindowUpdate(b, 0, o.connWindow)
+		b = h2frame.AppendWindowUpdate(b, 0, o.connWindow)
 		o.connWindow = 0
 	}
 	for _, s := range o.streams {
-		b = appendWindowUpdate(b, s.id, s.n)
+		b = h2frame.AppendWindowUpdate(b, s.id, s.n)
 	}
 	o.streams = o.streams[:0]
 	for _, id := range o.resets {
-		b = appendFrameHeader(b, 4, frameRSTStream, 0, id)
-		b = binary.BigEndian.AppendUint32(b, errCodeCancel)
+		b = h2frame.AppendRSTStream(b, id, http2.ErrCodeCancel)
 	}
 	o.resets = o.resets[:0]
 	cc.out = b

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/bytesconv"
+	"github.com/tollgate/tollgate/internal/grpcwire"
+	"github.com/tollgate/tollgate/internal/h2frame"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -119,6 +122,8 @@ type errLeanProtocol struct {
 
 func (e errLeanProtocol) Error() string { return e.code.String() + ": " + e.msg }
 
+var errLeanPadding = protocolError("padding longer than its frame")
+
 func protocolError(msg string) error { return errLeanProtocol{http2.ErrCodeProtocol, msg} }
 
 func (lc *leanConn) serve() {
@@ -130,7 +135,7 @@ func (lc *leanConn) serve() {
 	}
 	lc.mu.Lock()
 	lc.bw.Write(appendSettings(nil))
-	lc.bw.Write(appendWindowUpdate(nil, 0, leanConnWindow-65535))
+	lc.bw.Write(h2frame.AppendWindowUpdate(nil, 0, leanConnWindow-65535))
 	err := lc.bw.Flush()
 	lc.mu.Unlock()
 	for err == nil {
@@ -139,7 +144,7 @@ func (lc *leanConn) serve() {
 	var pe errLeanProtocol
 	if errors.As(err, &pe) {
 		lc.mu.Lock()
-		lc.bw.Write(appendGoAway(nil, lc.lastID, pe.code))
+		lc.bw.Write(h2frame.AppendGoAway(nil, lc.lastID, pe.code))
 		_ = lc.bw.Flush()
 		lc.mu.Unlock()
 		log.Printf("grpcupstream: %s: %v", lc.c.RemoteAddr(), err)
@@ -153,9 +158,7 @@ func (lc *leanConn) readFrame() error {
 	if err != nil {
 		return err
 	}
-	length := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
-	typ, flags := head[3], head[4]
-	id := binary.BigEndian.Uint32(head[5:]) & 0x7fffffff
+	length, typ, flags, id := h2frame.ReadHeader(head)
 	if length > leanReadFrame {
 		return errLeanProtocol{http2.ErrCodeFrameSize, "a frame of " + strconv.Itoa(length) + " bytes"}
 	}
@@ -173,62 +176,62 @@ func (lc *leanConn) readFrame() error {
 		return nil
 	}
 	if lc.unacked > 0 {
-		lc.bw.Write(appendWindowUpdate(lc.enc.scratch[:0], 0, uint32(lc.unacked)))
+		lc.bw.Write(h2frame.AppendWindowUpdate(lc.enc.scratch[:0], 0, uint32(lc.unacked)))
 		lc.unacked = 0
 	}
 	return lc.bw.Flush()
 }
 
 // frame handles one frame (p its payload, valid until the next read).
-func (lc *leanConn) frame(typ, flags byte, id uint32, p []byte) error {
-	if lc.block.open && (typ != frameContinuation || id != lc.block.stream) {
+func (lc *leanConn) frame(typ http2.FrameType, flags http2.Flags, id uint32, p []byte) error {
+	if lc.block.open && (typ != http2.FrameContinuation || id != lc.block.stream) {
 		return protocolError("a frame inside a header block")
 	}
 	switch typ {
-	case frameHeaders:
+	case http2.FrameHeaders:
 		return lc.headers(flags, id, p)
-	case frameContinuation:
+	case http2.FrameContinuation:
 		if !lc.block.open {
 			return protocolError("CONTINUATION outside a header block")
 		}
-		return lc.fragment(p, flags&flagEndHeaders != 0)
-	case frameData:
+		return lc.fragment(p, flags&http2.FlagHeadersEndHeaders != 0)
+	case http2.FrameData:
 		return lc.data(flags, id, p)
-	case frameSettings:
+	case http2.FrameSettings:
 		return lc.settings(flags, id, p)
-	case framePing:
+	case http2.FramePing:
 		if len(p) != 8 || id != 0 {
 			return errLeanProtocol{http2.ErrCodeFrameSize, "a malformed PING"}
 		}
-		if flags&flagAck == 0 {
-			b := appendFrameHeader(lc.enc.scratch[:0], 8, framePing, flagAck, 0)
+		if flags&http2.FlagSettingsAck == 0 {
+			b := h2frame.AppendHeader(lc.enc.scratch[:0], 8, http2.FramePing, http2.FlagSettingsAck, 0)
 			lc.bw.Write(append(b, p...))
 		}
-	case frameWindowUpdate:
+	case http2.FrameWindowUpdate:
 		return lc.windowUpdate(id, p)
-	case frameRSTStream:
+	case http2.FrameRSTStream:
 		if len(p) != 4 || id == 0 {
 			return protocolError("a malformed RST_STREAM")
 		}
 		if st := lc.streams[id]; st != nil {
 			lc.finish(st)
 		}
-	case framePushPromise:
+	case http2.FramePushPromise:
 		return protocolError("a client may not push")
 	}
 	return nil // PRIORITY, GOAWAY and unknown types: nothing to do
 }
 
 // headers starts a call (or ends one whose request came with trailers).
-func (lc *leanConn) headers(flags byte, id uint32, p []byte) error {
+func (lc *leanConn) headers(flags http2.Flags, id uint32, p []byte) error {
 	if id == 0 || id&1 == 0 {
 		return protocolError("HEADERS on a stream a client may not open")
 	}
-	frag, err := unpad(flags, p)
-	if err != nil {
-		return err
+	frag, ok := h2frame.Unpad(flags, p)
+	if !ok {
+		return errLeanPadding
 	}
-	if flags&flagPriority != 0 {
+	if flags&http2.FlagHeadersPriority != 0 {
 		if len(frag) < 5 {
 			return protocolError("HEADERS too short for its priority")
 		}
@@ -237,8 +240,8 @@ func (lc *leanConn) headers(flags byte, id uint32, p []byte) error {
 	if id <= lc.lastID && lc.streams[id] == nil {
 		return errLeanProtocol{http2.ErrCodeStreamClosed, "HEADERS on a closed stream"}
 	}
-	lc.block = leanBlock{open: true, stream: id, endStream: flags&flagEndStream != 0}
-	return lc.fragment(frag, flags&flagEndHeaders != 0)
+	lc.block = leanBlock{open: true, stream: id, endStream: flags&http2.FlagDataEndStream != 0}
+	return lc.fragment(frag, flags&http2.FlagHeadersEndHeaders != 0)
 }
 
 // fragment decodes part of the open header block; the block's end opens
@@ -267,11 +270,11 @@ func (lc *leanConn) fragment(frag []byte, last bool) error {
 	}
 	lc.lastID = blk.stream
 	if blk.list > leanHeaderList || blk.path == "" {
-		lc.bw.Write(appendRST(lc.enc.scratch[:0], blk.stream, http2.ErrCodeRefusedStream))
+		lc.bw.Write(h2frame.AppendRSTStream(lc.enc.scratch[:0], blk.stream, http2.ErrCodeRefusedStream))
 		return nil
 	}
 	if len(lc.streams) >= leanMaxStreams {
-		lc.bw.Write(appendRST(lc.enc.scratch[:0], blk.stream, http2.ErrCodeRefusedStream))
+		lc.bw.Write(h2frame.AppendRSTStream(lc.enc.scratch[:0], blk.stream, http2.ErrCodeRefusedStream))
 		return nil
 	}
 	st := lc.newStream(blk.stream, blk.path)
@@ -290,7 +293,7 @@ func (lc *leanConn) onField(f hpack.HeaderField) {
 	case ":path":
 		b.path = f.Value
 	case "grpc-timeout":
-		b.timeout = parseTimeout(f.Value)
+		b.timeout, _ = grpcwire.ParseTimeout(bytesconv.S2B(f.Value))
 	}
 }
 
@@ -321,7 +324,7 @@ func (lc *leanConn) finish(st *leanStream) {
 }
 
 // data takes a request's DATA, within the message cap.
-func (lc *leanConn) data(flags byte, id uint32, p []byte) error {
+func (lc *leanConn) data(flags http2.Flags, id uint32, p []byte) error {
 	if id == 0 {
 		return protocolError("DATA on stream 0")
 	}
@@ -336,22 +339,22 @@ func (lc *leanConn) data(flags byte, id uint32, p []byte) error {
 	if st.ended {
 		return errLeanProtocol{http2.ErrCodeStreamClosed, "DATA after the request's end"}
 	}
-	body, err := unpad(flags, p)
-	if err != nil {
-		return err
+	body, ok := h2frame.Unpad(flags, p)
+	if !ok {
+		return errLeanPadding
 	}
 	if len(st.msg)+len(body) > leanMaxMessage+5 {
 		lc.answer(st, orderCall{code: codeResourceExhaust,
 			message: "grpc: received message larger than max (" + strconv.Itoa(len(st.msg)+len(body)-5) + " vs. " + strconv.Itoa(leanMaxMessage) + ")"})
-		lc.bw.Write(appendRST(lc.enc.scratch[:0], id, http2.ErrCodeCancel))
+		lc.bw.Write(h2frame.AppendRSTStream(lc.enc.scratch[:0], id, http2.ErrCodeCancel))
 		return nil
 	}
 	st.msg = append(st.msg, body...)
-	if flags&flagEndStream != 0 {
+	if flags&http2.FlagDataEndStream != 0 {
 		return lc.endRequest(st)
 	}
 	if st.recv += len(p); st.recv >= leanStreamStart/2 {
-		lc.bw.Write(appendWindowUpdate(lc.enc.scratch[:0], id, uint32(st.recv)))
+		lc.bw.Write(h2frame.AppendWindowUpdate(lc.enc.scratch[:0], id, uint32(st.recv)))
 		st.recv = 0
 	}
 	return nil
@@ -393,33 +396,6 @@ func (lc *leanConn) endRequest(st *leanStream) error {
 	}
 	lc.answer(st, call)
 	return nil
-}
-
-// parseTimeout reads a grpc-timeout value: up to eight digits and a unit.
-func parseTimeout(v string) time.Duration {
-	if len(v) < 2 || len(v) > 9 {
-		return 0
-	}
-	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	var unit time.Duration
-	switch v[len(v)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	}
-	return time.Duration(n) * unit
 }
 
 func (lc *leanConn) stopTimers() {

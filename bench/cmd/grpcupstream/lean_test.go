@@ -394,10 +394,10 @@ func TestLeanCallAllocatesNothing(t *testing.T) {
 	one := func() {
 		blk = tab.AppendField(blk[:0], ":method", "POST")
 		blk = tab.AppendField(blk, ":path", "/shop.v1.Orders/Create")
-		if err := lc.frame(frameHeaders, flagEndHeaders, id, blk); err != nil {
+		if err := lc.frame(http2.FrameHeaders, http2.FlagHeadersEndHeaders, id, blk); err != nil {
 			t.Fatal(err)
 		}
-		if err := lc.frame(frameData, flagEndStream, id, msg); err != nil {
+		if err := lc.frame(http2.FrameData, http2.FlagDataEndStream, id, msg); err != nil {
 			t.Fatal(err)
 		}
 		if len(lc.streams) != 0 {

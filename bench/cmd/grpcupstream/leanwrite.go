@@ -4,33 +4,9 @@ import (
 	"encoding/binary"
 	"strconv"
 
+	"github.com/tollgate/tollgate/internal/h2frame"
 	"github.com/tollgate/tollgate/internal/hpackenc"
 	"golang.org/x/net/http2"
-)
-
-// HTTP/2 frame types, flags and settings (RFC 9113 §6).
-const (
-	frameData         = 0x0
-	frameHeaders      = 0x1
-	frameRSTStream    = 0x3
-	frameSettings     = 0x4
-	framePushPromise  = 0x5
-	framePing         = 0x6
-	frameGoAway       = 0x7
-	frameWindowUpdate = 0x8
-	frameContinuation = 0x9
-
-	flagEndStream  = 0x1
-	flagAck        = 0x1
-	flagEndHeaders = 0x4
-	flagPadded     = 0x8
-	flagPriority   = 0x20
-
-	settingHeaderTableSize   = 0x1
-	settingMaxConcurrent     = 0x3
-	settingInitialWindowSize = 0x4
-	settingMaxFrameSize      = 0x5
-	settingMaxHeaderListSize = 0x6
 )
 
 // leanEncoder writes a connection's header blocks through its client's
@@ -90,8 +66,8 @@ func (lc *leanConn) send(st *leanStream) bool {
 		if n <= 0 {
 			return false
 		}
-		flags := byte(0)
-		lc.bw.Write(appendFrameHeader(lc.enc.scratch[:0], n, frameData, flags, st.id))
+		flags := http2.Flags(0)
+		lc.bw.Write(h2frame.AppendHeader(lc.enc.scratch[:0], n, http2.FrameData, flags, st.id))
 		lc.bw.Write(st.out[:n])
 		lc.connWin -= int64(n)
 		st.win -= int64(n)
@@ -123,20 +99,20 @@ func (lc *leanConn) sendHeld() {
 
 // writeBlock writes a header block as HEADERS and CONTINUATION frames.
 func (lc *leanConn) writeBlock(id uint32, blk []byte, endStream bool) {
-	typ := byte(frameHeaders)
+	typ := http2.FrameHeaders
 	for first := true; first || len(blk) > 0; first = false {
 		chunk := blk[:min(len(blk), lc.maxFrame)]
 		blk = blk[len(chunk):]
-		var flags byte
+		var flags http2.Flags
 		if first && endStream {
-			flags |= flagEndStream
+			flags |= http2.FlagDataEndStream
 		}
 		if len(blk) == 0 {
-			flags |= flagEndHeaders
+			flags |= http2.FlagHeadersEndHeaders
 		}
-		lc.bw.Write(appendFrameHeader(lc.enc.scratch[:0], len(chunk), typ, flags, id))
+		lc.bw.Write(h2frame.AppendHeader(lc.enc.scratch[:0], len(chunk), typ, flags, id))
 		lc.bw.Write(chunk)
-		typ = frameContinuation
+		typ = http2.FrameContinuation
 	}
 }
 
@@ -175,11 +151,11 @@ func inHeld(held []*leanStream, st *leanStream) bool {
 }
 
 // settings applies the client's settings and acknowledges them.
-func (lc *leanConn) settings(flags byte, id uint32, p []byte) error {
+func (lc *leanConn) settings(flags http2.Flags, id uint32, p []byte) error {
 	if id != 0 {
 		return protocolError("SETTINGS on a stream")
 	}
-	if flags&flagAck != 0 {
+	if flags&http2.FlagSettingsAck != 0 {
 		if len(p) != 0 {
 			return errLeanProtocol{http2.ErrCodeFrameSize, "a SETTINGS acknowledgement with a payload"}
 		}
@@ -190,10 +166,10 @@ func (lc *leanConn) settings(flags byte, id uint32, p []byte) error {
 	}
 	for ; len(p) > 0; p = p[6:] {
 		v := binary.BigEndian.Uint32(p[2:])
-		switch binary.BigEndian.Uint16(p) {
-		case settingHeaderTableSize:
+		switch http2.SettingID(binary.BigEndian.Uint16(p)) {
+		case http2.SettingHeaderTableSize:
 			lc.enc.table.SetLimit(v)
-		case settingInitialWindowSize:
+		case http2.SettingInitialWindowSize:
 			if v > 1<<31-1 {
 				return errLeanProtocol{http2.ErrCodeFlowControl, "an initial window past 2^31-1"}
 			}
@@ -202,14 +178,14 @@ func (lc *leanConn) settings(flags byte, id uint32, p []byte) error {
 			for _, st := range lc.streams {
 				st.win += delta
 			}
-		case settingMaxFrameSize:
+		case http2.SettingMaxFrameSize:
 			if v < 16384 || v > 1<<24-1 {
 				return protocolError("a max frame size out of range")
 			}
 			lc.maxFrame = int(min(v, 1<<20))
 		}
 	}
-	lc.bw.Write(appendFrameHeader(lc.enc.scratch[:0], 0, frameSettings, flagAck, 0))
+	lc.bw.Write(h2frame.AppendHeader(lc.enc.scratch[:0], 0, http2.FrameSettings, http2.FlagSettingsAck, 0))
 	for _, st := range lc.streams {
 		if len(st.out) > 0 && !inHeld(lc.held, st) {
 			lc.held = append(lc.held, st)
@@ -221,44 +197,9 @@ func (lc *leanConn) settings(flags byte, id uint32, p []byte) error {
 
 // appendSettings is the engine's SETTINGS frame.
 func appendSettings(dst []byte) []byte {
-	dst = appendFrameHeader(dst, 12, frameSettings, 0, 0)
-	for _, s := range [...][2]uint32{{settingMaxConcurrent, leanMaxStreams}, {settingMaxHeaderListSize, leanHeaderList}} {
-		dst = binary.BigEndian.AppendUint16(dst, uint16(s[0]))
-		dst = binary.BigEndian.AppendUint32(dst, s[1])
-	}
-	return dst
-}
-
-func appendFrameHeader(dst []byte, length int, typ, flags byte, id uint32) []byte {
-	return append(dst, byte(length>>16), byte(length>>8), byte(length), typ, flags,
-		byte(id>>24&0x7f), byte(id>>16), byte(id>>8), byte(id))
-}
-
-func appendWindowUpdate(dst []byte, id, n uint32) []byte {
-	dst = appendFrameHeader(dst, 4, frameWindowUpdate, 0, id)
-	return binary.BigEndian.AppendUint32(dst, n)
-}
-
-func appendRST(dst []byte, id uint32, code http2.ErrCode) []byte {
-	dst = appendFrameHeader(dst, 4, frameRSTStream, 0, id)
-	return binary.BigEndian.AppendUint32(dst, uint32(code))
-}
-
-func appendGoAway(dst []byte, last uint32, code http2.ErrCode) []byte {
-	dst = appendFrameHeader(dst, 8, frameGoAway, 0, 0)
-	dst = binary.BigEndian.AppendUint32(dst, last)
-	return binary.BigEndian.AppendUint32(dst, uint32(code))
-}
-
-// unpad takes a padded frame's padding off.
-func unpad(flags byte, p []byte) ([]byte, error) {
-	if flags&flagPadded == 0 {
-		return p, nil
-	}
-	if len(p) == 0 || int(p[0]) >= len(p) {
-		return nil, protocolError("padding longer than its frame")
-	}
-	return p[1 : len(p)-int(p[0])], nil
+	dst = h2frame.AppendHeader(dst, 12, http2.FrameSettings, 0, 0)
+	dst = h2frame.AppendSetting(dst, http2.SettingMaxConcurrentStreams, leanMaxStreams)
+	return h2frame.AppendSetting(dst, http2.SettingMaxHeaderListSize, leanHeaderList)
 }
 
 // percentEncode writes a grpc-message value as gRPC asks: bytes outside
