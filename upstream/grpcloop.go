@@ -38,7 +38,8 @@ type grpcLoopConn struct {
 	br   *bufio.Reader
 	dec  *hpack.Decoder
 	tls  grpcLoopTLS
-	// tlsKey is the TLS configuration it was made with ("" for h2c).
+	// tlsKey is the TLS configuration it was made with (tls.on says
+	// there was one).
 	tlsKey string
 
 	// Writing (grpcloop_write.go): frames wait in out for the request
@@ -132,7 +133,7 @@ var errGRPCLoopClosed = errors.New("grpc: connection closed")
 // it). Calls that come while it is being dialed wait for that one.
 func (in *Instance) grpcLoopFor(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS) (*grpcLoopConn, error) {
 	slot := &in.grpcLoops[c.Loop.ID()]
-	if cc := slot.Load(); cc != nil && cc.err == nil && !cc.goAway && cc.nextID < grpcLoopMaxStreamID && cc.tlsKey == tlsKey(t) {
+	if cc := slot.Load(); cc != nil && cc.err == nil && !cc.goAway && cc.nextID < grpcLoopMaxStreamID && cc.madeWith(t) {
 		for cc.dialing {
 			if !c.Loop.Park(&cc.dialWait, time.Until(deadline)) && cc.dialing {
 				return nil, errGRPCTimeout
@@ -144,7 +145,7 @@ func (in *Instance) grpcLoopFor(c *pipeline.Ctx, deadline time.Time, t *GRPCTLS)
 		return nil, cc.err
 	}
 	cc := &grpcLoopConn{in: in, nextID: 1, calls: map[uint32]*grpcLoopCall{},
-		maxCalls: 100, sendWin: 65535, peerWin: 65535, maxFrame: 16384, dialing: true, tlsKey: tlsKey(t)}
+		maxCalls: 100, sendWin: 65535, peerWin: 65535, maxFrame: 16384, dialing: true}
 	old := slot.Swap(cc)
 	if old != nil {
 		old.retire()

@@ -28,13 +28,13 @@ type grpcLoopTLS struct {
 	reader  pipeline.Loop      // the reading call's fiber, for its waits
 }
 
-// tlsKey tells TLS configurations apart ("" for h2c): a connection is
-// reused only by calls of the same.
-func tlsKey(t *GRPCTLS) string {
+// madeWith reports whether the connection was made with t (nil: h2c): a
+// connection is reused only by calls of the same TLS configuration.
+func (cc *grpcLoopConn) madeWith(t *GRPCTLS) bool {
 	if t == nil {
-		return ""
+		return !cc.tls.on
 	}
-	return "tls|" + t.Key
+	return cc.tls.on && cc.tlsKey == t.Key
 }
 
 // handshake makes the connection a TLS session that agreed on h2.
@@ -47,7 +47,7 @@ func (cc *grpcLoopConn) handshake(loop pipeline.Loop, t *GRPCTLS) error {
 			cfg.ServerName = host
 		}
 	}
-	cc.tls.on = true
+	cc.tls.on, cc.tlsKey = true, t.Key
 	session := tls.Client(grpcTLSSocket{cc}, cfg)
 	_ = cc.raw.SetDeadline(loop.Now().Add(cc.in.pool.Connect))
 	if err := session.Handshake(); err != nil {
