@@ -272,18 +272,11 @@ func (w *jsonWriter) object(dst []byte, class string, depth int) ([]byte, error)
 				return dst, err
 			}
 		}
-		w.skipSpace()
-		if w.i >= len(w.d) {
-			return dst, errJSON
-		}
-		switch w.d[w.i] {
-		case ',':
-			w.i++
-		case '}':
-			w.i++
+		switch end, err := w.separator('}'); {
+		case err != nil:
+			return dst, err
+		case end:
 			return append(dst, endMark), nil
-		default:
-			return dst, errJSON
 		}
 	}
 }
@@ -301,20 +294,31 @@ func (w *jsonWriter) array(dst []byte, depth int) ([]byte, error) {
 		if dst, err = w.value(dst, "", depth+1); err != nil {
 			return dst, err
 		}
-		w.skipSpace()
-		if w.i >= len(w.d) {
-			return dst, errJSON
-		}
-		switch w.d[w.i] {
-		case ',':
-			w.i++
-		case ']':
-			w.i++
+		switch end, err := w.separator(']'); {
+		case err != nil:
+			return dst, err
+		case end:
 			return append(dst, endMark), nil
-		default:
-			return dst, errJSON
 		}
 	}
+}
+
+// separator takes what follows a member or element: a comma (more
+// follow) or close (the object or array ends, end).
+func (w *jsonWriter) separator(close byte) (end bool, err error) {
+	w.skipSpace()
+	if w.i >= len(w.d) {
+		return false, errJSON
+	}
+	switch w.d[w.i] {
+	case ',':
+		w.i++
+		return false, nil
+	case close:
+		w.i++
+		return true, nil
+	}
+	return false, errJSON
 }
 
 // number writes a JSON number: a whole one as int or long when it fits,
